@@ -1,0 +1,77 @@
+// Error values and the Result type used by every fallible call in hurray.
+//
+// Codes are the gRPC canonical status codes, so a service maps them one to one. Messages
+// name the field and the value that was wrong ("buffer 1: alignment 32 is below the
+// minimum 64").
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace hurray {
+
+// The gRPC canonical status codes, with their gRPC numeric values.
+enum class StatusCode : std::uint8_t {
+  kOk = 0,
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
+};
+
+// The canonical upper-case name of a code ("INVALID_ARGUMENT").
+[[nodiscard]] std::string_view StatusCodeName(StatusCode code);
+
+// A failed call: a canonical code and a message for humans. Immutable value; thread-safe.
+class Error {
+ public:
+  Error(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  [[nodiscard]] StatusCode code() const { return code_; }
+  [[nodiscard]] const std::string& message() const { return message_; }
+
+  // "INVALID_ARGUMENT: buffer 1: alignment 32 is below the minimum 64".
+  [[nodiscard]] std::string ToString() const;
+
+  // The same error with "context: " put in front of the message.
+  [[nodiscard]] Error WithContext(std::string_view context) const;
+
+  friend bool operator==(const Error&, const Error&) = default;
+
+ private:
+  StatusCode code_;
+  std::string message_;
+};
+
+// The value of a fallible call, or why it failed.
+template <typename T>
+using Result = std::expected<T, Error>;
+
+// The outcome of a fallible call with no value.
+using Status = std::expected<void, Error>;
+
+// Shorthands that build an unexpected Error of the given code.
+[[nodiscard]] std::unexpected<Error> InvalidArgumentError(std::string message);
+[[nodiscard]] std::unexpected<Error> OutOfRangeError(std::string message);
+[[nodiscard]] std::unexpected<Error> NotFoundError(std::string message);
+[[nodiscard]] std::unexpected<Error> FailedPreconditionError(std::string message);
+[[nodiscard]] std::unexpected<Error> ResourceExhaustedError(std::string message);
+[[nodiscard]] std::unexpected<Error> UnavailableError(std::string message);
+[[nodiscard]] std::unexpected<Error> InternalError(std::string message);
+
+}  // namespace hurray

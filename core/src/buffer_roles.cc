@@ -1,0 +1,324 @@
+#include "buffer_roles.h"
+
+#include <cmath>
+#include <optional>
+
+#include "checked_math.h"
+#include "str_cat.h"
+
+namespace hurray::internal {
+namespace {
+
+constexpr std::uint64_t kIndexBytes = 8;  // Every index array is uint64.
+
+std::unexpected<Error> Overflow(std::string_view what) {
+  return InvalidArgumentError(StrCat(what, ": byte size overflows 64 bits"));
+}
+
+// Bytes of `count` elements of `type`, or an overflow error naming `what`.
+Result<std::uint64_t> ElementBytes(ElementType type, std::uint64_t count, std::string_view what) {
+  auto bytes = ByteSizeOf(type, count);
+  if (!bytes) return Overflow(what);
+  return *bytes;
+}
+
+// Bytes of `count` uint64 indices.
+Result<std::uint64_t> IndexBytes(std::uint64_t count, std::string_view what) {
+  auto bytes = CheckedMul(count, kIndexBytes);
+  if (!bytes) return Overflow(what);
+  return *bytes;
+}
+
+class RoleCollector {
+ public:
+  explicit RoleCollector(const TensorDescriptor::Parts& parts)
+      : parts_(parts), element_count_(CheckedProduct(parts.shape).value_or(0)) {}
+
+  Result<std::vector<BufferRole>> Collect() {
+    if (auto status = std::visit([this](const auto& layout) { return AddLayout(layout); },
+                                 parts_.layout);
+        !status) {
+      return std::unexpected(status.error());
+    }
+    if (auto status = std::visit([this](const auto& q) { return AddQuantization(q); },
+                                 parts_.quantization);
+        !status) {
+      return std::unexpected(status.error());
+    }
+    return std::move(roles_);
+  }
+
+ private:
+  void Add(std::uint32_t index, std::string_view field, std::string_view name,
+           std::uint64_t byte_size, bool exact = true) {
+    roles_.push_back(BufferRole{index, field, name, byte_size, exact});
+  }
+
+  [[nodiscard]] std::size_t rank() const { return parts_.shape.size(); }
+  [[nodiscard]] std::string_view type_name() const {
+    return ElementTypeName(parts_.element_type);
+  }
+
+  // ---- Layouts ----
+
+  Status AddLayout(const DenseLayout& dense) {
+    if (dense.strides.empty()) {
+      auto bytes = ElementBytes(parts_.element_type, element_count_, "dense data");
+      if (!bytes) return std::unexpected(bytes.error());
+      Add(dense.data_buffer, "layout.dense.data_buffer", "data", *bytes);
+      return {};
+    }
+    if (dense.strides.size() != rank()) {
+      return InvalidArgumentError(StrCat("layout.dense.strides has ", dense.strides.size(),
+                                         " entries but the shape has rank ", rank()));
+    }
+    if (IsPacked(parts_.element_type)) {
+      return InvalidArgumentError(StrCat("layout.dense.strides: element_type ", type_name(),
+                                         " is packed 4-bit and cannot be strided"));
+    }
+    // The span the strides address: 1 + sum((dim - 1) * stride) elements, or none.
+    std::uint64_t span = 0;
+    if (element_count_ != 0) {
+      span = 1;
+      for (std::size_t i = 0; i < rank(); ++i) {
+        auto step = CheckedMul(parts_.shape[i] - 1, dense.strides[i]);
+        auto next = step ? CheckedAdd(span, *step) : std::nullopt;
+        if (!next) return Overflow(StrCat("layout.dense.strides[", i, "]"));
+        span = *next;
+      }
+    }
+    auto bytes = ElementBytes(parts_.element_type, span, "strided dense data");
+    if (!bytes) return std::unexpected(bytes.error());
+    Add(dense.data_buffer, "layout.dense.data_buffer", "data", *bytes, /*exact=*/false);
+    return {};
+  }
+
+  Status AddLayout(const CooLayout& coo) {
+    auto values = ElementBytes(parts_.element_type, coo.nnz, "layout.coo.nnz");
+    if (!values) return std::unexpected(values.error());
+    auto coordinates = CheckedMul(coo.nnz, rank());
+    if (!coordinates) return Overflow("layout.coo.nnz");
+    auto indices = IndexBytes(*coordinates, "layout.coo.nnz");
+    if (!indices) return std::unexpected(indices.error());
+    Add(coo.values_buffer, "layout.coo.values_buffer", "values", *values);
+    Add(coo.indices_buffer, "layout.coo.indices_buffer", "COO indices", *indices);
+    return {};
+  }
+
+  Status AddLayout(const CompressedLayout& compressed) {
+    const bool rows = compressed.axis == CompressedAxis::kRows;
+    const std::string_view layout_name = rows ? "csr" : "csc";
+    if (rank() != 2) {
+      return InvalidArgumentError(
+          StrCat("layout.", layout_name, " needs a rank-2 shape, not rank ", rank()));
+    }
+    const std::uint64_t primary_dim = parts_.shape[rows ? 0 : 1];
+    auto values = ElementBytes(parts_.element_type, compressed.nnz, "nnz");
+    if (!values) return std::unexpected(values.error());
+    auto offsets = CheckedAdd(primary_dim, 1);
+    auto primary = offsets ? IndexBytes(*offsets, "primary index") : Overflow("primary index");
+    if (!primary) return std::unexpected(primary.error());
+    auto secondary = IndexBytes(compressed.nnz, "nnz");
+    if (!secondary) return std::unexpected(secondary.error());
+    if (rows) {
+      Add(compressed.values_buffer, "layout.csr.values_buffer", "values", *values);
+      Add(compressed.primary_index_buffer, "layout.csr.primary_index_buffer", "row offsets",
+          *primary);
+      Add(compressed.secondary_index_buffer, "layout.csr.secondary_index_buffer",
+          "column indices", *secondary);
+    } else {
+      Add(compressed.values_buffer, "layout.csc.values_buffer", "values", *values);
+      Add(compressed.primary_index_buffer, "layout.csc.primary_index_buffer",
+          "column offsets", *primary);
+      Add(compressed.secondary_index_buffer, "layout.csc.secondary_index_buffer",
+          "row indices", *secondary);
+    }
+    return {};
+  }
+
+  Status AddLayout(const BlockPagedLayout& paged) {
+    if (rank() == 0) {
+      return InvalidArgumentError("layout.block_paged needs a shape of rank 1 or more");
+    }
+    if (paged.block_size == 0) {
+      return InvalidArgumentError("layout.block_paged.block_size 0 must be at least 1");
+    }
+    const std::uint64_t blocks = CeilDiv(parts_.shape[0], paged.block_size);
+    if (blocks > 0 && paged.num_pages == 0) {
+      return InvalidArgumentError(StrCat("layout.block_paged.num_pages 0: the tensor has ",
+                                         blocks, " blocks, so it needs at least one page"));
+    }
+    auto row_elements = CheckedProduct(std::span(parts_.shape).subspan(1));
+    auto page_elements =
+        row_elements ? CheckedMul(*row_elements, paged.block_size) : std::nullopt;
+    auto page_bits =
+        page_elements ? CheckedMul(*page_elements, ElementBitWidth(parts_.element_type))
+                      : std::nullopt;
+    if (!page_bits) return Overflow("layout.block_paged page");
+    if (*page_bits % 8 != 0) {
+      return InvalidArgumentError(StrCat("layout.block_paged: a page of ", *page_elements, " ",
+                                         type_name(), " elements does not end on a byte"));
+    }
+    auto data = CheckedMul(*page_bits / 8, paged.num_pages);
+    if (!data) return Overflow("layout.block_paged.num_pages");
+    auto table = IndexBytes(blocks, "layout.block_paged page table");
+    if (!table) return std::unexpected(table.error());
+    Add(paged.data_buffer, "layout.block_paged.data_buffer", "pages", *data);
+    Add(paged.page_table_buffer, "layout.block_paged.page_table_buffer", "page table", *table);
+    return {};
+  }
+
+  // ---- Quantizations ----
+
+  Status AddQuantization(const NoQuantization&) {
+    if (parts_.element_type == ElementType::kNf4) {
+      return InvalidArgumentError(
+          "element_type nf4 holds codes, not values: it needs nf4 quantization");
+    }
+    return {};
+  }
+
+  // Affine quantization stores integers or 8-bit floats.
+  Status CheckAffineStorage(std::string_view field) const {
+    const ElementType type = parts_.element_type;
+    if (IsInteger(type) || type == ElementType::kFloat8E4m3fn ||
+        type == ElementType::kFloat8E5m2) {
+      return {};
+    }
+    return InvalidArgumentError(StrCat(field, " needs an integer or float8 element_type, not ",
+                                       type_name()));
+  }
+
+  Status AddQuantization(const PerTensorAffine& affine) {
+    if (auto status = CheckAffineStorage("quantization.per_tensor_affine"); !status) {
+      return status;
+    }
+    if (!std::isfinite(affine.scale) || affine.scale == 0.0) {
+      return InvalidArgumentError(StrCat("quantization.per_tensor_affine.scale ", affine.scale,
+                                         " must be finite and non-zero"));
+    }
+    return {};
+  }
+
+  Status AddQuantization(const PerChannelAffine& affine) {
+    if (auto status = CheckAffineStorage("quantization.per_channel_affine"); !status) {
+      return status;
+    }
+    if (affine.axis >= rank()) {
+      return InvalidArgumentError(StrCat("quantization.per_channel_affine.axis ", affine.axis,
+                                         " is out of range for rank ", rank()));
+    }
+    if (!IsWideFloat(affine.scale_type)) {
+      return InvalidArgumentError(StrCat("quantization.per_channel_affine.scale_type ",
+                                         ElementTypeName(affine.scale_type),
+                                         " is not float16, bfloat16, float32 or float64"));
+    }
+    const std::uint64_t channels = parts_.shape[affine.axis];
+    auto scales = ElementBytes(affine.scale_type, channels, "per-channel scales");
+    if (!scales) return std::unexpected(scales.error());
+    Add(affine.scale_buffer, "quantization.per_channel_affine.scale_buffer", "scales", *scales);
+    if (affine.zero_points) {
+      const ElementType type = affine.zero_points->type;
+      if (IsPacked(type) || !(IsInteger(type) || IsWideFloat(type))) {
+        return InvalidArgumentError(StrCat("quantization.per_channel_affine.zero_point_type ",
+                                           ElementTypeName(type),
+                                           " is not a byte-sized or wider integer or float"));
+      }
+      auto zero_points = ElementBytes(type, channels, "per-channel zero points");
+      if (!zero_points) return std::unexpected(zero_points.error());
+      Add(affine.zero_points->buffer, "quantization.per_channel_affine.zero_point_buffer",
+          "zero points", *zero_points);
+    }
+    return {};
+  }
+
+  Status RequireDense(std::string_view field) const {
+    if (!std::holds_alternative<DenseLayout>(parts_.layout)) {
+      return InvalidArgumentError(StrCat(field, " needs the dense layout, not ",
+                                         LayoutName(parts_.layout)));
+    }
+    return {};
+  }
+
+  Status AddQuantization(const Nf4Quantization& nf4) {
+    if (parts_.element_type != ElementType::kNf4) {
+      return InvalidArgumentError(
+          StrCat("quantization.nf4 needs element_type nf4, not ", type_name()));
+    }
+    if (auto status = RequireDense("quantization.nf4"); !status) return status;
+    if (nf4.block_size == 0) {
+      return InvalidArgumentError("quantization.nf4.block_size 0 must be at least 1");
+    }
+    const ElementType type = nf4.scale_type;
+    if (type != ElementType::kFloat16 && type != ElementType::kBfloat16 &&
+        type != ElementType::kFloat32) {
+      return InvalidArgumentError(StrCat("quantization.nf4.scale_type ", ElementTypeName(type),
+                                         " is not float16, bfloat16 or float32"));
+    }
+    auto scales = ElementBytes(type, CeilDiv(element_count_, nf4.block_size), "nf4 scales");
+    if (!scales) return std::unexpected(scales.error());
+    Add(nf4.scale_buffer, "quantization.nf4.scale_buffer", "scales", *scales);
+    return {};
+  }
+
+  Status AddQuantization(const MxfpQuantization& mxfp) {
+    const ElementType type = parts_.element_type;
+    if (type != ElementType::kMxfp4 && type != ElementType::kFloat8E4m3fn &&
+        type != ElementType::kFloat8E5m2) {
+      return InvalidArgumentError(StrCat(
+          "quantization.mxfp needs element_type mxfp4, float8_e4m3fn or float8_e5m2, not ",
+          type_name()));
+    }
+    if (auto status = RequireDense("quantization.mxfp"); !status) return status;
+    if (rank() == 0) {
+      return InvalidArgumentError("quantization.mxfp needs a shape of rank 1 or more");
+    }
+    if (mxfp.block_size == 0) {
+      return InvalidArgumentError("quantization.mxfp.block_size 0 must be at least 1");
+    }
+    auto rows = CheckedProduct(std::span(parts_.shape).first(rank() - 1));
+    auto count = rows ? CheckedMul(*rows, CeilDiv(parts_.shape.back(), mxfp.block_size))
+                      : std::nullopt;
+    if (!count) return Overflow("mxfp scales");
+    Add(mxfp.scale_buffer, "quantization.mxfp.scale_buffer", "scales", *count);
+    return {};
+  }
+
+  const TensorDescriptor::Parts& parts_;
+  const std::uint64_t element_count_;
+  std::vector<BufferRole> roles_;
+};
+
+}  // namespace
+
+Result<std::vector<BufferRole>> BufferRoles(const TensorDescriptor::Parts& parts) {
+  return RoleCollector(parts).Collect();
+}
+
+std::string DescribeQuantization(const Quantization& quantization) {
+  struct Describer {
+    std::string operator()(const NoQuantization&) const { return "none"; }
+    std::string operator()(const PerTensorAffine& q) const {
+      return StrCat("per_tensor_affine scale ", q.scale, ", zero point ", q.zero_point);
+    }
+    std::string operator()(const PerChannelAffine& q) const {
+      std::string text = StrCat("per_channel_affine axis ", q.axis, ", scales in buffer ",
+                                q.scale_buffer, " (", ElementTypeName(q.scale_type), ")");
+      if (q.zero_points) {
+        text += StrCat(", zero points in buffer ", q.zero_points->buffer, " (",
+                       ElementTypeName(q.zero_points->type), ")");
+      }
+      return text;
+    }
+    std::string operator()(const Nf4Quantization& q) const {
+      return StrCat("nf4 block ", q.block_size, ", scales in buffer ", q.scale_buffer, " (",
+                    ElementTypeName(q.scale_type), ")");
+    }
+    std::string operator()(const MxfpQuantization& q) const {
+      return StrCat("mxfp block ", q.block_size, ", e8m0 scales in buffer ", q.scale_buffer);
+    }
+  };
+  return std::visit(Describer{}, quantization);
+}
+
+}  // namespace hurray::internal

@@ -1,0 +1,45 @@
+#include "c_status.h"
+
+#include <string>
+
+namespace hurray::internal {
+namespace {
+
+thread_local std::string last_error_message;
+
+}  // namespace
+
+HurrayStatus ToCStatus(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return HURRAY_OK;
+    case StatusCode::kInvalidArgument:
+      return HURRAY_ERR_INVALID_ARGUMENT;
+    case StatusCode::kOutOfRange:
+      return HURRAY_ERR_OUT_OF_RANGE;
+    case StatusCode::kResourceExhausted:
+      return HURRAY_ERR_OUT_OF_MEMORY;
+    default:
+      return HURRAY_ERR_INTERNAL;
+  }
+}
+
+HurrayStatus SetLastError(HurrayStatus status, std::string_view message) {
+  // Assigning may allocate; if even that fails, keep the status and lose the message.
+  try {
+    last_error_message.assign(message);
+  } catch (...) {
+    last_error_message.clear();
+  }
+  return status;
+}
+
+HurrayStatus SetLastError(const Error& error) {
+  return SetLastError(ToCStatus(error.code()), error.message());
+}
+
+void ClearLastError() { last_error_message.clear(); }
+
+const char* LastErrorMessage() { return last_error_message.c_str(); }
+
+}  // namespace hurray::internal

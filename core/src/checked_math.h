@@ -1,0 +1,39 @@
+// Overflow-checked unsigned arithmetic for sizes that come from outside.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace hurray::internal {
+
+[[nodiscard]] inline std::optional<std::uint64_t> CheckedAdd(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
+[[nodiscard]] inline std::optional<std::uint64_t> CheckedMul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+// Product of all values (1 for none); nullopt on overflow.
+[[nodiscard]] inline std::optional<std::uint64_t> CheckedProduct(
+    std::span<const std::uint64_t> values) {
+  std::uint64_t product = 1;
+  for (std::uint64_t value : values) {
+    auto next = CheckedMul(product, value);
+    if (!next) return std::nullopt;
+    product = *next;
+  }
+  return product;
+}
+
+// ceil(a / b) for b > 0, without overflow.
+[[nodiscard]] inline std::uint64_t CeilDiv(std::uint64_t a, std::uint64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
+}  // namespace hurray::internal

@@ -1,0 +1,54 @@
+#include "hurray/error.h"
+
+#include <array>
+
+namespace hurray {
+
+std::string_view StatusCodeName(StatusCode code) {
+  static constexpr std::array<std::string_view, 17> kNames = {
+      "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",      "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  const auto index = static_cast<std::size_t>(code);
+  return index < kNames.size() ? kNames[index] : "UNKNOWN";
+}
+
+std::string Error::ToString() const {
+  std::string text(StatusCodeName(code_));
+  text += ": ";
+  text += message_;
+  return text;
+}
+
+Error Error::WithContext(std::string_view context) const {
+  std::string message(context);
+  message += ": ";
+  message += message_;
+  return Error(code_, std::move(message));
+}
+
+std::unexpected<Error> InvalidArgumentError(std::string message) {
+  return std::unexpected(Error(StatusCode::kInvalidArgument, std::move(message)));
+}
+std::unexpected<Error> OutOfRangeError(std::string message) {
+  return std::unexpected(Error(StatusCode::kOutOfRange, std::move(message)));
+}
+std::unexpected<Error> NotFoundError(std::string message) {
+  return std::unexpected(Error(StatusCode::kNotFound, std::move(message)));
+}
+std::unexpected<Error> FailedPreconditionError(std::string message) {
+  return std::unexpected(Error(StatusCode::kFailedPrecondition, std::move(message)));
+}
+std::unexpected<Error> ResourceExhaustedError(std::string message) {
+  return std::unexpected(Error(StatusCode::kResourceExhausted, std::move(message)));
+}
+std::unexpected<Error> UnavailableError(std::string message) {
+  return std::unexpected(Error(StatusCode::kUnavailable, std::move(message)));
+}
+std::unexpected<Error> InternalError(std::string message) {
+  return std::unexpected(Error(StatusCode::kInternal, std::move(message)));
+}
+
+}  // namespace hurray
