@@ -1,0 +1,39 @@
+// The one translation from C++ error codes to C ABI statuses.
+#include "c_status.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+
+namespace hurray::internal {
+namespace {
+
+TEST(CStatusTest, CodesWithACTwinMapToIt) {
+  EXPECT_EQ(ToCStatus(StatusCode::kOk), HURRAY_OK);
+  EXPECT_EQ(ToCStatus(StatusCode::kInvalidArgument), HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ToCStatus(StatusCode::kOutOfRange), HURRAY_ERR_OUT_OF_RANGE);
+  EXPECT_EQ(ToCStatus(StatusCode::kResourceExhausted), HURRAY_ERR_OUT_OF_MEMORY);
+}
+
+TEST(CStatusTest, EveryOtherCodeIsInternal) {
+  for (StatusCode code : {StatusCode::kCancelled, StatusCode::kUnknown,
+                          StatusCode::kNotFound, StatusCode::kFailedPrecondition,
+                          StatusCode::kInternal, StatusCode::kUnavailable}) {
+    EXPECT_EQ(ToCStatus(code), HURRAY_ERR_INTERNAL) << StatusCodeName(code);
+  }
+}
+
+TEST(CStatusTest, LastErrorIsPerThreadAndClearable) {
+  EXPECT_EQ(SetLastError(Error(StatusCode::kInvalidArgument, "buffer 1: bad")),
+            HURRAY_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(LastErrorMessage()), "buffer 1: bad");
+  std::string seen_elsewhere = "unset";
+  std::thread([&] { seen_elsewhere = LastErrorMessage(); }).join();
+  EXPECT_EQ(seen_elsewhere, "");
+  ClearLastError();
+  EXPECT_EQ(std::string(LastErrorMessage()), "");
+}
+
+}  // namespace
+}  // namespace hurray::internal
