@@ -239,8 +239,9 @@ HURRAY_EXPORT HurrayStatus hurray_descriptor_buffer_byte_size(const HurrayDescri
                                                               uint64_t index, uint64_t* out);
 
 /* The consumer's check (ADR-030): the list has exactly the table's buffer count, and each
- * buffer declares its table entry's size, device tag and memory class and at least its
- * alignment. HURRAY_ERR_INVALID_ARGUMENT naming the first difference. Both BORROWED. */
+ * buffer declares its table entry's size, device tag, memory class and sync mode and at
+ * least its alignment. HURRAY_ERR_INVALID_ARGUMENT naming the first difference. Both
+ * BORROWED. */
 HURRAY_EXPORT HurrayStatus hurray_descriptor_check_buffer_list(const HurrayDescriptor* descriptor,
                                                                const HurrayBufferList* list);
 
@@ -300,7 +301,9 @@ typedef struct HurraySyncConsumerStreamPayload {
  * HURRAY_SYNC_EVENT; HURRAY_ERR_NULL_POINTER for a null sync_handle;
  * HURRAY_ERR_INVALID_ARGUMENT when the event's device tag differs from the buffer's. On
  * HURRAY_OK the buffer takes the event: event_release_fn runs exactly once, when the buffer
- * is destroyed or another event replaces it. On error the event stays the caller's. */
+ * is destroyed or another event replaces it. Handing over the event the buffer already holds
+ * (recorded again) releases nothing and keeps the newer payload's event_release_fn and
+ * context. On error the event stays the caller's. */
 HURRAY_EXPORT HurrayStatus hurray_buffer_handoff_event(HurrayBuffer* buffer,
                                                        const HurraySyncEventPayload* payload);
 

@@ -587,7 +587,10 @@ HurrayStatus hurray_buffer_handoff_event(HurrayBuffer* buffer,
         status != HURRAY_OK) {
       return status;
     }
-    if (buffer->sync_event != nullptr && buffer->event_release != nullptr) {
+    // A producer may record the same event again and hand it over again: the buffer then
+    // already holds it, and releasing it here would leave the buffer holding a dead event.
+    if (buffer->sync_event != nullptr && buffer->sync_event != payload->sync_handle &&
+        buffer->event_release != nullptr) {
       buffer->event_release(buffer->sync_event, buffer->event_release_context);
     }
     buffer->sync_event = payload->sync_handle;
