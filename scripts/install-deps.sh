@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   protobuf-compiler libprotobuf-dev
+  libgrpc++-dev protobuf-compiler-grpc
+  libboost1.81-dev libspdlog-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
   libgtest-dev libgmock-dev
   clang-19 libclang-rt-19-dev
 )

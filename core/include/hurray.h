@@ -64,6 +64,19 @@ typedef int32_t HurrayStatus;
 #define HURRAY_ERR_INTERNAL (-7)
 /* The library failed unexpectedly inside; the handles involved must not be reused. */
 #define HURRAY_ERR_INTERNAL_PANIC (-8)
+/* Client calls (hurray_client.h) add the daemon's outcomes: */
+/* The tensor, version, lease or pool does not exist. */
+#define HURRAY_ERR_NOT_FOUND (-9)
+/* A wait (acquire with a timeout) ran out. */
+#define HURRAY_ERR_TIMEOUT (-10)
+/* No daemon answers on the socket, or the connection to it is gone. */
+#define HURRAY_ERR_UNAVAILABLE (-11)
+/* The daemon refused: no right to this segment or name, or an unknown session. */
+#define HURRAY_ERR_PERMISSION_DENIED (-12)
+/* A pool (or this session's quota) is full. */
+#define HURRAY_ERR_RESOURCE_EXHAUSTED (-13)
+/* The request does not fit the daemon's state (a CUDA descriptor for a CPU pool, ...). */
+#define HURRAY_ERR_FAILED_PRECONDITION (-14)
 
 /* The ABI version of the linked library: HURRAY_C_ABI_VERSION of the build. */
 HURRAY_EXPORT uint32_t hurray_c_abi_version(void);

@@ -70,6 +70,9 @@ std::string_view SyncModeName(SyncMode mode) {
 Result<BufferHandle> BufferHandle::Create(std::uint64_t byte_size, std::uint64_t alignment,
                                           DeviceTag device_tag, SyncMode sync_mode,
                                           MemoryClass memory_class) {
+  if (auto mode = SyncModeFromByte(SyncModeToByte(sync_mode)); !mode) {
+    return std::unexpected(mode.error());
+  }
   if (!std::has_single_bit(alignment)) {
     return InvalidArgumentError(StrCat("alignment ", alignment, " is not a power of two"));
   }

@@ -222,7 +222,7 @@ class RoleCollector {
       if (IsPacked(type) || !(IsInteger(type) || IsWideFloat(type))) {
         return InvalidArgumentError(StrCat("quantization.per_channel_affine.zero_point_type ",
                                            ElementTypeName(type),
-                                           " is not a byte-sized or wider integer or float"));
+                                           " is not an integer of 8 to 64 bits or a float of 16 to 64 bits"));
       }
       auto zero_points = ElementBytes(type, channels, "per-channel zero points");
       if (!zero_points) return std::unexpected(zero_points.error());

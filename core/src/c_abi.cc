@@ -193,6 +193,18 @@ const char* hurray_status_name(HurrayStatus status) {
       return "HURRAY_ERR_INTERNAL";
     case HURRAY_ERR_INTERNAL_PANIC:
       return "HURRAY_ERR_INTERNAL_PANIC";
+    case HURRAY_ERR_NOT_FOUND:
+      return "HURRAY_ERR_NOT_FOUND";
+    case HURRAY_ERR_TIMEOUT:
+      return "HURRAY_ERR_TIMEOUT";
+    case HURRAY_ERR_UNAVAILABLE:
+      return "HURRAY_ERR_UNAVAILABLE";
+    case HURRAY_ERR_PERMISSION_DENIED:
+      return "HURRAY_ERR_PERMISSION_DENIED";
+    case HURRAY_ERR_RESOURCE_EXHAUSTED:
+      return "HURRAY_ERR_RESOURCE_EXHAUSTED";
+    case HURRAY_ERR_FAILED_PRECONDITION:
+      return "HURRAY_ERR_FAILED_PRECONDITION";
     default:
       return "HURRAY_ERR_UNKNOWN";
   }

@@ -18,7 +18,20 @@ HurrayStatus ToCStatus(StatusCode code) {
     case StatusCode::kOutOfRange:
       return HURRAY_ERR_OUT_OF_RANGE;
     case StatusCode::kResourceExhausted:
-      return HURRAY_ERR_OUT_OF_MEMORY;
+      return HURRAY_ERR_RESOURCE_EXHAUSTED;
+    case StatusCode::kNotFound:
+      return HURRAY_ERR_NOT_FOUND;
+    case StatusCode::kDeadlineExceeded:
+      return HURRAY_ERR_TIMEOUT;
+    case StatusCode::kUnavailable:
+    case StatusCode::kCancelled:
+      return HURRAY_ERR_UNAVAILABLE;
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kUnauthenticated:
+      return HURRAY_ERR_PERMISSION_DENIED;
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAlreadyExists:
+      return HURRAY_ERR_FAILED_PRECONDITION;
     default:
       return HURRAY_ERR_INTERNAL;
   }

@@ -9,8 +9,9 @@
 
 namespace hurray::internal {
 
-// The C status for an error code: INVALID_ARGUMENT, OUT_OF_RANGE and RESOURCE_EXHAUSTED map
-// to their HURRAY_ERR_* twins; every other code is HURRAY_ERR_INTERNAL.
+// The C status for an error code: each code with a HURRAY_ERR_* twin maps to it
+// (DEADLINE_EXCEEDED to TIMEOUT; UNAUTHENTICATED to PERMISSION_DENIED; CANCELLED to
+// UNAVAILABLE; ALREADY_EXISTS to FAILED_PRECONDITION); the rest are HURRAY_ERR_INTERNAL.
 [[nodiscard]] HurrayStatus ToCStatus(StatusCode code);
 
 // Records `message` as this thread's last error and returns `status`.

@@ -19,9 +19,13 @@ namespace hurray::internal {
   return product;
 }
 
-// Product of all values (1 for none); nullopt on overflow.
+// Product of all values (1 for none); nullopt on overflow. Any zero makes it 0, wherever
+// it stands: [2^32, 2^32, 0] holds no elements, like [0, 2^32, 2^32].
 [[nodiscard]] inline std::optional<std::uint64_t> CheckedProduct(
     std::span<const std::uint64_t> values) {
+  for (std::uint64_t value : values) {
+    if (value == 0) return 0;
+  }
   std::uint64_t product = 1;
   for (std::uint64_t value : values) {
     auto next = CheckedMul(product, value);

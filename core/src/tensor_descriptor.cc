@@ -66,7 +66,9 @@ Status CheckMetadata(const std::map<std::string, std::string>& metadata) {
     return InvalidArgumentError(StrCat("metadata has ", metadata.size(),
                                        " entries, above the limit ", kMaxMetadataEntries));
   }
+  std::size_t total = 0;
   for (const auto& [key, value] : metadata) {
+    total += key.size() + value.size();
     if (key.empty() || key.size() > kMaxMetadataKeyBytes) {
       return InvalidArgumentError(StrCat("metadata key of ", key.size(),
                                          " bytes is outside 1..", kMaxMetadataKeyBytes));
@@ -78,6 +80,10 @@ Status CheckMetadata(const std::map<std::string, std::string>& metadata) {
     if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
       return InvalidArgumentError("metadata: keys and values must be valid UTF-8");
     }
+  }
+  if (total > kMaxMetadataTotalBytes) {
+    return InvalidArgumentError(StrCat("metadata holds ", total, " bytes of keys and values, ",
+                                       "above the limit ", kMaxMetadataTotalBytes));
   }
   return {};
 }
@@ -121,9 +127,46 @@ Status CheckBufferTable(const std::vector<BufferRole>& roles,
   return {};
 }
 
+// Enumerators built in C++ may hold any value of their underlying type; Decode never
+// produces such values, but Create must not trust a caller either.
+Status CheckEnumerators(const TensorDescriptor::Parts& parts) {
+  auto check_type = [](ElementType type, std::string_view field) -> Status {
+    if (auto valid = ElementTypeFromTag(ElementTypeTag(type)); !valid) {
+      return std::unexpected(valid.error().WithContext(field));
+    }
+    return {};
+  };
+  if (auto valid = check_type(parts.element_type, "element_type"); !valid) return valid;
+  if (const auto* affine = std::get_if<PerChannelAffine>(&parts.quantization)) {
+    if (auto valid = check_type(affine->scale_type, "quantization.per_channel_affine.scale_type");
+        !valid) {
+      return valid;
+    }
+    if (affine->zero_points) {
+      if (auto valid = check_type(affine->zero_points->type,
+                                  "quantization.per_channel_affine.zero_point_type");
+          !valid) {
+        return valid;
+      }
+    }
+  }
+  if (const auto* nf4 = std::get_if<Nf4Quantization>(&parts.quantization)) {
+    if (auto valid = check_type(nf4->scale_type, "quantization.nf4.scale_type"); !valid) {
+      return valid;
+    }
+  }
+  if (const auto* compressed = std::get_if<CompressedLayout>(&parts.layout);
+      compressed != nullptr && compressed->axis != CompressedAxis::kRows &&
+      compressed->axis != CompressedAxis::kColumns) {
+    return InvalidArgumentError("layout: compressed axis is neither rows nor columns");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<TensorDescriptor> TensorDescriptor::Create(Parts parts) {
+  if (auto valid = CheckEnumerators(parts); !valid) return std::unexpected(valid.error());
   if (parts.shape.size() > kMaxRank) {
     return InvalidArgumentError(
         StrCat("shape has rank ", parts.shape.size(), ", above the limit ", kMaxRank));

@@ -141,7 +141,16 @@ static void TestStatusNames(void) {
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_INTERNAL), "HURRAY_ERR_INTERNAL") == 0);
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_INTERNAL_PANIC), "HURRAY_ERR_INTERNAL_PANIC") == 0);
   CHECK(strcmp(hurray_status_name(1), "HURRAY_ERR_UNKNOWN") == 0);
-  CHECK(strcmp(hurray_status_name(-9), "HURRAY_ERR_UNKNOWN") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_NOT_FOUND), "HURRAY_ERR_NOT_FOUND") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_TIMEOUT), "HURRAY_ERR_TIMEOUT") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_UNAVAILABLE), "HURRAY_ERR_UNAVAILABLE") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_PERMISSION_DENIED),
+               "HURRAY_ERR_PERMISSION_DENIED") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_RESOURCE_EXHAUSTED),
+               "HURRAY_ERR_RESOURCE_EXHAUSTED") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_FAILED_PRECONDITION),
+               "HURRAY_ERR_FAILED_PRECONDITION") == 0);
+  CHECK(strcmp(hurray_status_name(-15), "HURRAY_ERR_UNKNOWN") == 0);
   CHECK(strcmp(hurray_status_name(INT32_MIN), "HURRAY_ERR_UNKNOWN") == 0);
 }
 

@@ -13,13 +13,23 @@ TEST(CStatusTest, CodesWithACTwinMapToIt) {
   EXPECT_EQ(ToCStatus(StatusCode::kOk), HURRAY_OK);
   EXPECT_EQ(ToCStatus(StatusCode::kInvalidArgument), HURRAY_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(ToCStatus(StatusCode::kOutOfRange), HURRAY_ERR_OUT_OF_RANGE);
-  EXPECT_EQ(ToCStatus(StatusCode::kResourceExhausted), HURRAY_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(ToCStatus(StatusCode::kResourceExhausted), HURRAY_ERR_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(ToCStatus(StatusCode::kNotFound), HURRAY_ERR_NOT_FOUND);
+  EXPECT_EQ(ToCStatus(StatusCode::kDeadlineExceeded), HURRAY_ERR_TIMEOUT);
+  EXPECT_EQ(ToCStatus(StatusCode::kUnavailable), HURRAY_ERR_UNAVAILABLE);
+  EXPECT_EQ(ToCStatus(StatusCode::kPermissionDenied), HURRAY_ERR_PERMISSION_DENIED);
+  EXPECT_EQ(ToCStatus(StatusCode::kFailedPrecondition), HURRAY_ERR_FAILED_PRECONDITION);
+}
+
+TEST(CStatusTest, RelatedCodesShareATwin) {
+  EXPECT_EQ(ToCStatus(StatusCode::kUnauthenticated), HURRAY_ERR_PERMISSION_DENIED);
+  EXPECT_EQ(ToCStatus(StatusCode::kCancelled), HURRAY_ERR_UNAVAILABLE);
+  EXPECT_EQ(ToCStatus(StatusCode::kAlreadyExists), HURRAY_ERR_FAILED_PRECONDITION);
 }
 
 TEST(CStatusTest, EveryOtherCodeIsInternal) {
-  for (StatusCode code : {StatusCode::kCancelled, StatusCode::kUnknown,
-                          StatusCode::kNotFound, StatusCode::kFailedPrecondition,
-                          StatusCode::kInternal, StatusCode::kUnavailable}) {
+  for (StatusCode code : {StatusCode::kUnknown, StatusCode::kAborted, StatusCode::kUnimplemented,
+                          StatusCode::kInternal, StatusCode::kDataLoss}) {
     EXPECT_EQ(ToCStatus(code), HURRAY_ERR_INTERNAL) << StatusCodeName(code);
   }
 }

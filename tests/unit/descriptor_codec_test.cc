@@ -127,6 +127,28 @@ TEST(DescriptorCodecTest, EncodingIsDeterministic) {
   EXPECT_EQ(DescriptorToProto(*many).metadata_size(), 50);
 }
 
+TEST(DescriptorCodecTest, LargestValidDescriptorStillDecodes) {
+  // Metadata at its total limit, every other field near its largest: what Create accepts,
+  // Decode must accept again.
+  TensorDescriptor::Parts parts;
+  parts.element_type = ElementType::kUint8;
+  parts.shape.assign(kMaxRank, 1);
+  parts.layout = DenseLayout{.data_buffer = 0,
+                             .strides = std::vector<std::uint64_t>(kMaxRank, UINT32_MAX)};
+  parts.buffers = {Cpu(1)};
+  std::size_t total = 0;
+  for (int i = 0; total + 70000 <= kMaxMetadataTotalBytes; ++i) {
+    std::string key = "key-" + std::to_string(i) + std::string(200, 'k');
+    total += key.size() + kMaxMetadataValueBytes;
+    parts.metadata.emplace(std::move(key), std::string(kMaxMetadataValueBytes, 'v'));
+  }
+  auto descriptor = TensorDescriptor::Create(parts);
+  ASSERT_OK(descriptor);
+  const std::string bytes = descriptor->Encode();
+  EXPECT_LT(bytes.size(), kMaxEncodedDescriptorBytes);
+  ASSERT_OK(TensorDescriptor::Decode(AsBytes(bytes)));
+}
+
 TEST(DescriptorCodecTest, AbsentLayoutMeansDenseInBufferZero) {
   auto decoded = DecodeMessage(DenseMessage());
   ASSERT_OK(decoded);

@@ -355,6 +355,25 @@ TEST(TensorDescriptorTest, BlockQuantizationNeedsDenseLayout) {
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"needs the dense layout, not coo"});
 }
 
+TEST(TensorDescriptorTest, AZeroAnywhereMakesAnEmptyTensor) {
+  const std::uint64_t big = std::uint64_t{1} << 32;
+  auto first = TensorDescriptor::Create(DenseParts(ElementType::kFloat32, {0, big, big}, {Cpu(0)}));
+  auto last = TensorDescriptor::Create(DenseParts(ElementType::kFloat32, {big, big, 0}, {Cpu(0)}));
+  EXPECT_OK(first);
+  EXPECT_OK(last);
+}
+
+TEST(TensorDescriptorTest, OutOfRangeEnumeratorsAreRejected) {
+  auto parts = DenseParts(static_cast<ElementType>(0), {4}, {Cpu(16)});
+  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"element_type", "tag 0"});
+  parts = DenseParts(ElementType::kInt8, {4}, {Cpu(4), Cpu(16)});
+  parts.quantization = PerChannelAffine{
+      .axis = 0, .scale_buffer = 1, .scale_type = static_cast<ElementType>(200)};
+  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"scale_type", "tag 200"});
+  EXPECT_ERROR(BufferHandle::Create(64, 64, DeviceTag::Cpu(), static_cast<SyncMode>(9)),
+               kInvalid, {"sync_mode 0x09"});
+}
+
 // ---- Metadata ----
 
 TEST(TensorDescriptorTest, MetadataLimits) {
@@ -367,6 +386,12 @@ TEST(TensorDescriptorTest, MetadataLimits) {
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"257 bytes"});
   parts.metadata = {{"big", std::string(kMaxMetadataValueBytes + 1, 'v')}};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"metadata[\"big\"]", "65537"});
+  parts.metadata.clear();
+  for (int i = 0; i < 9; ++i) {
+    parts.metadata.emplace("k" + std::to_string(i), std::string(kMaxMetadataValueBytes, 'v'));
+  }
+  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid,
+               {"metadata holds", "above the limit 524288"});
   parts.metadata.clear();
   for (std::size_t i = 0; i <= kMaxMetadataEntries; ++i) {
     parts.metadata.emplace(std::to_string(i), "");

@@ -28,6 +28,9 @@ inline constexpr std::size_t kMaxRank = 64;
 inline constexpr std::size_t kMaxMetadataEntries = 256;
 inline constexpr std::size_t kMaxMetadataKeyBytes = 256;
 inline constexpr std::size_t kMaxMetadataValueBytes = 65536;
+// Most bytes of metadata keys and values together. With it, every valid descriptor encodes
+// well below kMaxEncodedDescriptorBytes, so Decode(Encode()) always succeeds.
+inline constexpr std::size_t kMaxMetadataTotalBytes = 512 * 1024;
 
 class TensorDescriptor {
  public:

@@ -1,0 +1,178 @@
+// The hurray C++ client: exchange tensors with other processes through hurrayd, zero-copy.
+//
+//   auto client = hurray::Client::Connect().value();
+//   auto tensor = client->Allocate(*hurray::TensorDescriptor::Dense(kFloat32, {1024})).value();
+//   std::span<std::byte> bytes = tensor.buffer(0);   // write in place
+//   tensor.Publish("model/embedding").value();
+//
+//   auto view = client->Acquire("model/embedding").value();  // in another process
+//   std::span<const std::byte> same = view.buffer(0);          // the same memory, read-only
+//
+// Client is thread-safe. WritableTensor and TensorView are move-only values for one thread
+// at a time; each keeps the client's connection alive while it exists.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hurray/error.h"
+#include "hurray/tensor_descriptor.h"
+
+namespace hurray {
+
+namespace v1 {
+class AcquireResponse;
+class ListResponse;
+class DescribeResponse;
+class StatsResponse;
+class WatchEvent;
+}  // namespace v1
+
+namespace client_internal {
+class Connection;
+class Mapping;
+}  // namespace client_internal
+
+// A tensor published by this process: its name and the version the publish created.
+struct PublishedTensor {
+  std::string name;
+  std::uint64_t version = 0;
+};
+
+// A tensor this process is writing: buffers allocated in a daemon pool, mapped read-write.
+// Publish it, or Cancel it; dropping it unpublished cancels it.
+class WritableTensor {
+ public:
+  WritableTensor(WritableTensor&&) noexcept;
+  WritableTensor& operator=(WritableTensor&&) noexcept;
+  ~WritableTensor();
+
+  [[nodiscard]] const TensorDescriptor& descriptor() const;
+  [[nodiscard]] std::size_t buffer_count() const;
+  // Buffer `index` (in the descriptor's buffer table), writable; empty for an empty buffer.
+  // Valid until Publish or Cancel.
+  [[nodiscard]] std::span<std::byte> buffer(std::size_t index) const;
+  [[nodiscard]] std::uint64_t allocation_id() const;
+
+  // Publishes under `name` ("namespace/name"), producer-synced: every byte must be written
+  // before the call. The tensor is immutable afterwards and this object becomes empty.
+  [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name);
+
+  // Frees the allocation. This object becomes empty.
+  [[nodiscard]] Status Cancel();
+
+ private:
+  friend class Client;
+  struct State;
+  explicit WritableTensor(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// A leased, read-only view of a published tensor. The memory is the producer's, mapped
+// read-only: a write faults. The lease ends in the destructor (or Release), after which the
+// daemon may reuse the memory.
+class TensorView {
+ public:
+  TensorView(TensorView&&) noexcept;
+  TensorView& operator=(TensorView&&) noexcept;
+  ~TensorView();
+
+  [[nodiscard]] const std::string& name() const;
+  [[nodiscard]] std::uint64_t version() const;
+  [[nodiscard]] const TensorDescriptor& descriptor() const;
+  [[nodiscard]] std::size_t buffer_count() const;
+  // Buffer `index` (in the descriptor's buffer table); empty for an empty buffer.
+  [[nodiscard]] std::span<const std::byte> buffer(std::size_t index) const;
+  [[nodiscard]] std::uint64_t lease_id() const;
+  // The daemon epoch the lease was granted in.
+  [[nodiscard]] std::uint64_t daemon_epoch() const;
+
+  // Ends the lease now; the spans are invalid afterwards. Also done by the destructor.
+  [[nodiscard]] Status Release();
+
+ private:
+  friend class Client;
+  struct State;
+  explicit TensorView(std::unique_ptr<State> state);
+  // Maps an acquired tensor; the lease is the caller's to release on failure.
+  static Result<TensorView> FromResponse(
+      const std::shared_ptr<client_internal::Connection>& connection,
+      const v1::AcquireResponse& response);
+  std::unique_ptr<State> state_;
+};
+
+struct AcquireOptions {
+  // 0: the latest version.
+  std::uint64_t version = 0;
+  // How long to wait for the tensor to be published; 0 answers at once.
+  std::chrono::milliseconds wait{0};
+};
+
+// A running watch; destroying it stops the stream.
+class WatchHandle {
+ public:
+  virtual ~WatchHandle() = default;
+};
+
+class Client {
+ public:
+  struct Options {
+    // The daemon's gRPC socket; empty: $HURRAY_SOCKET or the default (hurray/socket_path.h).
+    std::string socket_path;
+    // Shown in the daemon's logs.
+    std::string client_name = "hurray-client";
+  };
+
+  // Opens the session socket (the session lives as long as the client) and the gRPC
+  // channel. UNAVAILABLE when no daemon listens.
+  [[nodiscard]] static Result<std::unique_ptr<Client>> Connect(Options options);
+  [[nodiscard]] static Result<std::unique_ptr<Client>> Connect();
+  ~Client();
+
+  // Allocates the descriptor's buffers in `pool` and maps them read-write.
+  [[nodiscard]] Result<WritableTensor> Allocate(const TensorDescriptor& descriptor,
+                                                std::string_view pool = "cpu");
+
+  // Leases a published tensor and maps it read-only (segments are mapped once per process
+  // and cached). NOT_FOUND, or DEADLINE_EXCEEDED after options.wait.
+  [[nodiscard]] Result<TensorView> Acquire(std::string_view name, AcquireOptions options = {});
+
+  // Leases every listed name and every name under `prefix` (when not empty): all or none.
+  [[nodiscard]] Result<std::vector<TensorView>> BatchAcquire(
+      const std::vector<std::string>& names, std::string_view prefix = {},
+      std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+
+  // Deletes a name's versions (all, or one). Returns how many.
+  [[nodiscard]] Result<std::uint32_t> Delete(std::string_view name, std::uint64_t version = 0);
+
+  [[nodiscard]] Result<v1::ListResponse> List(std::string_view prefix = {},
+                                              std::uint32_t page_size = 0,
+                                              std::string_view page_token = {});
+  [[nodiscard]] Result<v1::DescribeResponse> Describe(std::string_view name,
+                                                      std::uint64_t version = 0);
+  [[nodiscard]] Result<v1::StatsResponse> Stats();
+
+  // Calls `on_event` (on a client thread) for every publish and delete under `prefix`
+  // until the handle is destroyed; `on_end` runs once when the stream ends (error or
+  // stop). Returns once the daemon confirmed the watch.
+  [[nodiscard]] Result<std::unique_ptr<WatchHandle>> Watch(
+      std::string_view prefix, std::function<void(const v1::WatchEvent&)> on_event,
+      std::function<void(const Status&)> on_end = {});
+
+  [[nodiscard]] std::uint64_t session_id() const;
+  [[nodiscard]] std::uint64_t daemon_epoch() const;
+  [[nodiscard]] const std::string& socket_path() const;
+
+ private:
+  explicit Client(std::shared_ptr<client_internal::Connection> connection);
+  std::shared_ptr<client_internal::Connection> connection_;
+};
+
+}  // namespace hurray

@@ -1,0 +1,378 @@
+#include "hurray/client.h"
+
+#include <atomic>
+#include <thread>
+
+#include "connection.h"
+#include "hurray/descriptor_codec.h"
+
+namespace hurray {
+
+using client_internal::Connection;
+using client_internal::FromGrpcStatus;
+using client_internal::Mapping;
+
+namespace {
+
+// A buffer inside a mapped segment.
+struct MappedBuffer {
+  std::shared_ptr<Mapping> mapping;  // Null for an empty buffer.
+  std::byte* data = nullptr;
+  std::uint64_t size = 0;
+};
+
+// Maps every location (segments cached by the connection) and checks that each lies
+// inside its segment and has the descriptor's size.
+Result<std::vector<MappedBuffer>> MapBuffers(
+    Connection& connection, const google::protobuf::RepeatedPtrField<v1::BufferLocation>& buffers,
+    const TensorDescriptor& descriptor, bool writable) {
+  if (static_cast<std::size_t>(buffers.size()) != descriptor.buffers().size()) {
+    return InternalError("daemon sent " + std::to_string(buffers.size()) +
+                         " buffer locations for a buffer table of " +
+                         std::to_string(descriptor.buffers().size()));
+  }
+  std::vector<MappedBuffer> mapped;
+  mapped.reserve(descriptor.buffers().size());
+  for (int i = 0; i < buffers.size(); ++i) {
+    const v1::BufferLocation& location = buffers.Get(i);
+    if (location.byte_size() != descriptor.buffers()[i].byte_size()) {
+      return InternalError("daemon sent buffer " + std::to_string(i) + " of " +
+                           std::to_string(location.byte_size()) + " bytes; the descriptor says " +
+                           std::to_string(descriptor.buffers()[i].byte_size()));
+    }
+    if (location.byte_size() == 0) {
+      mapped.push_back(MappedBuffer{});
+      continue;
+    }
+    auto mapping = connection.MapSegment(location.segment_id(), writable);
+    if (!mapping) return std::unexpected(mapping.error());
+    const std::uint64_t size = (*mapping)->size();
+    if (location.offset() > size || location.byte_size() > size - location.offset()) {
+      return InternalError("daemon sent buffer " + std::to_string(i) + " at offset " +
+                           std::to_string(location.offset()) + " beyond segment " +
+                           std::to_string(location.segment_id()) + " of " + std::to_string(size) +
+                           " bytes");
+    }
+    mapped.push_back(MappedBuffer{.mapping = *mapping,
+                                  .data = (*mapping)->base() + location.offset(),
+                                  .size = location.byte_size()});
+  }
+  return mapped;
+}
+
+Status ReleaseLease(Connection& connection, std::uint64_t lease_id) {
+  v1::ReleaseRequest request;
+  request.add_lease_ids(lease_id);
+  v1::ReleaseResponse response;
+  auto context = connection.SessionContext();
+  grpc::Status status = connection.stub().Release(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Release"));
+  return {};
+}
+
+}  // namespace
+
+// ---- WritableTensor ----
+
+struct WritableTensor::State {
+  std::shared_ptr<Connection> connection;
+  TensorDescriptor descriptor;
+  std::uint64_t allocation_id = 0;
+  std::vector<MappedBuffer> buffers;
+};
+
+WritableTensor::WritableTensor(std::unique_ptr<State> state) : state_(std::move(state)) {}
+WritableTensor::WritableTensor(WritableTensor&&) noexcept = default;
+WritableTensor& WritableTensor::operator=(WritableTensor&& other) noexcept {
+  if (this != &other) {
+    if (state_) (void)Cancel();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+WritableTensor::~WritableTensor() {
+  if (state_) (void)Cancel();
+}
+
+const TensorDescriptor& WritableTensor::descriptor() const { return state_->descriptor; }
+std::size_t WritableTensor::buffer_count() const { return state_->buffers.size(); }
+std::span<std::byte> WritableTensor::buffer(std::size_t index) const {
+  const MappedBuffer& buffer = state_->buffers.at(index);
+  return {buffer.data, buffer.size};
+}
+std::uint64_t WritableTensor::allocation_id() const { return state_->allocation_id; }
+
+Result<PublishedTensor> WritableTensor::Publish(std::string_view name) {
+  if (!state_) return FailedPreconditionError("Publish: the tensor was already published");
+  v1::PublishRequest request;
+  request.set_allocation_id(state_->allocation_id);
+  request.set_name(std::string(name));
+  v1::PublishResponse response;
+  auto context = state_->connection->SessionContext();
+  grpc::Status status = state_->connection->stub().Publish(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Publish"));
+  state_.reset();
+  return PublishedTensor{.name = response.name(), .version = response.version()};
+}
+
+Status WritableTensor::Cancel() {
+  if (!state_) return {};
+  v1::CancelAllocationRequest request;
+  request.set_allocation_id(state_->allocation_id);
+  v1::CancelAllocationResponse response;
+  auto context = state_->connection->SessionContext();
+  grpc::Status status =
+      state_->connection->stub().CancelAllocation(context.get(), request, &response);
+  state_.reset();
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "CancelAllocation"));
+  return {};
+}
+
+// ---- TensorView ----
+
+struct TensorView::State {
+  std::shared_ptr<Connection> connection;
+  std::string name;
+  std::uint64_t version = 0;
+  std::uint64_t lease_id = 0;
+  std::uint64_t daemon_epoch = 0;
+  TensorDescriptor descriptor;
+  std::vector<MappedBuffer> buffers;
+};
+
+TensorView::TensorView(std::unique_ptr<State> state) : state_(std::move(state)) {}
+TensorView::TensorView(TensorView&&) noexcept = default;
+TensorView& TensorView::operator=(TensorView&& other) noexcept {
+  if (this != &other) {
+    if (state_) (void)Release();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+TensorView::~TensorView() {
+  if (state_) (void)Release();
+}
+
+const std::string& TensorView::name() const { return state_->name; }
+std::uint64_t TensorView::version() const { return state_->version; }
+const TensorDescriptor& TensorView::descriptor() const { return state_->descriptor; }
+std::size_t TensorView::buffer_count() const { return state_->buffers.size(); }
+std::span<const std::byte> TensorView::buffer(std::size_t index) const {
+  const MappedBuffer& buffer = state_->buffers.at(index);
+  return {buffer.data, buffer.size};
+}
+std::uint64_t TensorView::lease_id() const { return state_->lease_id; }
+std::uint64_t TensorView::daemon_epoch() const { return state_->daemon_epoch; }
+
+Status TensorView::Release() {
+  if (!state_) return {};
+  auto status = ReleaseLease(*state_->connection, state_->lease_id);
+  state_.reset();
+  return status;
+}
+
+// ---- Client ----
+
+Result<TensorView> TensorView::FromResponse(const std::shared_ptr<Connection>& connection,
+                                            const v1::AcquireResponse& response) {
+  auto descriptor = DescriptorFromProto(response.tensor().tensor_descriptor());
+  if (!descriptor) {
+    return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
+  }
+  auto buffers = MapBuffers(*connection, response.tensor().buffers(), *descriptor, false);
+  if (!buffers) return std::unexpected(buffers.error());
+  return TensorView(std::make_unique<State>(State{.connection = connection,
+                                                  .name = response.tensor().name(),
+                                                  .version = response.tensor().version(),
+                                                  .lease_id = response.lease_id(),
+                                                  .daemon_epoch = response.daemon_epoch(),
+                                                  .descriptor = std::move(*descriptor),
+                                                  .buffers = std::move(*buffers)}));
+}
+
+Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
+
+Result<std::unique_ptr<Client>> Client::Connect(Options options) {
+  auto connection = Connection::Open(std::move(options.socket_path), options.client_name);
+  if (!connection) return std::unexpected(connection.error());
+  return std::unique_ptr<Client>(new Client(std::move(*connection)));
+}
+
+std::uint64_t Client::session_id() const { return connection_->session_id(); }
+std::uint64_t Client::daemon_epoch() const { return connection_->daemon_epoch(); }
+const std::string& Client::socket_path() const { return connection_->socket_path(); }
+
+Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor,
+                                        std::string_view pool) {
+  v1::AllocateRequest request;
+  *request.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
+  request.set_pool(std::string(pool));
+  v1::AllocateResponse response;
+  auto context = connection_->SessionContext();
+  grpc::Status status = connection_->stub().Allocate(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Allocate"));
+  auto state = std::make_unique<WritableTensor::State>(WritableTensor::State{
+      .connection = connection_, .descriptor = descriptor,
+      .allocation_id = response.allocation_id(), .buffers = {}});
+  auto buffers = MapBuffers(*connection_, response.buffers(), descriptor, true);
+  if (!buffers) {
+    WritableTensor abandoned(std::move(state));  // Cancels the allocation.
+    return std::unexpected(buffers.error());
+  }
+  state->buffers = std::move(*buffers);
+  return WritableTensor(std::move(state));
+}
+
+Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options) {
+  v1::AcquireRequest request;
+  request.set_name(std::string(name));
+  request.set_version(options.version);
+  request.set_wait_timeout_ms(static_cast<std::uint32_t>(options.wait.count()));
+  v1::AcquireResponse response;
+  auto context = connection_->SessionContext();
+  grpc::Status status = connection_->stub().Acquire(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Acquire"));
+  auto view = TensorView::FromResponse(connection_, response);
+  if (!view) (void)ReleaseLease(*connection_, response.lease_id());
+  return view;
+}
+
+Result<std::vector<TensorView>> Client::BatchAcquire(const std::vector<std::string>& names,
+                                                     std::string_view prefix,
+                                                     std::chrono::milliseconds wait) {
+  v1::BatchAcquireRequest request;
+  for (const std::string& name : names) request.add_names(name);
+  request.set_prefix(std::string(prefix));
+  request.set_wait_timeout_ms(static_cast<std::uint32_t>(wait.count()));
+  v1::BatchAcquireResponse response;
+  auto context = connection_->SessionContext();
+  grpc::Status status = connection_->stub().BatchAcquire(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "BatchAcquire"));
+  std::vector<TensorView> views;
+  views.reserve(static_cast<std::size_t>(response.tensors_size()));
+  for (int i = 0; i < response.tensors_size(); ++i) {
+    auto view = TensorView::FromResponse(connection_, response.tensors(i));
+    if (!view) {
+      // The views made so far release in their destructors; release the rest here.
+      for (int rest = i; rest < response.tensors_size(); ++rest) {
+        (void)ReleaseLease(*connection_, response.tensors(rest).lease_id());
+      }
+      return std::unexpected(view.error());
+    }
+    views.push_back(std::move(*view));
+  }
+  return views;
+}
+
+Result<std::uint32_t> Client::Delete(std::string_view name, std::uint64_t version) {
+  v1::DeleteRequest request;
+  request.set_name(std::string(name));
+  request.set_version(version);
+  v1::DeleteResponse response;
+  auto context = connection_->SessionContext();
+  grpc::Status status = connection_->stub().Delete(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Delete"));
+  return response.versions_deleted();
+}
+
+Result<v1::ListResponse> Client::List(std::string_view prefix, std::uint32_t page_size,
+                                      std::string_view page_token) {
+  v1::ListRequest request;
+  request.set_prefix(std::string(prefix));
+  request.set_page_size(page_size);
+  request.set_page_token(std::string(page_token));
+  v1::ListResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = connection_->stub().List(&context, request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "List"));
+  return response;
+}
+
+Result<v1::DescribeResponse> Client::Describe(std::string_view name, std::uint64_t version) {
+  v1::DescribeRequest request;
+  request.set_name(std::string(name));
+  request.set_version(version);
+  v1::DescribeResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = connection_->stub().Describe(&context, request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Describe"));
+  return response;
+}
+
+Result<v1::StatsResponse> Client::Stats() {
+  v1::StatsResponse response;
+  grpc::ClientContext context;
+  grpc::Status status = connection_->stub().Stats(&context, v1::StatsRequest(), &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Stats"));
+  return response;
+}
+
+namespace {
+
+// Reads a watch stream on its own thread until cancelled.
+class WatchThread final : public WatchHandle {
+ public:
+  WatchThread(std::shared_ptr<Connection> connection, std::string prefix,
+              std::function<void(const v1::WatchEvent&)> on_event,
+              std::function<void(const Status&)> on_end)
+      : connection_(std::move(connection)) {
+    v1::WatchRequest request;
+    request.set_prefix(std::move(prefix));
+    reader_ = connection_->stub().Watch(&context_, request);
+    thread_ = std::thread([this, on_event = std::move(on_event), on_end = std::move(on_end)] {
+      v1::WatchEvent event;
+      while (reader_->Read(&event)) {
+        if (event.kind() == v1::WatchEvent::KIND_WATCHING) {
+          confirmed_.store(1);
+          confirmed_.notify_all();
+          continue;
+        }
+        if (on_event) on_event(event);
+      }
+      grpc::Status status = reader_->Finish();
+      confirmed_.store(2);
+      confirmed_.notify_all();
+      Status end;
+      if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+        end = std::unexpected(FromGrpcStatus(status, "Watch"));
+      }
+      if (on_end) on_end(end);
+    });
+  }
+
+  ~WatchThread() override {
+    context_.TryCancel();
+    thread_.join();
+  }
+
+  // True once the daemon confirmed the watch; false when the stream ended first.
+  bool WaitConfirmed() {
+    confirmed_.wait(0);
+    return confirmed_.load() == 1;
+  }
+
+ private:
+  std::shared_ptr<Connection> connection_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> reader_;
+  std::atomic<int> confirmed_{0};  // 0 waiting, 1 confirmed, 2 ended.
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<WatchHandle>> Client::Watch(
+    std::string_view prefix, std::function<void(const v1::WatchEvent&)> on_event,
+    std::function<void(const Status&)> on_end) {
+  auto watch = std::make_unique<WatchThread>(connection_, std::string(prefix),
+                                             std::move(on_event), std::move(on_end));
+  if (!watch->WaitConfirmed()) {
+    return UnavailableError("Watch: the daemon ended the stream before confirming it");
+  }
+  return std::unique_ptr<WatchHandle>(std::move(watch));
+}
+
+}  // namespace hurray

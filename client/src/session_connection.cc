@@ -1,0 +1,160 @@
+#include "session_connection.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hurray/v1/session.pb.h"
+
+namespace hurray::client {
+namespace {
+
+std::string BodyName(const v1::SessionMessage& message) {
+  switch (message.body_case()) {
+    case v1::SessionMessage::kHello:
+      return "hello";
+    case v1::SessionMessage::kWelcome:
+      return "welcome";
+    case v1::SessionMessage::kMapSegment:
+      return "map_segment";
+    case v1::SessionMessage::kSegmentGranted:
+      return "segment_granted";
+    case v1::SessionMessage::kError:
+      return "error";
+    case v1::SessionMessage::BODY_NOT_SET:
+      break;
+  }
+  return "no body";
+}
+
+// The daemon's SessionError as an Error of the same code.
+Error FromSessionError(const v1::SessionError& error) {
+  constexpr auto kLastCode = static_cast<std::uint32_t>(StatusCode::kUnauthenticated);
+  const StatusCode code =
+      error.code() <= kLastCode ? static_cast<StatusCode>(error.code()) : StatusCode::kUnknown;
+  // A daemon that says "error" with code OK breaks the protocol; never report success.
+  if (code == StatusCode::kOk) {
+    return Error(StatusCode::kInternal,
+                 "the daemon answered with an error of code OK: " + error.message());
+  }
+  return Error(code, error.message());
+}
+
+Status Send(int socket, const v1::SessionMessage& message) {
+  std::vector<std::uint8_t> payload(message.ByteSizeLong());
+  message.SerializeWithCachedSizesToArray(payload.data());
+  return SendFrame(socket, payload);
+}
+
+// The next message and the descriptor that came with it, if any.
+struct Reply {
+  v1::SessionMessage message;
+  UniqueFd fd;
+};
+
+Result<Reply> Receive(int socket, std::string_view context) {
+  auto frame = ReceiveFrame(socket);
+  if (!frame) return std::unexpected(frame.error());
+  Reply reply;
+  if (!reply.message.ParseFromArray(frame->payload.data(),
+                                    static_cast<int>(frame->payload.size()))) {
+    return InternalError(std::string(context) + ": the daemon's reply of " +
+                         std::to_string(frame->payload.size()) +
+                         " bytes does not parse as a hurray.v1.SessionMessage");
+  }
+  reply.fd = std::move(frame->fd);
+  return reply;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
+    const std::string& socket_path, std::string_view client_name) {
+  if (client_name.size() > kMaxSessionClientNameBytes) {
+    return InvalidArgumentError("client_name is " + std::to_string(client_name.size()) +
+                                " bytes; the limit is " +
+                                std::to_string(kMaxSessionClientNameBytes));
+  }
+  auto socket = ConnectUnixSocket(socket_path);
+  if (!socket) return std::unexpected(socket.error());
+
+  v1::SessionMessage hello;
+  hello.set_request_id(0);
+  hello.mutable_hello()->set_protocol_version(kSessionProtocolVersion);
+  hello.mutable_hello()->set_client_name(std::string(client_name));
+  if (auto sent = Send(socket->get(), hello); !sent) {
+    return std::unexpected(sent.error().WithContext("session hello"));
+  }
+  auto reply = Receive(socket->get(), "session hello");
+  if (!reply) return std::unexpected(reply.error());
+  const v1::SessionMessage& message = reply->message;
+  if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
+  if (!message.has_welcome()) {
+    return InternalError("session hello: the daemon answered with " + BodyName(message) +
+                         ", not a welcome");
+  }
+  const v1::SessionWelcome& welcome = message.welcome();
+  const PeerCredentials credentials{
+      .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
+  return std::unique_ptr<SessionConnection>(
+      new SessionConnection(std::move(*socket), welcome.token(), welcome.session_id(),
+                            welcome.daemon_epoch(), credentials));
+}
+
+SessionConnection::SessionConnection(UniqueFd socket, std::string token, std::uint64_t session_id,
+                                     std::uint64_t daemon_epoch, PeerCredentials credentials)
+    : token_(std::move(token)),
+      session_id_(session_id),
+      daemon_epoch_(daemon_epoch),
+      credentials_(credentials),
+      socket_(std::move(socket)) {}
+
+Error SessionConnection::BreakLocked(Error cause) {
+  socket_.Reset();
+  broken_ = cause;
+  return cause;
+}
+
+Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, bool writable) {
+  std::lock_guard lock(mutex_);
+  if (broken_) {
+    return UnavailableError("the session connection is closed after: " + broken_->ToString());
+  }
+  const std::uint64_t request_id = next_request_id_++;
+  const std::string context = "map_segment " + std::to_string(segment_id);
+
+  v1::SessionMessage request;
+  request.set_request_id(request_id);
+  request.mutable_map_segment()->set_segment_id(segment_id);
+  request.mutable_map_segment()->set_writable(writable);
+  if (auto sent = Send(socket_.get(), request); !sent) {
+    return std::unexpected(BreakLocked(sent.error().WithContext(context)));
+  }
+  auto reply = Receive(socket_.get(), context);
+  if (!reply) return std::unexpected(BreakLocked(reply.error()));
+  const v1::SessionMessage& message = reply->message;
+  if (message.request_id() != request_id) {
+    return std::unexpected(
+        BreakLocked(Error(StatusCode::kInternal, context + ": the reply carries request_id " +
+                                                     std::to_string(message.request_id()) +
+                                                     ", expected " + std::to_string(request_id))));
+  }
+  if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
+  if (!message.has_segment_granted()) {
+    return std::unexpected(
+        BreakLocked(Error(StatusCode::kInternal, context + ": the daemon answered with " +
+                                                     BodyName(message) + ", not segment_granted")));
+  }
+  const v1::SegmentGranted& granted = message.segment_granted();
+  if (granted.segment_id() != segment_id || !reply->fd || (writable && !granted.writable())) {
+    return std::unexpected(BreakLocked(
+        Error(StatusCode::kInternal, context + ": the daemon granted segment " +
+                                         std::to_string(granted.segment_id()) +
+                                         (granted.writable() ? " read-write" : " read-only") +
+                                         (reply->fd ? " with" : " without") + " a descriptor")));
+  }
+  return GrantedSegment{
+      .fd = std::move(reply->fd), .size = granted.segment_size(), .writable = granted.writable()};
+}
+
+}  // namespace hurray::client

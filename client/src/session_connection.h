@@ -1,0 +1,75 @@
+// SessionConnection: the client's end of the session socket (proto/hurray/v1/session.proto).
+// One per process; the connection's life is the session's life.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hurray/error.h"
+#include "hurray/session_wire.h"
+#include "hurray/unique_fd.h"
+
+namespace hurray::client {
+
+// A descriptor on a whole segment, as the daemon granted it.
+struct GrantedSegment {
+  UniqueFd fd;             // O_CLOEXEC; read-only unless `writable`.
+  std::uint64_t size = 0;  // Bytes of the segment.
+  bool writable = false;
+};
+
+// A connected session: hello sent, welcome received. Destroying it closes the socket,
+// which ends the session (the daemon releases its leases and unpublished allocations).
+// Thread-safe: requests from several threads are serialized, one request and its reply at
+// a time. Calls block; nothing times out.
+class SessionConnection {
+ public:
+  // Connects to the daemon's session socket at `socket_path` and opens a session;
+  // `client_name` names this process in the daemon's logs (at most 256 bytes).
+  // UNAVAILABLE "connect <path>: <strerror>" when no daemon listens there; the daemon's
+  // error, with its code, when it refuses the session; UNAVAILABLE when it hangs up.
+  [[nodiscard]] static Result<std::unique_ptr<SessionConnection>> Connect(
+      const std::string& socket_path, std::string_view client_name);
+
+  SessionConnection(const SessionConnection&) = delete;
+  SessionConnection& operator=(const SessionConnection&) = delete;
+
+  // Sent as gRPC metadata `x-hurray-session` on calls made for this session.
+  [[nodiscard]] const std::string& token() const { return token_; }
+  [[nodiscard]] std::uint64_t session_id() const { return session_id_; }
+  // Changes when the daemon restarts.
+  [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
+  // This process as the daemon saw it (SO_PEERCRED).
+  [[nodiscard]] const PeerCredentials& peer_credentials() const { return credentials_; }
+
+  // A descriptor on segment `segment_id`, read-write when `writable`. The daemon's error
+  // with its code (NOT_FOUND, PERMISSION_DENIED, ...) when it refuses; UNAVAILABLE once the
+  // connection is gone (the daemon stopped); INTERNAL when the reply breaks the protocol.
+  // After a failure of the socket or the protocol the connection is closed (the session
+  // has ended) and every later call fails with UNAVAILABLE.
+  [[nodiscard]] Result<GrantedSegment> MapSegment(std::uint64_t segment_id, bool writable);
+
+ private:
+  SessionConnection(UniqueFd socket, std::string token, std::uint64_t session_id,
+                    std::uint64_t daemon_epoch, PeerCredentials credentials);
+
+  const std::string token_;
+  const std::uint64_t session_id_;
+  const std::uint64_t daemon_epoch_;
+  const PeerCredentials credentials_;
+
+  // Closes the socket after a failure that leaves the stream unusable; later calls fail
+  // with UNAVAILABLE naming `cause`. Returns `cause`.
+  Error BreakLocked(Error cause);
+
+  std::mutex mutex_;
+  UniqueFd socket_;                    // Guarded by mutex_. Invalid once broken.
+  std::optional<Error> broken_;        // Guarded by mutex_. Why the socket was closed.
+  std::uint64_t next_request_id_ = 1;  // Guarded by mutex_.
+};
+
+}  // namespace hurray::client

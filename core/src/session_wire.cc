@@ -1,0 +1,293 @@
+#include "hurray/session_wire.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "str_cat.h"
+
+namespace hurray {
+namespace {
+
+using internal::StrCat;
+
+// Room for a few descriptors per recvmsg: a frame carries at most one, and the kernel drops
+// (closes) any that do not fit, so a peer that sends many cannot exhaust ours.
+constexpr std::size_t kMaxDescriptorsPerReceive = 4;
+
+std::string ErrnoText(int error_number) {
+  std::array<char, 256> buffer{};
+  // GNU strerror_r: returns a pointer to the text, which may or may not be `buffer`.
+  return ::strerror_r(error_number, buffer.data(), buffer.size());
+}
+
+StatusCode CodeForErrno(int error_number) {
+  switch (error_number) {
+    case EPIPE:
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ECONNABORTED:
+    case ENOTCONN:
+    case ENOENT:
+    case ESHUTDOWN:
+    case ETIMEDOUT:
+      return StatusCode::kUnavailable;
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+    case ETOOMANYREFS:
+      return StatusCode::kResourceExhausted;
+    case EACCES:
+    case EPERM:
+      return StatusCode::kPermissionDenied;
+    case EEXIST:
+    case EADDRINUSE:
+      return StatusCode::kAlreadyExists;
+    case EBADF:
+    case ENOTSOCK:
+    case ENAMETOOLONG:
+      return StatusCode::kInvalidArgument;
+    default:
+      return StatusCode::kInternal;
+  }
+}
+
+void EncodeLength(std::uint32_t length, std::uint8_t (&header)[kSessionFrameHeaderBytes]) {
+  for (std::size_t i = 0; i < kSessionFrameHeaderBytes; ++i) {
+    header[i] = static_cast<std::uint8_t>(length >> (8 * i));
+  }
+}
+
+std::uint32_t DecodeLength(const std::uint8_t (&header)[kSessionFrameHeaderBytes]) {
+  std::uint32_t length = 0;
+  for (std::size_t i = 0; i < kSessionFrameHeaderBytes; ++i) {
+    length |= static_cast<std::uint32_t>(header[i]) << (8 * i);
+  }
+  return length;
+}
+
+std::unexpected<Error> FrameTooLargeError(std::uint64_t length) {
+  return InvalidArgumentError(StrCat("session frame length ", length, " exceeds the limit of ",
+                                     kMaxSessionFrameBytes, " bytes"));
+}
+
+// Blocks until `socket` is ready for `events` (POLLIN or POLLOUT), or has hung up.
+Status WaitUntilReady(int socket, short events) {
+  pollfd entry{.fd = socket, .events = events, .revents = 0};
+  while (true) {
+    const int ready = ::poll(&entry, 1, -1);
+    if (ready > 0) {
+      if ((entry.revents & POLLNVAL) != 0) {
+        return std::unexpected(SystemCallError("poll", EBADF));
+      }
+      // POLLHUP / POLLERR: the next recvmsg / sendmsg reports what happened.
+      return {};
+    }
+    if (ready < 0 && errno != EINTR) return std::unexpected(SystemCallError("poll", errno));
+  }
+}
+
+// Keeps the first descriptor of SCM_RIGHTS messages in `kept` (if it holds none yet) and
+// closes every other one.
+void TakeDescriptors(msghdr& message, UniqueFd& kept) {
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const auto* data = CMSG_DATA(header);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
+      if (!kept.valid()) {
+        kept.Reset(fd);
+      } else {
+        UniqueFd unexpected(fd);  // Closed here: a frame carries at most one descriptor.
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Error SystemCallError(std::string_view call, int error_number) {
+  return Error(CodeForErrno(error_number), StrCat(call, ": ", ErrnoText(error_number)));
+}
+
+Result<sockaddr_un> UnixSocketAddress(std::string_view path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty()) return InvalidArgumentError("socket path is empty");
+  if (path.find('\0') != std::string_view::npos) {
+    return InvalidArgumentError(
+        StrCat("socket path '", path.substr(0, path.find('\0')), "...' contains a NUL byte"));
+  }
+  if (path.size() >= sizeof(address.sun_path)) {
+    return InvalidArgumentError(StrCat("socket path '", path, "' is ", path.size(),
+                                       " bytes; a unix socket path holds at most ",
+                                       sizeof(address.sun_path) - 1));
+  }
+  std::memcpy(address.sun_path, path.data(), path.size());
+  return address;
+}
+
+Result<UniqueFd> ConnectUnixSocket(const std::string& path) {
+  auto address = UnixSocketAddress(path);
+  if (!address) return std::unexpected(std::move(address).error());
+  UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket) return std::unexpected(SystemCallError("socket", errno));
+  while (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&*address),
+                   sizeof(sockaddr_un)) != 0) {
+    if (errno != EINTR) return std::unexpected(SystemCallError(StrCat("connect ", path), errno));
+  }
+  return socket;
+}
+
+Result<std::optional<Frame>> FrameReceiver::Continue(int socket) {
+  while (true) {
+    std::uint8_t* destination = nullptr;
+    std::size_t wanted = 0;
+    if (!header_complete_) {
+      destination = header_ + header_received_;
+      wanted = kSessionFrameHeaderBytes - header_received_;
+    } else {
+      wanted = frame_.payload.size() - payload_received_;
+      if (wanted == 0) {
+        Frame complete = std::move(frame_);
+        frame_ = Frame{};
+        header_received_ = 0;
+        header_complete_ = false;
+        payload_received_ = 0;
+        return complete;
+      }
+      destination = frame_.payload.data() + payload_received_;
+    }
+
+    iovec buffer{.iov_base = destination, .iov_len = wanted};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerReceive)>
+        control{};
+    msghdr message{};
+    message.msg_iov = &buffer;
+    message.msg_iovlen = 1;
+    message.msg_control = control.data();
+    message.msg_controllen = control.size();
+    const ssize_t received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+    if (received < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+      return std::unexpected(SystemCallError("recvmsg", errno));
+    }
+    // Descriptors first, so that they are owned (and closed) whatever happens next.
+    TakeDescriptors(message, frame_.fd);
+    if (received == 0) {
+      if (!header_complete_ && header_received_ == 0) {
+        return UnavailableError("session socket closed by peer");
+      }
+      if (!header_complete_) {
+        return UnavailableError(
+            StrCat("session socket closed by peer in the middle of a frame (length prefix: ",
+                   header_received_, " of ", kSessionFrameHeaderBytes, " bytes)"));
+      }
+      return UnavailableError(StrCat(
+          "session socket closed by peer in the middle of a frame (payload: ", payload_received_,
+          " of ", frame_.payload.size(), " bytes)"));
+    }
+    const auto count = static_cast<std::size_t>(received);
+    if (header_complete_) {
+      payload_received_ += count;
+      continue;
+    }
+    header_received_ += count;
+    if (header_received_ < kSessionFrameHeaderBytes) continue;
+    const std::uint32_t length = DecodeLength(header_);
+    if (length > kMaxSessionFrameBytes) return FrameTooLargeError(length);
+    header_complete_ = true;
+    frame_.payload.resize(length);
+  }
+}
+
+FrameSender::FrameSender(std::span<const std::uint8_t> payload, int fd_to_pass)
+    : payload_(payload), fd_to_pass_(fd_to_pass) {
+  EncodeLength(static_cast<std::uint32_t>(payload.size()), header_);
+}
+
+Result<bool> FrameSender::Continue(int socket) {
+  if (payload_.size() > kMaxSessionFrameBytes) return FrameTooLargeError(payload_.size());
+  const std::size_t total = kSessionFrameHeaderBytes + payload_.size();
+  while (sent_ < total) {
+    std::array<iovec, 2> buffers{};
+    std::size_t buffer_count = 0;
+    if (sent_ < kSessionFrameHeaderBytes) {
+      buffers[buffer_count++] = {.iov_base = header_ + sent_,
+                                 .iov_len = kSessionFrameHeaderBytes - sent_};
+    }
+    const std::size_t payload_offset =
+        sent_ > kSessionFrameHeaderBytes ? sent_ - kSessionFrameHeaderBytes : 0;
+    if (payload_offset < payload_.size()) {
+      // sendmsg takes a non-const iovec but never writes through it.
+      buffers[buffer_count++] = {
+          .iov_base = const_cast<std::uint8_t*>(payload_.data() + payload_offset),
+          .iov_len = payload_.size() - payload_offset};
+    }
+    msghdr message{};
+    message.msg_iov = buffers.data();
+    message.msg_iovlen = buffer_count;
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+    if (sent_ == 0 && fd_to_pass_ >= 0) {
+      message.msg_control = control.data();
+      message.msg_controllen = control.size();
+      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header->cmsg_level = SOL_SOCKET;
+      header->cmsg_type = SCM_RIGHTS;
+      header->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(header), &fd_to_pass_, sizeof(int));
+    }
+    const ssize_t written = ::sendmsg(socket, &message, MSG_NOSIGNAL);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+      return std::unexpected(SystemCallError("sendmsg", errno));
+    }
+    sent_ += static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+Status SendFrame(int socket, std::span<const std::uint8_t> payload, int fd_to_pass) {
+  FrameSender sender(payload, fd_to_pass);
+  while (true) {
+    auto done = sender.Continue(socket);
+    if (!done) return std::unexpected(std::move(done).error());
+    if (*done) return {};
+    if (auto ready = WaitUntilReady(socket, POLLOUT); !ready) return ready;
+  }
+}
+
+Result<Frame> ReceiveFrame(int socket) {
+  FrameReceiver receiver;
+  while (true) {
+    auto frame = receiver.Continue(socket);
+    if (!frame) return std::unexpected(std::move(frame).error());
+    if (frame->has_value()) return std::move(**frame);
+    if (auto ready = WaitUntilReady(socket, POLLIN); !ready) {
+      return std::unexpected(std::move(ready).error());
+    }
+  }
+}
+
+Result<PeerCredentials> ReadPeerCredentials(int socket) {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    return std::unexpected(SystemCallError("getsockopt(SO_PEERCRED)", errno));
+  }
+  return PeerCredentials{.pid = credentials.pid, .uid = credentials.uid, .gid = credentials.gid};
+}
+
+}  // namespace hurray

@@ -1,0 +1,54 @@
+// hurrayd's configuration: embedded defaults, a TOML file, then command-line flags, each
+// overriding the one before. Plain values; thread-safe once built.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hurray/error.h"
+
+namespace hurray::daemon {
+
+struct Config {
+  // The gRPC unix socket; the session socket is this path + ".session".
+  std::string socket_path;
+  // Also serve gRPC on this TCP address ("127.0.0.1:7470"); empty: unix socket only.
+  std::string tcp_address;
+  // trace, debug, info, warn, error, critical or off.
+  std::string log_level = "info";
+
+  struct CpuPool {
+    std::uint64_t capacity_bytes = 0;  // 0 until defaults are applied.
+    std::uint64_t segment_bytes = 0;   // 0: one segment of the whole capacity.
+    std::uint64_t page_size = 4096;
+    std::string shm_prefix = "hurray";
+  } cpu_pool;
+
+  // Most bytes one session may hold in unpublished allocations; 0: no limit.
+  std::uint64_t session_quota_bytes = 0;
+  // Longest acquire wait a client may ask for, in milliseconds.
+  std::uint32_t max_wait_ms = 3'600'000;
+  // Largest gRPC message accepted, in bytes.
+  std::uint32_t max_message_bytes = 4u << 20;
+};
+
+// Embedded defaults: the socket location rule (hurray/socket_path.h) and a CPU pool sized
+// for this machine (DefaultCpuPoolCapacity).
+[[nodiscard]] Config DefaultConfig();
+
+// `base` with the settings of a TOML document applied. INVALID_ARGUMENT naming the key for
+// an unknown key, a wrong type or a bad value.
+[[nodiscard]] Result<Config> ApplyToml(Config base, std::string_view toml_text,
+                                       std::string_view source_name);
+
+// Reads and applies a TOML file; NOT_FOUND when it cannot be read.
+[[nodiscard]] Result<Config> ApplyTomlFile(Config base, const std::string& path);
+
+// "4GiB", "512MiB", "64M", "1048576": a size in bytes. INVALID_ARGUMENT otherwise.
+[[nodiscard]] Result<std::uint64_t> ParseByteSize(std::string_view text);
+
+// The effective configuration as a TOML document (hurrayd --print-config).
+[[nodiscard]] std::string ToToml(const Config& config);
+
+}  // namespace hurray::daemon

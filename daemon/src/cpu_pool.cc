@@ -1,0 +1,227 @@
+#include "cpu_pool.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace hurray::daemon {
+namespace {
+
+constexpr std::uint64_t kMinPageSize = 4096;
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+// `value` rounded up to a multiple of `granule` (a power of two); nullopt on overflow.
+std::optional<std::uint64_t> RoundUpTo(std::uint64_t value, std::uint64_t granule) {
+  const std::uint64_t mask = granule - 1;
+  if (value > UINT64_MAX - mask) return std::nullopt;
+  return (value + mask) & ~mask;
+}
+
+std::string Bytes(std::uint64_t value) { return std::to_string(value); }
+
+}  // namespace
+
+Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
+  if (options.name.empty()) return InvalidArgumentError("name: the pool name is empty");
+  const std::string where = "pool " + options.name + ": ";
+  if (options.page_size < kMinPageSize || !IsPowerOfTwo(options.page_size)) {
+    return InvalidArgumentError(where + "page_size " + Bytes(options.page_size) +
+                                " is not a power of two of at least " + Bytes(kMinPageSize));
+  }
+  if (Status prefix = ShmSegment::ValidatePrefix(options.shm_prefix); !prefix) {
+    return std::unexpected(prefix.error().WithContext("pool " + options.name));
+  }
+  if (options.capacity_bytes == 0) {
+    return InvalidArgumentError(where + "capacity_bytes 0: the capacity must be above 0");
+  }
+  const std::optional<std::uint64_t> capacity =
+      RoundUpTo(options.capacity_bytes, options.page_size);
+  if (!capacity) {
+    return InvalidArgumentError(where + "capacity_bytes " + Bytes(options.capacity_bytes) +
+                                " overflows when rounded up to page_size " +
+                                Bytes(options.page_size));
+  }
+  std::uint64_t segment_bytes = *capacity;
+  if (options.segment_bytes != 0) {
+    const std::optional<std::uint64_t> rounded =
+        RoundUpTo(options.segment_bytes, options.page_size);
+    if (!rounded || *rounded > *capacity) {
+      return InvalidArgumentError(where + "segment_bytes " + Bytes(options.segment_bytes) +
+                                  " exceeds capacity_bytes " + Bytes(*capacity));
+    }
+    segment_bytes = *rounded;
+  }
+  const std::uint64_t segment_count =
+      *capacity / segment_bytes + (*capacity % segment_bytes != 0 ? 1 : 0);
+  if (segment_count > kMaxSegments) {
+    return InvalidArgumentError(where + "segment_bytes " + Bytes(segment_bytes) + " makes " +
+                                std::to_string(segment_count) + " segments of capacity " +
+                                Bytes(*capacity) + ", above the maximum " +
+                                std::to_string(kMaxSegments));
+  }
+  if (options.first_segment_id == 0 ||
+      options.first_segment_id > UINT64_MAX - (segment_count - 1)) {
+    return InvalidArgumentError(where + "first_segment_id " +
+                                std::to_string(options.first_segment_id) + " leaves no room for " +
+                                std::to_string(segment_count) + " segment ids above 0");
+  }
+
+  std::vector<ShmSegment> segments;
+  segments.reserve(segment_count);
+  for (std::uint64_t index = 0; index < segment_count; ++index) {
+    const std::uint64_t size = std::min(segment_bytes, *capacity - index * segment_bytes);
+    Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size);
+    if (!segment) {
+      // The segments created so far are removed as `segments` goes out of scope.
+      return std::unexpected(segment.error().WithContext(
+          where + "segment " + std::to_string(options.first_segment_id + index)));
+    }
+    segments.push_back(std::move(*segment));
+  }
+  return std::unique_ptr<CpuPool>(new CpuPool(std::move(options), *capacity, std::move(segments)));
+}
+
+CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment> segments)
+    : name_(std::move(options.name)),
+      page_size_(options.page_size),
+      capacity_(capacity),
+      first_segment_id_(options.first_segment_id),
+      max_segment_bytes_(segments.front().size()),
+      segments_(std::move(segments)) {
+  allocators_.reserve(segments_.size());
+  for (const ShmSegment& segment : segments_) {
+    allocators_.emplace_back(segment.size(), page_size_);
+  }
+}
+
+std::optional<std::size_t> CpuPool::IndexOf(std::uint64_t segment_id) const {
+  if (segment_id < first_segment_id_ || segment_id - first_segment_id_ >= segments_.size()) {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(segment_id - first_segment_id_);
+}
+
+Result<PoolRange> CpuPool::Allocate(std::uint64_t byte_size) {
+  if (byte_size == 0) {
+    return InvalidArgumentError("pool " + name_ + ": byte_size 0: a range needs at least 1 byte");
+  }
+  if (byte_size > max_segment_bytes_) {
+    return ResourceExhaustedError("pool " + name_ + ": byte_size " + Bytes(byte_size) +
+                                  " exceeds the segment size " + Bytes(max_segment_bytes_));
+  }
+  std::uint64_t largest_free = 0;
+  std::uint64_t free_total = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    for (std::size_t index = 0; index < allocators_.size(); ++index) {
+      if (const std::optional<std::uint64_t> offset = allocators_[index].Allocate(byte_size)) {
+        return PoolRange{
+            .segment_id = first_segment_id_ + index, .offset = *offset, .size = byte_size};
+      }
+    }
+    for (const RangeAllocator& allocator : allocators_) {
+      largest_free = std::max(largest_free, allocator.largest_free_range());
+      free_total += allocator.free_bytes();
+    }
+  }
+  // byte_size <= max_segment_bytes_, a multiple of the page size: rounding cannot overflow.
+  const std::uint64_t rounded = *RoundUpTo(byte_size, page_size_);
+  std::string message = "pool " + name_ + ": no free range of " + Bytes(rounded) + " bytes";
+  if (rounded != byte_size) message += " for byte_size " + Bytes(byte_size);
+  message += " (largest free range " + Bytes(largest_free) + " of " + Bytes(free_total) + " free)";
+  return ResourceExhaustedError(std::move(message));
+}
+
+void CpuPool::Free(const PoolRange& range) {
+  if (range.segment_id == 0) return;  // An empty buffer: nothing was allocated.
+  const std::optional<std::size_t> index = IndexOf(range.segment_id);
+  bool freed = false;
+  if (index) {
+    const std::lock_guard lock(mutex_);
+    freed = allocators_[*index].Free(range.offset, range.size);
+  }
+  if (!freed) {
+    // A bug of the caller (double free, a range of another pool); the free list is intact.
+    spdlog::error("pool {}: ignored Free of segment {} offset {} size {}: {}", name_,
+                  range.segment_id, range.offset, range.size,
+                  index ? "not a live allocation" : "no such segment in this pool");
+  }
+}
+
+Result<SegmentAccess> CpuPool::OpenSegment(std::uint64_t segment_id, bool writable) const {
+  const std::optional<std::size_t> index = IndexOf(segment_id);
+  if (!index) {
+    return NotFoundError("segment " + std::to_string(segment_id) + " is not in pool " + name_);
+  }
+  const ShmSegment& segment = segments_[*index];
+  Result<UniqueFd> fd = segment.Open(writable);
+  if (!fd) {
+    return std::unexpected(
+        fd.error().WithContext("pool " + name_ + ": segment " + std::to_string(segment_id)));
+  }
+  return SegmentAccess{.fd = std::move(*fd), .segment_size = segment.size(), .writable = writable};
+}
+
+std::optional<std::uint64_t> CpuPool::SegmentSize(std::uint64_t segment_id) const {
+  const std::optional<std::size_t> index = IndexOf(segment_id);
+  if (!index) return std::nullopt;
+  return segments_[*index].size();
+}
+
+std::optional<std::string> CpuPool::SegmentName(std::uint64_t segment_id) const {
+  const std::optional<std::size_t> index = IndexOf(segment_id);
+  if (!index) return std::nullopt;
+  return segments_[*index].name();
+}
+
+PoolUsage CpuPool::Usage() const {
+  PoolUsage usage{
+      .name = name_, .kind = "cpu", .capacity_bytes = capacity_, .segment_count = segment_count()};
+  std::uint64_t free_total = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const RangeAllocator& allocator : allocators_) {
+      usage.used_bytes += allocator.allocated_bytes();
+      usage.allocation_count += allocator.allocation_count();
+      usage.largest_free_bytes = std::max(usage.largest_free_bytes, allocator.largest_free_range());
+      free_total += allocator.free_bytes();
+    }
+  }
+  // A range cannot span segments, so free space split across segments counts as fragmented.
+  usage.fragmentation = free_total == 0 ? 0.0
+                                        : 1.0 - static_cast<double>(usage.largest_free_bytes) /
+                                                    static_cast<double>(free_total);
+  return usage;
+}
+
+std::uint64_t DefaultCpuPoolCapacityFor(std::uint64_t physical_ram_bytes,
+                                        std::optional<std::uint64_t> shm_free_bytes) {
+  constexpr std::uint64_t kMinimum = 64 * kMiB;
+  constexpr std::uint64_t kGranule = 2 * kMiB;
+  std::uint64_t capacity = physical_ram_bytes / 8;
+  if (shm_free_bytes) capacity = std::min(capacity, *shm_free_bytes / 2);
+  capacity = std::max(capacity, kMinimum);
+  return capacity / kGranule * kGranule;
+}
+
+std::uint64_t DefaultCpuPoolCapacity() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const std::uint64_t physical_ram =
+      pages > 0 && page_size > 0
+          ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size)
+          : 0;
+  std::optional<std::uint64_t> shm_free;
+  struct statvfs shm_stats {};
+  if (::statvfs("/dev/shm", &shm_stats) == 0) {
+    shm_free = static_cast<std::uint64_t>(shm_stats.f_bavail) * shm_stats.f_frsize;
+  }
+  return DefaultCpuPoolCapacityFor(physical_ram, shm_free);
+}
+
+}  // namespace hurray::daemon

@@ -1,0 +1,123 @@
+// CpuPool: the pool of page-aligned POSIX shared memory that CPU tensors live in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hurray/error.h"
+#include "pool.h"
+#include "range_allocator.h"
+#include "shm_segment.h"
+
+namespace hurray::daemon {
+
+// A Pool over one or more ShmSegments of /dev/shm, all created (and their space reserved) by
+// Create. Segment ids are consecutive from Options::first_segment_id, so that pools of one
+// daemon can share one id space. Allocate tries the segments in id order and takes the best
+// fitting free range inside the first segment that has one; every range starts at a
+// multiple of page_size and reserves its size rounded up to page_size.
+//
+// The allocator's bookkeeping lives in the daemon's private memory, never in the segments.
+// The daemon never maps a segment; clients map the descriptors that OpenSegment returns.
+// Destroying the pool removes the segments' names from /dev/shm (memory that clients still
+// map stays valid until they unmap it).
+//
+// Thread-safe: every method may be called from any thread.
+class CpuPool final : public Pool {
+ public:
+  struct Options {
+    // Names the pool in Usage and in error messages.
+    std::string name = "cpu";
+    // Total bytes of all segments (> 0); rounded up to a multiple of page_size.
+    std::uint64_t capacity_bytes = 0;
+    // Bytes of each segment, rounded up to page_size; 0: one segment of the whole capacity.
+    // The last segment holds what remains when capacity is not a multiple of it. No range
+    // can be larger than one segment. At most kMaxSegments segments.
+    std::uint64_t segment_bytes = 0;
+    // Alignment and granule of every range: a power of two, at least 4096.
+    std::uint64_t page_size = 4096;
+    // Segments are named "/<shm_prefix>-<32 random hex digits>"; [A-Za-z0-9._-], 1..200.
+    std::string shm_prefix = "hurray";
+    // Id of the first segment (> 0; 0 means "no segment"); the others follow in order.
+    std::uint64_t first_segment_id = 1;
+  };
+
+  static constexpr std::uint64_t kMaxSegments = 4096;
+
+  // Validates `options` (INVALID_ARGUMENT naming the field and value) and creates every
+  // segment. RESOURCE_EXHAUSTED when /dev/shm cannot hold them; no segment is left behind
+  // on any failure.
+  [[nodiscard]] static Result<std::unique_ptr<CpuPool>> Create(Options options);
+
+  CpuPool(const CpuPool&) = delete;
+  CpuPool& operator=(const CpuPool&) = delete;
+  ~CpuPool() override = default;
+
+  [[nodiscard]] std::string_view name() const override { return name_; }
+  [[nodiscard]] DeviceTag device_tag() const override { return DeviceTag::Cpu(); }
+  [[nodiscard]] std::uint64_t page_size() const override { return page_size_; }
+
+  // INVALID_ARGUMENT for byte_size 0 or larger than a segment; RESOURCE_EXHAUSTED
+  // "pool cpu: no free range of N bytes (largest free range M of F free)" when nothing fits.
+  [[nodiscard]] Result<PoolRange> Allocate(std::uint64_t byte_size) override;
+
+  // A range with segment_id 0 (an empty buffer) is ignored. A range of an unknown segment,
+  // or not live in it (double free, foreign range), is logged and ignored.
+  void Free(const PoolRange& range) override;
+
+  // NOT_FOUND "segment 7 is not in pool cpu" for an unknown id; otherwise errors of
+  // shm_open, naming it.
+  [[nodiscard]] Result<SegmentAccess> OpenSegment(std::uint64_t segment_id,
+                                                  bool writable) const override;
+
+  [[nodiscard]] std::optional<std::uint64_t> SegmentSize(std::uint64_t segment_id) const override;
+
+  [[nodiscard]] PoolUsage Usage() const override;
+
+  // The POSIX shm name of a segment ("/hurray-0123…"), if it belongs to this pool.
+  [[nodiscard]] std::optional<std::string> SegmentName(std::uint64_t segment_id) const;
+
+  [[nodiscard]] std::uint64_t first_segment_id() const { return first_segment_id_; }
+  [[nodiscard]] std::uint32_t segment_count() const {
+    return static_cast<std::uint32_t>(segments_.size());
+  }
+
+ private:
+  CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment> segments);
+
+  // The index into segments_ of `segment_id`, if it belongs to this pool.
+  [[nodiscard]] std::optional<std::size_t> IndexOf(std::uint64_t segment_id) const;
+
+  // Immutable after construction: read without the lock.
+  const std::string name_;
+  const std::uint64_t page_size_;
+  const std::uint64_t capacity_;
+  const std::uint64_t first_segment_id_;
+  const std::uint64_t max_segment_bytes_;
+  const std::vector<ShmSegment> segments_;
+
+  mutable std::mutex mutex_;
+  // allocators_[i] keeps the byte space of segments_[i]. Guarded by mutex_.
+  std::vector<RangeAllocator> allocators_;
+};
+
+// The capacity of the CPU pool when the configuration gives none: 1/8 of physical RAM,
+// capped at half of the space free in /dev/shm (so the pool leaves room for the other users
+// of the tmpfs), at least 64 MiB, rounded down to a multiple of 2 MiB (so it also suits huge
+// pages). The minimum wins over the cap: with under 128 MiB free in /dev/shm the pool takes
+// more than half of it, and with under 64 MiB CpuPool::Create reports RESOURCE_EXHAUSTED
+// rather than the daemon starting with a pool too small to use. Reads sysconf and
+// statvfs("/dev/shm") at each call; thread-safe.
+[[nodiscard]] std::uint64_t DefaultCpuPoolCapacity();
+
+// The rule of DefaultCpuPoolCapacity for given amounts; `shm_free_bytes` nullopt when
+// /dev/shm cannot be examined (then no cap applies).
+[[nodiscard]] std::uint64_t DefaultCpuPoolCapacityFor(std::uint64_t physical_ram_bytes,
+                                                      std::optional<std::uint64_t> shm_free_bytes);
+
+}  // namespace hurray::daemon

@@ -1,0 +1,186 @@
+#include "daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "cpu_pool.h"
+#include "exchange_service.h"
+#include "hurray/socket_path.h"
+#include "hurray/unique_fd.h"
+#include "pool_set.h"
+#include "registry.h"
+#include "session_server.h"
+
+namespace hurray::daemon {
+namespace {
+
+constexpr int kIoThreads = 2;
+
+std::uint64_t NewEpoch() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+// Whether something accepts connections on the unix socket at `path`.
+bool SomeoneListens(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (!fd || path.size() >= sizeof(address.sun_path)) return false;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+}
+
+// Makes the socket's directory, and clears a stale socket file left by a daemon that died.
+Status PrepareSocketPath(const std::string& path) {
+  constexpr std::size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.empty() || path.size() > kMaxUnixPath) {
+    return InvalidArgumentError("socket path \"" + path + "\" is empty or longer than " +
+                                std::to_string(kMaxUnixPath) + " bytes");
+  }
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  std::error_code error;
+  if (!directory.empty() && !std::filesystem::exists(directory, error)) {
+    std::filesystem::create_directories(directory, error);
+    if (error) {
+      return FailedPreconditionError("mkdir " + directory.string() + ": " + error.message());
+    }
+    ::chmod(directory.c_str(), 0755);
+  }
+  struct stat status {};
+  if (::lstat(path.c_str(), &status) == 0) {
+    if (!S_ISSOCK(status.st_mode)) {
+      return FailedPreconditionError(path + " exists and is not a socket");
+    }
+    if (SomeoneListens(path)) {
+      return FailedPreconditionError("another hurrayd already serves " + path);
+    }
+    ::unlink(path.c_str());
+  }
+  return {};
+}
+
+}  // namespace
+
+Daemon::Daemon(Config config) : config_(std::move(config)), epoch_(NewEpoch()) {}
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
+  std::unique_ptr<Daemon> daemon(new Daemon(std::move(config)));
+  if (auto started = daemon->StartParts(); !started) {
+    daemon->Shutdown();
+    return std::unexpected(started.error());
+  }
+  return daemon;
+}
+
+Status Daemon::StartParts() {
+  const std::string session_path = SessionSocketPath(config_.socket_path);
+  for (const std::string& path : {config_.socket_path, session_path}) {
+    if (auto prepared = PrepareSocketPath(path); !prepared) return prepared;
+  }
+
+  auto cpu_pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
+                                                   .capacity_bytes = config_.cpu_pool.capacity_bytes,
+                                                   .segment_bytes = config_.cpu_pool.segment_bytes,
+                                                   .page_size = config_.cpu_pool.page_size,
+                                                   .shm_prefix = config_.cpu_pool.shm_prefix,
+                                                   .first_segment_id = 1});
+  if (!cpu_pool) return std::unexpected(cpu_pool.error().WithContext("cpu_pool"));
+  pools_ = std::make_unique<PoolSet>();
+  pools_->Add(std::move(*cpu_pool));
+
+  registry_ = std::make_unique<Registry>(
+      *pools_, io_,
+      Registry::Options{.daemon_epoch = epoch_,
+                        .session_quota_bytes = config_.session_quota_bytes,
+                        .max_wait_ms = config_.max_wait_ms});
+  service_ = std::make_unique<ExchangeService>(*registry_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + config_.socket_path, grpc::InsecureServerCredentials());
+  if (!config_.tcp_address.empty()) {
+    builder.AddListeningPort(config_.tcp_address, grpc::InsecureServerCredentials());
+  }
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes));
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return FailedPreconditionError("gRPC server could not listen on unix:" + config_.socket_path +
+                                   (config_.tcp_address.empty() ? "" : " and " + config_.tcp_address));
+  }
+  server_->GetHealthCheckService()->SetServingStatus(true);
+  // Group members may connect (DESIGN: the socket's group gates access).
+  ::chmod(config_.socket_path.c_str(), 0660);
+
+  auto session_server = SessionServer::Create(io_, session_path, *registry_, epoch_);
+  if (!session_server) return std::unexpected(session_server.error());
+  session_server_ = std::move(*session_server);
+
+  signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM);
+  signals_->async_wait([this](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    spdlog::info("signal {} received: shutting down", signal);
+    Stop();
+  });
+  for (int i = 0; i < kIoThreads; ++i) {
+    io_threads_.emplace_back([this] {
+      auto work = boost::asio::make_work_guard(io_);
+      io_.run();
+    });
+  }
+
+  const auto usage = pools_->Find("cpu")->Usage();
+  spdlog::info("hurrayd serving gRPC on unix:{}, sessions on {}, cpu pool {} MiB, epoch {}",
+               config_.socket_path, session_path, usage.capacity_bytes >> 20, epoch_);
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%lu", config_.socket_path.c_str(),
+             static_cast<unsigned long>(::getpid()));
+  return {};
+}
+
+void Daemon::Wait() {
+  stop_requested_.get_future().wait();
+  Shutdown();
+}
+
+void Daemon::Stop() {
+  std::call_once(stop_once_, [this] { stop_requested_.set_value(); });
+}
+
+void Daemon::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  sd_notify(0, "STOPPING=1");
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (session_server_) session_server_->Stop();
+  if (signals_) signals_->cancel();
+  io_.stop();
+  for (auto& thread : io_threads_) thread.join();
+  io_threads_.clear();
+  server_.reset();
+  session_server_.reset();
+  service_.reset();
+  registry_.reset();
+  pools_.reset();  // Removes the segments.
+  ::unlink(config_.socket_path.c_str());
+  ::unlink(SessionSocketPath(config_.socket_path).c_str());
+  spdlog::info("hurrayd stopped");
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+}  // namespace hurray::daemon

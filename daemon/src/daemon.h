@@ -1,0 +1,66 @@
+// Daemon: hurrayd assembled — pools, registry, gRPC service, session socket — and run until
+// SIGTERM/SIGINT or Stop(). Thread-safe: Stop() may be called from any thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "hurray/error.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace hurray::daemon {
+
+class ExchangeService;
+class PoolSet;
+class Registry;
+class SessionServer;
+
+class Daemon {
+ public:
+  // Builds every part and starts serving: the CPU pool's segments exist, both sockets
+  // accept connections, and READY=1 went to systemd (when run under it). FAILED_PRECONDITION
+  // when another daemon already serves the socket.
+  [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
+
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Blocks until Stop() or a SIGTERM/SIGINT, then shuts down cleanly: stops accepting,
+  // ends every session, removes the pool segments and unlinks both sockets.
+  void Wait();
+
+  // Asks Wait() to return. Idempotent.
+  void Stop();
+
+  [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
+
+ private:
+  explicit Daemon(Config config);
+  Status StartParts();
+  void Shutdown();
+
+  const Config config_;
+  const std::uint64_t epoch_;
+  boost::asio::io_context io_;
+  std::unique_ptr<PoolSet> pools_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<ExchangeService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<SessionServer> session_server_;
+  std::unique_ptr<boost::asio::signal_set> signals_;
+  std::vector<std::thread> io_threads_;
+  std::promise<void> stop_requested_;
+  std::once_flag stop_once_;
+  bool shut_down_ = false;
+};
+
+}  // namespace hurray::daemon

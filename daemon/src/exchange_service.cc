@@ -1,0 +1,308 @@
+#include "exchange_service.h"
+
+#include <deque>
+#include <memory>
+#include <mutex>
+
+namespace hurray::daemon {
+namespace {
+
+// Most events a watcher may have queued before it is dropped as too slow.
+constexpr std::size_t kMaxQueuedWatchEvents = 65536;
+
+// The session named by the call's metadata.
+Result<std::uint64_t> SessionOf(const grpc::CallbackServerContext* context,
+                                const Registry& registry) {
+  const auto& metadata = context->client_metadata();
+  auto found = metadata.find(kSessionMetadataKey);
+  if (found == metadata.end()) return registry.Authenticate("");
+  return registry.Authenticate(std::string_view(found->second.data(), found->second.size()));
+}
+
+// Finishes a unary call with a Result, moving its value into *response.
+template <typename Response>
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
+                                     Result<Response> result, Response* response) {
+  auto* reactor = context->DefaultReactor();
+  if (result) {
+    *response = std::move(*result);
+    reactor->Finish(grpc::Status::OK);
+  } else {
+    reactor->Finish(ToGrpcStatus(result.error()));
+  }
+  return reactor;
+}
+
+// A unary call that may wait in the registry (Acquire, BatchAcquire). If the client
+// cancels while it waits, the wait is dropped; if the registry completes it anyway, the
+// leases it took are released, since no one will ever hear of them.
+template <typename Response>
+class WaitingCall final : public grpc::ServerUnaryReactor {
+ public:
+  // State shared with the registry's completion callback, which may outlive the reactor.
+  struct Shared {
+    std::mutex mutex;
+    WaitingCall* reactor = nullptr;  // Guarded by mutex; null once the call is done.
+    std::uint64_t wait_id = 0;       // Guarded by mutex.
+    bool cancelled = false;          // Guarded by mutex.
+    bool finished = false;           // Guarded by mutex.
+  };
+
+  WaitingCall(Registry& registry, std::uint64_t session_id, Response* response)
+      : registry_(registry), session_id_(session_id), response_(response),
+        shared_(std::make_shared<Shared>()) {
+    shared_->reactor = this;
+  }
+
+  // The completion callback to hand the registry.
+  std::function<void(Result<Response>)> Completion() {
+    return [shared = shared_, &registry = registry_,
+            session_id = session_id_](Result<Response> result) {
+      std::unique_lock lock(shared->mutex);
+      if (shared->finished) return;
+      shared->finished = true;
+      if (shared->cancelled || shared->reactor == nullptr) {
+        lock.unlock();
+        if (result) ReleaseLeases(registry, session_id, *result);
+        return;
+      }
+      WaitingCall* reactor = shared->reactor;
+      if (result) {
+        *reactor->response_ = std::move(*result);
+        reactor->Finish(grpc::Status::OK);
+      } else {
+        reactor->Finish(ToGrpcStatus(result.error()));
+      }
+    };
+  }
+
+  // Hands the registry's wait id (0 when the call already completed) to a call that may
+  // already be finished and gone: only the shared state is used.
+  static void Attach(const std::shared_ptr<Shared>& shared, Registry& registry,
+                     std::uint64_t wait_id) {
+    std::lock_guard lock(shared->mutex);
+    if (shared->reactor == nullptr) return;
+    shared->wait_id = wait_id;
+    if (shared->cancelled && !shared->finished && wait_id != 0 && registry.CancelWait(wait_id)) {
+      shared->finished = true;
+      shared->reactor->Finish(grpc::Status::CANCELLED);
+    }
+  }
+
+  [[nodiscard]] const std::shared_ptr<Shared>& shared() const { return shared_; }
+
+  void OnCancel() override {
+    std::lock_guard lock(shared_->mutex);
+    shared_->cancelled = true;
+    if (!shared_->finished && shared_->wait_id != 0 && registry_.CancelWait(shared_->wait_id)) {
+      shared_->finished = true;
+      Finish(grpc::Status::CANCELLED);
+    }
+  }
+
+  void OnDone() override {
+    {
+      std::lock_guard lock(shared_->mutex);
+      shared_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  static void ReleaseLeases(Registry& registry, std::uint64_t session_id,
+                            const v1::AcquireResponse& response) {
+    v1::ReleaseRequest release;
+    release.add_lease_ids(response.lease_id());
+    (void)registry.Release(session_id, release);
+  }
+  static void ReleaseLeases(Registry& registry, std::uint64_t session_id,
+                            const v1::BatchAcquireResponse& response) {
+    v1::ReleaseRequest release;
+    for (const auto& tensor : response.tensors()) release.add_lease_ids(tensor.lease_id());
+    (void)registry.Release(session_id, release);
+  }
+
+  Registry& registry_;
+  const std::uint64_t session_id_;
+  Response* const response_;
+  std::shared_ptr<Shared> shared_;
+};
+
+// Starts a WaitingCall: `start(done)` calls the registry and returns its wait id.
+template <typename Response, typename Start>
+grpc::ServerUnaryReactor* StartWaiting(Registry& registry, std::uint64_t session_id,
+                                       Response* response, Start start) {
+  auto* call = new WaitingCall<Response>(registry, session_id, response);
+  auto shared = call->shared();
+  WaitingCall<Response>::Attach(shared, registry, start(call->Completion()));
+  // gRPC runs OnDone only after this handler returns, so `call` is still valid here.
+  return call;
+}
+
+// Streams watch events. Events are queued by registry callbacks and written one at a time.
+class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
+ public:
+  WatchStream(Registry& registry, std::string prefix) : registry_(registry) {
+    v1::WatchEvent hello;
+    hello.set_kind(v1::WatchEvent::KIND_WATCHING);
+    hello.set_name(prefix);
+    hello.set_daemon_epoch(registry.daemon_epoch());
+    Push(std::move(hello));
+    watch_id_ = registry_.Watch(std::move(prefix), [this](const v1::WatchEvent& event) {
+      Push(event);
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mutex_);
+    if (!ok || done_) {
+      writing_ = false;
+      return;
+    }
+    queue_.pop_front();
+    if (queue_.empty()) {
+      writing_ = false;
+      return;
+    }
+    const v1::WatchEvent* next = &queue_.front();
+    lock.unlock();
+    StartWrite(next);
+  }
+
+  void OnCancel() override {
+    registry_.Unwatch(watch_id_);
+    std::lock_guard lock(mutex_);
+    if (!done_) {
+      done_ = true;
+      Finish(grpc::Status::CANCELLED);
+    }
+  }
+
+  void OnDone() override {
+    registry_.Unwatch(watch_id_);
+    delete this;
+  }
+
+ private:
+  void Push(v1::WatchEvent event) {
+    std::unique_lock lock(mutex_);
+    if (done_) return;
+    if (queue_.size() >= kMaxQueuedWatchEvents) {
+      done_ = true;
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "watcher fell " + std::to_string(kMaxQueuedWatchEvents) +
+                              " events behind and was dropped"));
+      return;
+    }
+    queue_.push_back(std::move(event));
+    if (writing_) return;
+    writing_ = true;
+    const v1::WatchEvent* next = &queue_.front();
+    lock.unlock();
+    StartWrite(next);
+  }
+
+  Registry& registry_;
+  std::uint64_t watch_id_ = 0;
+  std::mutex mutex_;
+  std::deque<v1::WatchEvent> queue_;  // Guarded by mutex_; front() is being written.
+  bool writing_ = false;              // Guarded by mutex_.
+  bool done_ = false;                 // Guarded by mutex_.
+};
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Error& error) {
+  return grpc::Status(static_cast<grpc::StatusCode>(error.code()), error.message());
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Allocate(grpc::CallbackServerContext* context,
+                                                    const v1::AllocateRequest* request,
+                                                    v1::AllocateResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) return FinishWith<v1::AllocateResponse>(context, std::unexpected(session.error()), response);
+  return FinishWith(context, registry_.Allocate(*session, *request), response);
+}
+
+grpc::ServerUnaryReactor* ExchangeService::CancelAllocation(
+    grpc::CallbackServerContext* context, const v1::CancelAllocationRequest* request,
+    v1::CancelAllocationResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) {
+    return FinishWith<v1::CancelAllocationResponse>(context, std::unexpected(session.error()),
+                                                    response);
+  }
+  return FinishWith(context, registry_.CancelAllocation(*session, *request), response);
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Publish(grpc::CallbackServerContext* context,
+                                                   const v1::PublishRequest* request,
+                                                   v1::PublishResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) return FinishWith<v1::PublishResponse>(context, std::unexpected(session.error()), response);
+  return FinishWith(context, registry_.Publish(*session, *request), response);
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Acquire(grpc::CallbackServerContext* context,
+                                                   const v1::AcquireRequest* request,
+                                                   v1::AcquireResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) return FinishWith<v1::AcquireResponse>(context, std::unexpected(session.error()), response);
+  return StartWaiting(registry_, *session, response, [&](auto done) {
+    return registry_.Acquire(*session, *request, std::move(done));
+  });
+}
+
+grpc::ServerUnaryReactor* ExchangeService::BatchAcquire(grpc::CallbackServerContext* context,
+                                                        const v1::BatchAcquireRequest* request,
+                                                        v1::BatchAcquireResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) {
+    return FinishWith<v1::BatchAcquireResponse>(context, std::unexpected(session.error()),
+                                                response);
+  }
+  return StartWaiting(registry_, *session, response, [&](auto done) {
+    return registry_.BatchAcquire(*session, *request, std::move(done));
+  });
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Release(grpc::CallbackServerContext* context,
+                                                   const v1::ReleaseRequest* request,
+                                                   v1::ReleaseResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) return FinishWith<v1::ReleaseResponse>(context, std::unexpected(session.error()), response);
+  return FinishWith(context, registry_.Release(*session, *request), response);
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Delete(grpc::CallbackServerContext* context,
+                                                  const v1::DeleteRequest* request,
+                                                  v1::DeleteResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) return FinishWith<v1::DeleteResponse>(context, std::unexpected(session.error()), response);
+  return FinishWith(context, registry_.Delete(*request), response);
+}
+
+grpc::ServerUnaryReactor* ExchangeService::List(grpc::CallbackServerContext* context,
+                                                const v1::ListRequest* request,
+                                                v1::ListResponse* response) {
+  return FinishWith(context, registry_.List(*request), response);
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Describe(grpc::CallbackServerContext* context,
+                                                    const v1::DescribeRequest* request,
+                                                    v1::DescribeResponse* response) {
+  return FinishWith(context, registry_.Describe(*request), response);
+}
+
+grpc::ServerWriteReactor<v1::WatchEvent>* ExchangeService::Watch(
+    grpc::CallbackServerContext* /*context*/, const v1::WatchRequest* request) {
+  return new WatchStream(registry_, request->prefix());
+}
+
+grpc::ServerUnaryReactor* ExchangeService::Stats(grpc::CallbackServerContext* context,
+                                                 const v1::StatsRequest* /*request*/,
+                                                 v1::StatsResponse* response) {
+  return FinishWith(context, Result<v1::StatsResponse>(registry_.Stats()), response);
+}
+
+}  // namespace hurray::daemon

@@ -1,0 +1,62 @@
+// ExchangeService: the gRPC face of the registry (hurray.v1.Exchange, callback API).
+//
+// A thin adapter: it reads the session token from the `x-hurray-session` metadata,
+// calls the Registry, and turns its Result into a gRPC status. Thread-safe; holds no lock
+// across a registry call.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "hurray/v1/exchange.grpc.pb.h"
+#include "registry.h"
+
+namespace hurray::daemon {
+
+// The metadata key that carries a session token.
+inline constexpr char kSessionMetadataKey[] = "x-hurray-session";
+
+// The gRPC status of an error: the same canonical code, the same message.
+[[nodiscard]] grpc::Status ToGrpcStatus(const Error& error);
+
+class ExchangeService final : public v1::Exchange::CallbackService {
+ public:
+  explicit ExchangeService(Registry& registry) : registry_(registry) {}
+
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* context,
+                                     const v1::AllocateRequest* request,
+                                     v1::AllocateResponse* response) override;
+  grpc::ServerUnaryReactor* CancelAllocation(grpc::CallbackServerContext* context,
+                                             const v1::CancelAllocationRequest* request,
+                                             v1::CancelAllocationResponse* response) override;
+  grpc::ServerUnaryReactor* Publish(grpc::CallbackServerContext* context,
+                                    const v1::PublishRequest* request,
+                                    v1::PublishResponse* response) override;
+  grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
+                                    const v1::AcquireRequest* request,
+                                    v1::AcquireResponse* response) override;
+  grpc::ServerUnaryReactor* BatchAcquire(grpc::CallbackServerContext* context,
+                                         const v1::BatchAcquireRequest* request,
+                                         v1::BatchAcquireResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
+                                   const v1::DeleteRequest* request,
+                                   v1::DeleteResponse* response) override;
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* context,
+                                 const v1::ListRequest* request,
+                                 v1::ListResponse* response) override;
+  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,
+                                     const v1::DescribeRequest* request,
+                                     v1::DescribeResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
+                                                  const v1::WatchRequest* request) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
+                                  const v1::StatsRequest* request,
+                                  v1::StatsResponse* response) override;
+
+ private:
+  Registry& registry_;
+};
+
+}  // namespace hurray::daemon

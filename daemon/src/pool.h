@@ -1,0 +1,77 @@
+// Pool: where tensor buffers live. A pool hands out byte ranges of its segments and passes
+// segment file descriptors to clients; the daemon never touches the bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hurray/buffer_handle.h"
+#include "hurray/error.h"
+#include "hurray/unique_fd.h"
+
+namespace hurray::daemon {
+
+// A byte range of one segment. segment_id 0 is "no segment" (an empty buffer).
+struct PoolRange {
+  std::uint64_t segment_id = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;  // Bytes the caller asked for (the pool may reserve more).
+
+  friend bool operator==(const PoolRange&, const PoolRange&) = default;
+};
+
+// A fresh file descriptor on a whole segment, for SCM_RIGHTS.
+struct SegmentAccess {
+  UniqueFd fd;
+  std::uint64_t segment_size = 0;
+  bool writable = false;
+};
+
+// What Stats reports of a pool.
+struct PoolUsage {
+  std::string name;
+  std::string kind;                     // "cpu" or "cuda".
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;         // Reserved by allocations, rounding included.
+  std::uint64_t largest_free_bytes = 0;
+  double fragmentation = 0.0;           // 1 - largest_free / free; 0 when nothing is free.
+  std::uint32_t segment_count = 0;
+  std::uint64_t allocation_count = 0;
+};
+
+// Thread-safe: every method may be called from any thread.
+class Pool {
+ public:
+  virtual ~Pool() = default;
+
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  // The device tag every buffer in this pool carries (CPU for a CPU pool).
+  [[nodiscard]] virtual DeviceTag device_tag() const = 0;
+  // Alignment of every range's offset (and of each segment's mapping): 4096, or 2 MiB with
+  // huge pages.
+  [[nodiscard]] virtual std::uint64_t page_size() const = 0;
+
+  // A range of `byte_size` (> 0) bytes at an offset that is a multiple of page_size().
+  // RESOURCE_EXHAUSTED naming the pool, the size and the largest free range when nothing
+  // fits; INVALID_ARGUMENT for size 0.
+  [[nodiscard]] virtual Result<PoolRange> Allocate(std::uint64_t byte_size) = 0;
+
+  // Returns a range from Allocate. Freeing a range twice, or one never allocated, is a bug
+  // of the caller; the pool logs and ignores it rather than corrupt its free list.
+  virtual void Free(const PoolRange& range) = 0;
+
+  // A new descriptor on a segment: read-only (O_RDONLY, the kernel refuses writes through
+  // any mapping of it) or read-write. NOT_FOUND for an unknown segment.
+  [[nodiscard]] virtual Result<SegmentAccess> OpenSegment(std::uint64_t segment_id,
+                                                          bool writable) const = 0;
+
+  // Size of a segment, if it belongs to this pool.
+  [[nodiscard]] virtual std::optional<std::uint64_t> SegmentSize(
+      std::uint64_t segment_id) const = 0;
+
+  [[nodiscard]] virtual PoolUsage Usage() const = 0;
+};
+
+}  // namespace hurray::daemon

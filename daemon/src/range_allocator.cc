@@ -1,0 +1,84 @@
+#include "range_allocator.h"
+
+#include <cassert>
+#include <iterator>
+
+namespace hurray::daemon {
+
+RangeAllocator::RangeAllocator(std::uint64_t total_bytes, std::uint64_t granule)
+    : total_bytes_(total_bytes), granule_(granule) {
+  assert(granule_ != 0 && (granule_ & (granule_ - 1)) == 0);
+  assert(total_bytes_ % granule_ == 0);
+  if (total_bytes_ > 0) InsertFree(0, total_bytes_);
+}
+
+std::optional<std::uint64_t> RangeAllocator::RoundUp(std::uint64_t size) const {
+  const std::uint64_t mask = granule_ - 1;
+  if (size > UINT64_MAX - mask) return std::nullopt;
+  return (size + mask) & ~mask;
+}
+
+std::uint64_t RangeAllocator::largest_free_range() const {
+  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+}
+
+std::optional<std::uint64_t> RangeAllocator::Allocate(std::uint64_t size) {
+  if (size == 0 || size > total_bytes_) return std::nullopt;
+  const std::optional<std::uint64_t> rounded = RoundUp(size);
+  if (!rounded) return std::nullopt;
+
+  // Smallest free range of at least `rounded` bytes; among equals, the lowest offset.
+  const auto best = free_by_size_.lower_bound({*rounded, 0});
+  if (best == free_by_size_.end()) return std::nullopt;
+  const auto [range_size, offset] = *best;
+
+  EraseFree(free_by_offset_.find(offset));
+  if (range_size > *rounded) InsertFree(offset + *rounded, range_size - *rounded);
+  allocations_.emplace(offset, *rounded);
+  allocated_bytes_ += *rounded;
+  return offset;
+}
+
+bool RangeAllocator::Free(std::uint64_t offset, std::uint64_t size) {
+  const std::optional<std::uint64_t> rounded = RoundUp(size);
+  const auto allocation = allocations_.find(offset);
+  if (!rounded || allocation == allocations_.end() || allocation->second != *rounded) {
+    return false;
+  }
+  std::uint64_t start = offset;
+  std::uint64_t end = offset + *rounded;
+
+  // Live allocations never overlap free space; if the neighbours say otherwise the state is
+  // already broken, and refusing keeps it from getting worse.
+  auto right = free_by_offset_.lower_bound(offset);
+  auto left = right == free_by_offset_.begin() ? free_by_offset_.end() : std::prev(right);
+  if (right != free_by_offset_.end() && right->first < end) return false;
+  if (left != free_by_offset_.end() && left->first + left->second > start) return false;
+
+  allocations_.erase(allocation);
+  allocated_bytes_ -= *rounded;
+  if (right != free_by_offset_.end() && right->first == end) {
+    end += right->second;
+    EraseFree(right);
+  }
+  if (left != free_by_offset_.end() && left->first + left->second == start) {
+    start = left->first;
+    EraseFree(left);
+  }
+  InsertFree(start, end - start);
+  return true;
+}
+
+void RangeAllocator::InsertFree(std::uint64_t offset, std::uint64_t size) {
+  free_by_offset_.emplace(offset, size);
+  free_by_size_.emplace(size, offset);
+  free_bytes_ += size;
+}
+
+void RangeAllocator::EraseFree(std::map<std::uint64_t, std::uint64_t>::iterator range) {
+  free_bytes_ -= range->second;
+  free_by_size_.erase({range->second, range->first});
+  free_by_offset_.erase(range);
+}
+
+}  // namespace hurray::daemon

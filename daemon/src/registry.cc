@@ -1,0 +1,872 @@
+#include "registry.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <array>
+
+#include "hurray/descriptor_codec.h"
+#include "tensor_name.h"
+
+namespace hurray::daemon {
+namespace {
+
+constexpr std::string_view kDefaultPool = "cpu";
+constexpr std::uint32_t kDefaultPageSize = 100;
+constexpr std::uint32_t kMaxPageSize = 1000;
+constexpr std::size_t kCudaIpcEventHandleBytes = 64;
+
+std::string Str(std::uint64_t value) { return std::to_string(value); }
+
+std::int64_t NowNanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// 128 random bits, hex: a session token nobody can guess.
+std::string RandomToken() {
+  std::array<unsigned char, 16> bytes{};
+  std::size_t filled = 0;
+  while (filled < bytes.size()) {
+    const ssize_t got = getrandom(bytes.data() + filled, bytes.size() - filled, 0);
+    if (got > 0) filled += static_cast<std::size_t>(got);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char byte : bytes) {
+    token += kHex[byte >> 4];
+    token += kHex[byte & 0xF];
+  }
+  return token;
+}
+
+bool HasPrefix(std::string_view name, std::string_view prefix) {
+  return name.substr(0, prefix.size()) == prefix;
+}
+
+std::unexpected<Error> Unauthenticated(std::string message) {
+  return std::unexpected(Error(StatusCode::kUnauthenticated, std::move(message)));
+}
+
+std::unexpected<Error> PermissionDenied(std::string message) {
+  return std::unexpected(Error(StatusCode::kPermissionDenied, std::move(message)));
+}
+
+Status ValidateHandoff(const v1::SyncHandoff& handoff, const v1::TensorDescriptor& descriptor) {
+  if (handoff.sync_mode() > 1) {
+    return InvalidArgumentError("handoff.sync_mode " + Str(handoff.sync_mode()) +
+                                " is neither 0 (producer_synced) nor 1 (event)");
+  }
+  const bool event = handoff.sync_mode() == 1;
+  if (event && handoff.cuda_ipc_event_handle().size() != kCudaIpcEventHandleBytes) {
+    return InvalidArgumentError("handoff.cuda_ipc_event_handle has " +
+                                Str(handoff.cuda_ipc_event_handle().size()) +
+                                " bytes; an event handoff needs " +
+                                Str(kCudaIpcEventHandleBytes));
+  }
+  if (!event && !handoff.cuda_ipc_event_handle().empty()) {
+    return InvalidArgumentError(
+        "handoff.cuda_ipc_event_handle is set but handoff.sync_mode is producer_synced");
+  }
+  // Every buffer must declare the mode the handoff delivers (ConsumerStream cannot cross
+  // processes: the producer cannot enqueue onto another process's stream).
+  for (int i = 0; i < descriptor.buffers_size(); ++i) {
+    if (descriptor.buffers(i).sync_mode() != handoff.sync_mode()) {
+      return InvalidArgumentError("handoff.sync_mode " + Str(handoff.sync_mode()) +
+                                  " differs from tensor_descriptor.buffers[" + Str(i) +
+                                  "].sync_mode " + Str(descriptor.buffers(i).sync_mode()));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+// A published tensor version. Its buffers stay allocated while it lives.
+struct Registry::Version {
+  v1::TensorInfo info;  // What Acquire and Describe hand out.
+  Pool* pool = nullptr;
+  std::uint64_t byte_size = 0;  // Sum of the buffers' sizes.
+  std::uint64_t lease_count = 0;
+  bool superseded = false;  // A newer version of the name exists.
+  bool deleted = false;     // Delete named it: no new acquires.
+};
+
+struct Registry::NameEntry {
+  std::map<std::uint64_t, std::unique_ptr<Version>> versions;  // By version number.
+  std::uint64_t next_version = 1;
+
+  // The latest version, when it may still be acquired.
+  [[nodiscard]] Version* Latest() const {
+    if (versions.empty()) return nullptr;
+    Version* latest = versions.rbegin()->second.get();
+    return latest->deleted || latest->superseded ? nullptr : latest;
+  }
+};
+
+struct Registry::Allocation {
+  std::uint64_t session_id = 0;
+  Pool* pool = nullptr;
+  v1::TensorDescriptor descriptor;
+  std::vector<v1::BufferLocation> buffers;
+  std::uint64_t byte_size = 0;
+};
+
+struct Registry::Lease {
+  std::uint64_t session_id = 0;
+  Version* version = nullptr;
+};
+
+struct Registry::Session {
+  PeerCredentials peer;
+  std::string client_name;
+  std::string token;
+  std::set<std::uint64_t> allocations;
+  std::set<std::uint64_t> leases;
+  std::set<std::uint64_t> waits;
+  std::uint64_t pending_bytes = 0;
+};
+
+struct Registry::Waiter {
+  std::uint64_t session_id = 0;
+  std::vector<std::string> names;
+  // Under the mutex: completes the wait (queuing `done` into Deferred) and returns true,
+  // or returns false to keep waiting.
+  std::function<bool(Deferred&)> try_complete;
+  std::function<void(Error)> fail;
+  std::unique_ptr<boost::asio::steady_timer> timer;
+};
+
+struct Registry::Watcher {
+  std::string prefix;
+  WatchCallback callback;
+};
+
+Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options options)
+    : pools_(pools), io_(io), options_(options), started_(std::chrono::steady_clock::now()) {}
+
+Registry::~Registry() {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, waiter] : waiters_) {
+    if (waiter->timer) waiter->timer->cancel();
+  }
+}
+
+// ---- Sessions ----
+
+Result<SessionGrant> Registry::OpenSession(const PeerCredentials& peer,
+                                           std::string_view client_name) {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t id = next_id_++;
+  std::string token = RandomToken();
+  Session& session = sessions_[id];
+  session.peer = peer;
+  session.client_name = std::string(client_name.substr(0, 128));
+  session.token = token;
+  session_by_token_.emplace(token, id);
+  spdlog::debug("session {} opened: pid {} uid {} \"{}\"", id, peer.pid, peer.uid,
+                session.client_name);
+  return SessionGrant{.session_id = id, .token = std::move(token)};
+}
+
+void Registry::CloseSession(std::uint64_t session_id) {
+  Deferred deferred;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = sessions_.find(session_id);
+    if (found == sessions_.end()) return;
+    Session& session = found->second;
+    const std::size_t lease_count = session.leases.size();
+    const std::size_t allocation_count = session.allocations.size();
+    for (std::uint64_t lease_id : std::vector(session.leases.begin(), session.leases.end())) {
+      ReleaseLeaseLocked(lease_id);
+    }
+    for (std::uint64_t allocation_id :
+         std::vector(session.allocations.begin(), session.allocations.end())) {
+      FreeAllocationLocked(allocation_id);
+    }
+    for (std::uint64_t wait_id : session.waits) {
+      auto waiter = waiters_.find(wait_id);
+      if (waiter == waiters_.end()) continue;
+      deferred.push_back([fail = waiter->second->fail] {
+        fail(Error(StatusCode::kCancelled, "the session ended while waiting"));
+      });
+      for (const std::string& name : waiter->second->names) {
+        auto [begin, end] = waiters_by_name_.equal_range(name);
+        for (auto it = begin; it != end; ++it) {
+          if (it->second == wait_id) {
+            waiters_by_name_.erase(it);
+            break;
+          }
+        }
+      }
+      if (waiter->second->timer) waiter->second->timer->cancel();
+      waiters_.erase(waiter);
+    }
+    session_by_token_.erase(session.token);
+    sessions_.erase(found);
+    spdlog::debug("session {} closed: {} leases released, {} allocations freed", session_id,
+                  lease_count, allocation_count);
+  }
+  for (auto& action : deferred) action();
+}
+
+Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id,
+                                             std::uint64_t segment_id, bool writable) {
+  Pool* pool = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = sessions_.find(session_id);
+    if (found == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
+    const Session& session = found->second;
+    bool in_allocation = false;
+    for (std::uint64_t allocation_id : session.allocations) {
+      const Allocation& allocation = allocations_.at(allocation_id);
+      for (const auto& buffer : allocation.buffers) {
+        if (buffer.segment_id() == segment_id) {
+          in_allocation = true;
+          pool = allocation.pool;
+        }
+      }
+    }
+    bool in_lease = false;
+    for (std::uint64_t lease_id : session.leases) {
+      const Version& version = *leases_.at(lease_id).version;
+      for (const auto& buffer : version.info.buffers()) {
+        if (buffer.segment_id() == segment_id) {
+          in_lease = true;
+          pool = version.pool;
+        }
+      }
+    }
+    if (writable && !in_allocation) {
+      return PermissionDenied("segment " + Str(segment_id) +
+                              ": write access needs an unpublished allocation in it");
+    }
+    if (!in_allocation && !in_lease) {
+      if (pools_.FindBySegment(segment_id) == nullptr) {
+        return NotFoundError("segment " + Str(segment_id) + " does not exist");
+      }
+      return PermissionDenied("segment " + Str(segment_id) +
+                              ": the session holds no lease or allocation in it");
+    }
+  }
+  // Opening the descriptor is a system call: done outside the lock.
+  return pool->OpenSegment(segment_id, writable);
+}
+
+Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {
+  std::lock_guard lock(mutex_);
+  auto found = session_by_token_.find(std::string(token));
+  if (found == session_by_token_.end()) {
+    return Unauthenticated(token.empty()
+                               ? "no session token: send x-hurray-session metadata"
+                               : "unknown session token");
+  }
+  return found->second;
+}
+
+// ---- Allocate / publish ----
+
+Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
+                                                const v1::AllocateRequest& request) {
+  auto descriptor = DescriptorFromProto(request.tensor_descriptor());
+  if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
+  const std::string_view pool_name = request.pool().empty() ? kDefaultPool : request.pool();
+  Pool* pool = pools_.Find(pool_name);
+  if (pool == nullptr) {
+    return NotFoundError("pool \"" + std::string(pool_name.substr(0, 64)) + "\" does not exist");
+  }
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < descriptor->buffers().size(); ++i) {
+    const BufferHandle& buffer = descriptor->buffers()[i];
+    if (buffer.device_tag() != pool->device_tag()) {
+      return FailedPreconditionError(
+          "tensor_descriptor.buffers[" + Str(i) + "].device_tag " +
+          std::string(buffer.device_tag().Name()) + " does not match pool " +
+          std::string(pool->name()) + " (" + std::string(pool->device_tag().Name()) + ")");
+    }
+    if (buffer.memory_class() != MemoryClass::Standard()) {
+      return FailedPreconditionError("tensor_descriptor.buffers[" + Str(i) + "].memory_class " +
+                                     std::string(buffer.memory_class().Name()) + ": pool " +
+                                     std::string(pool->name()) + " holds standard memory");
+    }
+    if (buffer.alignment() > pool->page_size()) {
+      return InvalidArgumentError("tensor_descriptor.buffers[" + Str(i) + "].alignment " +
+                                  Str(buffer.alignment()) + " is above pool " +
+                                  std::string(pool->name()) + "'s page size " +
+                                  Str(pool->page_size()));
+    }
+    if (__builtin_add_overflow(total, buffer.byte_size(), &total)) {
+      return ResourceExhaustedError("tensor_descriptor: the buffers' sizes add up to more "
+                                    "than 2^64 bytes");
+    }
+  }
+
+  std::unique_lock lock(mutex_);
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
+  if (options_.session_quota_bytes != 0 &&
+      (total > options_.session_quota_bytes ||
+       session->second.pending_bytes > options_.session_quota_bytes - total)) {
+    return ResourceExhaustedError("session quota: " + Str(total) + " more bytes would exceed " +
+                                  Str(options_.session_quota_bytes) + " (" +
+                                  Str(session->second.pending_bytes) + " pending)");
+  }
+  Allocation allocation{.session_id = session_id,
+                        .pool = pool,
+                        .descriptor = request.tensor_descriptor(),
+                        .buffers = {},
+                        .byte_size = total};
+  for (const BufferHandle& buffer : descriptor->buffers()) {
+    v1::BufferLocation location;
+    location.set_byte_size(buffer.byte_size());
+    if (buffer.byte_size() != 0) {
+      auto range = pool->Allocate(buffer.byte_size());
+      if (!range) {
+        for (const auto& done : allocation.buffers) {
+          if (done.segment_id() != 0) {
+            pool->Free(PoolRange{done.segment_id(), done.offset(), done.byte_size()});
+          }
+        }
+        return std::unexpected(range.error());
+      }
+      location.set_segment_id(range->segment_id);
+      location.set_segment_size(pool->SegmentSize(range->segment_id).value_or(0));
+      location.set_offset(range->offset);
+    }
+    allocation.buffers.push_back(std::move(location));
+  }
+  const std::uint64_t id = next_id_++;
+  v1::AllocateResponse response;
+  response.set_allocation_id(id);
+  for (const auto& location : allocation.buffers) *response.add_buffers() = location;
+  response.set_daemon_epoch(options_.daemon_epoch);
+  session->second.allocations.insert(id);
+  session->second.pending_bytes += total;
+  allocations_.emplace(id, std::move(allocation));
+  return response;
+}
+
+Result<v1::CancelAllocationResponse> Registry::CancelAllocation(
+    std::uint64_t session_id, const v1::CancelAllocationRequest& request) {
+  std::lock_guard lock(mutex_);
+  auto found = allocations_.find(request.allocation_id());
+  if (found == allocations_.end() || found->second.session_id != session_id) {
+    return NotFoundError("allocation_id " + Str(request.allocation_id()) +
+                         " is not a pending allocation of this session");
+  }
+  FreeAllocationLocked(request.allocation_id());
+  v1::CancelAllocationResponse response;
+  response.set_daemon_epoch(options_.daemon_epoch);
+  return response;
+}
+
+void Registry::FreeAllocationLocked(std::uint64_t allocation_id) {
+  auto found = allocations_.find(allocation_id);
+  if (found == allocations_.end()) return;
+  Allocation& allocation = found->second;
+  for (const auto& buffer : allocation.buffers) {
+    if (buffer.segment_id() != 0) {
+      allocation.pool->Free(PoolRange{buffer.segment_id(), buffer.offset(), buffer.byte_size()});
+    }
+  }
+  auto session = sessions_.find(allocation.session_id);
+  if (session != sessions_.end()) {
+    session->second.allocations.erase(allocation_id);
+    session->second.pending_bytes -= allocation.byte_size;
+  }
+  allocations_.erase(found);
+}
+
+Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
+                                              const v1::PublishRequest& request) {
+  if (auto valid = ValidateTensorName(request.name()); !valid) {
+    return std::unexpected(valid.error());
+  }
+  std::unique_lock lock(mutex_);
+  auto found = allocations_.find(request.allocation_id());
+  if (found == allocations_.end() || found->second.session_id != session_id) {
+    return NotFoundError("allocation_id " + Str(request.allocation_id()) +
+                         " is not a pending allocation of this session");
+  }
+  Allocation& allocation = found->second;
+  if (auto valid = ValidateHandoff(request.handoff(), allocation.descriptor); !valid) {
+    return std::unexpected(valid.error());
+  }
+  NameEntry& entry = names_[request.name()];
+  auto version = std::make_unique<Version>();
+  const std::uint64_t number = entry.next_version++;
+  version->info.set_name(request.name());
+  version->info.set_version(number);
+  *version->info.mutable_tensor_descriptor() = std::move(allocation.descriptor);
+  for (auto& location : allocation.buffers) *version->info.add_buffers() = std::move(location);
+  *version->info.mutable_handoff() = request.handoff();
+  version->info.set_pool(std::string(allocation.pool->name()));
+  version->info.set_published_at_ns(NowNanoseconds());
+  version->pool = allocation.pool;
+  version->byte_size = allocation.byte_size;
+
+  // The allocation becomes the version: its memory now belongs to the daemon.
+  auto session = sessions_.find(session_id);
+  session->second.allocations.erase(request.allocation_id());
+  session->second.pending_bytes -= allocation.byte_size;
+  allocations_.erase(found);
+
+  // The previous latest is superseded: it lives on only while leased.
+  std::vector<Version*> superseded;
+  for (auto& [old_number, old] : entry.versions) {
+    if (!old->superseded) {
+      old->superseded = true;
+      superseded.push_back(old.get());
+    }
+  }
+  entry.versions.emplace(number, std::move(version));
+  ++version_count_;
+  for (Version* old : superseded) ReclaimIfUnusedLocked(old);
+
+  Deferred deferred;
+  WakeWaitersLocked(request.name(), deferred);
+
+  v1::PublishResponse response;
+  response.set_name(request.name());
+  response.set_version(number);
+  response.set_daemon_epoch(options_.daemon_epoch);
+
+  v1::WatchEvent event;
+  event.set_kind(v1::WatchEvent::KIND_PUBLISHED);
+  event.set_name(request.name());
+  event.set_version(number);
+  event.set_daemon_epoch(options_.daemon_epoch);
+  Notify(lock, {std::move(event)});
+  for (auto& action : deferred) action();
+  return response;
+}
+
+// ---- Acquire ----
+
+Registry::Version* Registry::FindVersionLocked(const std::string& name,
+                                               std::uint64_t version) const {
+  auto entry = names_.find(name);
+  if (entry == names_.end()) return nullptr;
+  if (version == 0) return entry->second.Latest();
+  auto found = entry->second.versions.find(version);
+  if (found == entry->second.versions.end() || found->second->deleted) return nullptr;
+  return found->second.get();
+}
+
+Result<v1::AcquireResponse> Registry::AcquireLocked(std::uint64_t session_id,
+                                                    const std::string& name,
+                                                    std::uint64_t version_number) {
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
+  Version* version = FindVersionLocked(name, version_number);
+  if (version == nullptr) {
+    std::string shown = name.substr(0, 200);
+    if (version_number != 0) return NotFoundError(shown + " version " + Str(version_number) +
+                                                  " is not published");
+    return NotFoundError(shown + " is not published");
+  }
+  const std::uint64_t lease_id = next_id_++;
+  leases_.emplace(lease_id, Lease{.session_id = session_id, .version = version});
+  session->second.leases.insert(lease_id);
+  ++version->lease_count;
+  v1::AcquireResponse response;
+  response.set_lease_id(lease_id);
+  *response.mutable_tensor() = version->info;
+  response.set_daemon_epoch(options_.daemon_epoch);
+  return response;
+}
+
+std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireRequest& request,
+                                AcquireDone done) {
+  if (request.wait_timeout_ms() > options_.max_wait_ms) {
+    done(InvalidArgumentError("wait_timeout_ms " + Str(request.wait_timeout_ms()) +
+                              " is above the limit " + Str(options_.max_wait_ms)));
+    return 0;
+  }
+  if (auto valid = ValidateTensorName(request.name()); !valid) {
+    done(std::unexpected(valid.error()));
+    return 0;
+  }
+  std::unique_lock lock(mutex_);
+  auto result = AcquireLocked(session_id, request.name(), request.version());
+  if (result || result.error().code() != StatusCode::kNotFound ||
+      request.wait_timeout_ms() == 0) {
+    lock.unlock();
+    done(std::move(result));
+    return 0;
+  }
+  auto shared_done = std::make_shared<AcquireDone>(std::move(done));
+  auto try_complete = [this, session_id, name = request.name(), version = request.version(),
+                       shared_done](Deferred& deferred) {
+    auto retry = AcquireLocked(session_id, name, version);
+    if (!retry && retry.error().code() == StatusCode::kNotFound) return false;
+    deferred.push_back([shared_done, retry = std::move(retry)]() mutable {
+      (*shared_done)(std::move(retry));
+    });
+    return true;
+  };
+  auto fail = [shared_done](Error error) { (*shared_done)(std::unexpected(std::move(error))); };
+  return StartWaitLocked(session_id, {request.name()}, request.wait_timeout_ms(),
+                         std::move(try_complete), std::move(fail));
+}
+
+Result<v1::BatchAcquireResponse> Registry::BatchAcquireLocked(
+    std::uint64_t session_id, const v1::BatchAcquireRequest& request) {
+  // First find every version, then take the leases: all or none.
+  std::vector<std::string> wanted(request.names().begin(), request.names().end());
+  std::set<std::string, std::less<>> listed(wanted.begin(), wanted.end());
+  if (!request.prefix().empty()) {
+    for (auto it = names_.lower_bound(request.prefix());
+         it != names_.end() && HasPrefix(it->first, request.prefix()); ++it) {
+      if (it->second.Latest() != nullptr && !listed.contains(it->first)) {
+        wanted.push_back(it->first);
+        listed.insert(it->first);
+      }
+    }
+  }
+  for (const std::string& name : wanted) {
+    if (FindVersionLocked(name, 0) == nullptr) {
+      return NotFoundError(name.substr(0, 200) + " is not published");
+    }
+  }
+  v1::BatchAcquireResponse response;
+  std::set<std::string, std::less<>> done;
+  for (const std::string& name : wanted) {
+    if (!done.insert(name).second) continue;  // Listed twice: one lease.
+    auto acquired = AcquireLocked(session_id, name, 0);
+    if (!acquired) {
+      for (const auto& taken : response.tensors()) ReleaseLeaseLocked(taken.lease_id());
+      return std::unexpected(acquired.error());
+    }
+    *response.add_tensors() = std::move(*acquired);
+  }
+  response.set_daemon_epoch(options_.daemon_epoch);
+  return response;
+}
+
+std::uint64_t Registry::BatchAcquire(std::uint64_t session_id,
+                                     const v1::BatchAcquireRequest& request,
+                                     BatchAcquireDone done) {
+  if (request.wait_timeout_ms() > options_.max_wait_ms) {
+    done(InvalidArgumentError("wait_timeout_ms " + Str(request.wait_timeout_ms()) +
+                              " is above the limit " + Str(options_.max_wait_ms)));
+    return 0;
+  }
+  if (static_cast<std::size_t>(request.names_size()) > options_.max_batch_names) {
+    done(InvalidArgumentError("names has " + Str(request.names_size()) +
+                              " entries, above the limit " + Str(options_.max_batch_names)));
+    return 0;
+  }
+  if (request.names_size() == 0 && request.prefix().empty()) {
+    done(InvalidArgumentError("names and prefix are both empty: nothing to acquire"));
+    return 0;
+  }
+  for (int i = 0; i < request.names_size(); ++i) {
+    if (auto valid = ValidateTensorName(request.names(i), "names[" + Str(i) + "]"); !valid) {
+      done(std::unexpected(valid.error()));
+      return 0;
+    }
+  }
+  std::unique_lock lock(mutex_);
+  auto result = BatchAcquireLocked(session_id, request);
+  if (result || result.error().code() != StatusCode::kNotFound ||
+      request.wait_timeout_ms() == 0) {
+    lock.unlock();
+    done(std::move(result));
+    return 0;
+  }
+  auto shared_done = std::make_shared<BatchAcquireDone>(std::move(done));
+  auto try_complete = [this, session_id, request, shared_done](Deferred& deferred) {
+    auto retry = BatchAcquireLocked(session_id, request);
+    if (!retry && retry.error().code() == StatusCode::kNotFound) return false;
+    deferred.push_back([shared_done, retry = std::move(retry)]() mutable {
+      (*shared_done)(std::move(retry));
+    });
+    return true;
+  };
+  auto fail = [shared_done](Error error) { (*shared_done)(std::unexpected(std::move(error))); };
+  return StartWaitLocked(session_id, {request.names().begin(), request.names().end()},
+                         request.wait_timeout_ms(), std::move(try_complete), std::move(fail));
+}
+
+std::uint64_t Registry::StartWaitLocked(std::uint64_t session_id, std::vector<std::string> names,
+                                        std::uint32_t timeout_ms,
+                                        std::function<bool(Deferred&)> try_complete,
+                                        std::function<void(Error)> fail) {
+  const std::uint64_t id = next_id_++;
+  auto waiter = std::make_unique<Waiter>();
+  waiter->session_id = session_id;
+  waiter->names = std::move(names);
+  waiter->try_complete = std::move(try_complete);
+  waiter->fail = std::move(fail);
+  waiter->timer = std::make_unique<boost::asio::steady_timer>(
+      io_, std::chrono::milliseconds(timeout_ms));
+  waiter->timer->async_wait([this, id](const boost::system::error_code& error) {
+    if (!error) OnWaitTimeout(id);
+  });
+  for (const std::string& name : waiter->names) waiters_by_name_.emplace(name, id);
+  sessions_.at(session_id).waits.insert(id);
+  waiters_.emplace(id, std::move(waiter));
+  return id;
+}
+
+void Registry::WakeWaitersLocked(const std::string& name, Deferred& deferred) {
+  std::vector<std::uint64_t> candidates;
+  auto [begin, end] = waiters_by_name_.equal_range(name);
+  for (auto it = begin; it != end; ++it) candidates.push_back(it->second);
+  for (std::uint64_t id : candidates) {
+    auto found = waiters_.find(id);
+    if (found == waiters_.end() || !found->second->try_complete(deferred)) continue;
+    for (const std::string& waited : found->second->names) {
+      auto [first, last] = waiters_by_name_.equal_range(waited);
+      for (auto it = first; it != last; ++it) {
+        if (it->second == id) {
+          waiters_by_name_.erase(it);
+          break;
+        }
+      }
+    }
+    auto session = sessions_.find(found->second->session_id);
+    if (session != sessions_.end()) session->second.waits.erase(id);
+    found->second->timer->cancel();
+    waiters_.erase(found);
+  }
+}
+
+bool Registry::CancelWait(std::uint64_t wait_id) {
+  std::lock_guard lock(mutex_);
+  auto found = waiters_.find(wait_id);
+  if (found == waiters_.end()) return false;
+  for (const std::string& name : found->second->names) {
+    auto [begin, end] = waiters_by_name_.equal_range(name);
+    for (auto it = begin; it != end; ++it) {
+      if (it->second == wait_id) {
+        waiters_by_name_.erase(it);
+        break;
+      }
+    }
+  }
+  auto session = sessions_.find(found->second->session_id);
+  if (session != sessions_.end()) session->second.waits.erase(wait_id);
+  found->second->timer->cancel();
+  waiters_.erase(found);
+  return true;
+}
+
+void Registry::OnWaitTimeout(std::uint64_t wait_id) {
+  std::function<void(Error)> fail;
+  std::string names;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = waiters_.find(wait_id);
+    if (found == waiters_.end()) return;
+    fail = found->second->fail;
+    for (const std::string& name : found->second->names) {
+      if (!names.empty()) names += ", ";
+      names += name.substr(0, 200);
+    }
+  }
+  // CancelWait removes the waiter; only the caller that removes it reports the outcome.
+  if (!CancelWait(wait_id)) return;
+  fail(Error(StatusCode::kDeadlineExceeded, "not published before the wait timed out: " +
+                                                (names.empty() ? "prefix" : names)));
+}
+
+// ---- Release / delete ----
+
+void Registry::ReleaseLeaseLocked(std::uint64_t lease_id) {
+  auto found = leases_.find(lease_id);
+  if (found == leases_.end()) return;
+  Version* version = found->second.version;
+  auto session = sessions_.find(found->second.session_id);
+  if (session != sessions_.end()) session->second.leases.erase(lease_id);
+  leases_.erase(found);
+  --version->lease_count;
+  ReclaimIfUnusedLocked(version);
+}
+
+void Registry::ReclaimIfUnusedLocked(Version* version) {
+  if (version->lease_count != 0 || !(version->superseded || version->deleted)) return;
+  for (const auto& buffer : version->info.buffers()) {
+    if (buffer.segment_id() != 0) {
+      version->pool->Free(PoolRange{buffer.segment_id(), buffer.offset(), buffer.byte_size()});
+    }
+  }
+  auto entry = names_.find(version->info.name());
+  const std::uint64_t number = version->info.version();
+  entry->second.versions.erase(number);  // Destroys *version.
+  --version_count_;
+  if (entry->second.versions.empty()) names_.erase(entry);
+}
+
+Result<v1::ReleaseResponse> Registry::Release(std::uint64_t session_id,
+                                              const v1::ReleaseRequest& request) {
+  std::lock_guard lock(mutex_);
+  for (std::uint64_t lease_id : request.lease_ids()) {
+    auto found = leases_.find(lease_id);
+    if (found == leases_.end() || found->second.session_id != session_id) {
+      return NotFoundError("lease_id " + Str(lease_id) + " is not a lease of this session");
+    }
+    ReleaseLeaseLocked(lease_id);
+  }
+  v1::ReleaseResponse response;
+  response.set_daemon_epoch(options_.daemon_epoch);
+  return response;
+}
+
+Result<v1::DeleteResponse> Registry::Delete(const v1::DeleteRequest& request) {
+  if (auto valid = ValidateTensorName(request.name()); !valid) {
+    return std::unexpected(valid.error());
+  }
+  std::unique_lock lock(mutex_);
+  auto entry = names_.find(request.name());
+  std::vector<Version*> deleted;
+  if (entry != names_.end()) {
+    for (auto& [number, version] : entry->second.versions) {
+      if (!version->deleted && (request.version() == 0 || request.version() == number)) {
+        version->deleted = true;
+        deleted.push_back(version.get());
+      }
+    }
+  }
+  if (deleted.empty()) {
+    return NotFoundError(request.name().substr(0, 200) +
+                         (request.version() == 0 ? std::string(" has no versions")
+                                                 : " has no version " + Str(request.version())));
+  }
+  std::vector<v1::WatchEvent> events;
+  for (Version* version : deleted) {
+    v1::WatchEvent event;
+    event.set_kind(v1::WatchEvent::KIND_DELETED);
+    event.set_name(request.name());
+    event.set_version(version->info.version());
+    event.set_daemon_epoch(options_.daemon_epoch);
+    events.push_back(std::move(event));
+  }
+  for (Version* version : deleted) ReclaimIfUnusedLocked(version);  // May erase the entry.
+  v1::DeleteResponse response;
+  response.set_versions_deleted(static_cast<std::uint32_t>(deleted.size()));
+  response.set_daemon_epoch(options_.daemon_epoch);
+  Notify(lock, std::move(events));
+  return response;
+}
+
+// ---- Inspection ----
+
+Result<v1::ListResponse> Registry::List(const v1::ListRequest& request) const {
+  std::uint32_t page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
+  page_size = std::min(page_size, kMaxPageSize);
+  v1::ListResponse response;
+  std::lock_guard lock(mutex_);
+  auto it = request.page_token().empty() ? names_.lower_bound(request.prefix())
+                                         : names_.upper_bound(request.page_token());
+  for (; it != names_.end() && HasPrefix(it->first, request.prefix()); ++it) {
+    const Version* latest = it->second.Latest();
+    if (latest == nullptr) continue;
+    if (static_cast<std::uint32_t>(response.tensors_size()) == page_size) {
+      response.set_next_page_token(response.tensors(response.tensors_size() - 1).name());
+      break;
+    }
+    v1::TensorSummary& summary = *response.add_tensors();
+    summary.set_name(it->first);
+    summary.set_latest_version(latest->info.version());
+    summary.set_version_count(static_cast<std::uint32_t>(it->second.versions.size()));
+    summary.set_element_type(latest->info.tensor_descriptor().element_type());
+    *summary.mutable_shape() = latest->info.tensor_descriptor().shape();
+    summary.set_byte_size(latest->byte_size);
+    std::uint64_t leases = 0;
+    for (const auto& [number, version] : it->second.versions) leases += version->lease_count;
+    summary.set_lease_count(leases);
+    summary.set_published_at_ns(latest->info.published_at_ns());
+  }
+  response.set_daemon_epoch(options_.daemon_epoch);
+  return response;
+}
+
+Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& request) const {
+  if (auto valid = ValidateTensorName(request.name()); !valid) {
+    return std::unexpected(valid.error());
+  }
+  std::lock_guard lock(mutex_);
+  const Version* version = FindVersionLocked(request.name(), request.version());
+  if (version == nullptr) {
+    return NotFoundError(request.name().substr(0, 200) +
+                         (request.version() == 0 ? std::string(" is not published")
+                                                 : " version " + Str(request.version()) +
+                                                       " is not published"));
+  }
+  v1::DescribeResponse response;
+  *response.mutable_tensor() = version->info;
+  for (const auto& [number, live] : names_.find(request.name())->second.versions) {
+    v1::VersionInfo& info = *response.add_versions();
+    info.set_version(number);
+    info.set_lease_count(live->lease_count);
+    info.set_superseded(live->superseded || live->deleted);
+    info.set_byte_size(live->byte_size);
+    info.set_published_at_ns(live->info.published_at_ns());
+  }
+  response.set_daemon_epoch(options_.daemon_epoch);
+  return response;
+}
+
+v1::StatsResponse Registry::Stats() const {
+  v1::StatsResponse response;
+  for (const auto& [name, pool] : pools_.pools()) {
+    const PoolUsage usage = pool->Usage();
+    v1::PoolStats& stats = *response.add_pools();
+    stats.set_name(usage.name);
+    stats.set_kind(usage.kind);
+    stats.set_capacity_bytes(usage.capacity_bytes);
+    stats.set_used_bytes(usage.used_bytes);
+    stats.set_largest_free_bytes(usage.largest_free_bytes);
+    stats.set_fragmentation(usage.fragmentation);
+    stats.set_segment_count(usage.segment_count);
+    stats.set_allocation_count(usage.allocation_count);
+  }
+  std::lock_guard lock(mutex_);
+  response.set_session_count(static_cast<std::uint32_t>(sessions_.size()));
+  response.set_lease_count(leases_.size());
+  std::uint64_t tensors = 0;
+  for (const auto& [name, entry] : names_) tensors += entry.Latest() != nullptr ? 1 : 0;
+  response.set_tensor_count(tensors);
+  response.set_version_count(version_count_);
+  response.set_pending_allocation_count(allocations_.size());
+  response.set_daemon_epoch(options_.daemon_epoch);
+  response.set_uptime_seconds(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                       started_)
+          .count()));
+  return response;
+}
+
+// ---- Watch ----
+
+std::uint64_t Registry::Watch(std::string prefix, WatchCallback callback) {
+  std::lock_guard lock(watch_mutex_);
+  const std::uint64_t id = next_watch_id_++;
+  watchers_.emplace(id, std::make_shared<Watcher>(
+                            Watcher{.prefix = std::move(prefix), .callback = std::move(callback)}));
+  return id;
+}
+
+void Registry::Unwatch(std::uint64_t watch_id) {
+  std::lock_guard lock(watch_mutex_);
+  watchers_.erase(watch_id);
+}
+
+void Registry::Notify(std::unique_lock<std::mutex>& lock, std::vector<v1::WatchEvent> events) {
+  // Taking watch_mutex_ before releasing mutex_ keeps events in registry order.
+  std::lock_guard watch_lock(watch_mutex_);
+  lock.unlock();
+  for (const auto& event : events) {
+    for (const auto& [id, watcher] : watchers_) {
+      if (HasPrefix(event.name(), watcher->prefix)) watcher->callback(event);
+    }
+  }
+}
+
+}  // namespace hurray::daemon

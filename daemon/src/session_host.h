@@ -1,0 +1,43 @@
+// SessionHost: what the session socket asks of the rest of the daemon. SessionServer speaks
+// the protocol; the registry behind this interface decides who may do what.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hurray/error.h"
+#include "hurray/session_wire.h"
+#include "pool.h"
+
+namespace hurray::daemon {
+
+// What a session is known by: its id in the daemon, and the token the client sends as gRPC
+// metadata (`x-hurray-session`) on calls made for it.
+struct SessionGrant {
+  std::uint64_t session_id;
+  std::string token;
+};
+
+// Implemented by the registry. Thread-safe; called from io_context threads.
+class SessionHost {
+ public:
+  virtual ~SessionHost() = default;
+
+  // Admits a new client connection with the kernel-reported credentials of its process.
+  // An error (PERMISSION_DENIED by the access policy, ...) is sent to the client, and the
+  // connection is closed without a session.
+  virtual Result<SessionGrant> OpenSession(const PeerCredentials& peer,
+                                           std::string_view client_name) = 0;
+
+  // The session's connection has closed, for whatever reason: end its leases and free its
+  // unpublished allocations. Called exactly once per successful OpenSession.
+  virtual void CloseSession(std::uint64_t session_id) = 0;
+
+  // A new descriptor on a segment for the session, read-only or read-write as asked. The
+  // error (NOT_FOUND, PERMISSION_DENIED, ...) is sent to the client with its code.
+  virtual Result<SegmentAccess> GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
+                                             bool writable) = 0;
+};
+
+}  // namespace hurray::daemon

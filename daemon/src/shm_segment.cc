@@ -1,0 +1,203 @@
+#include "shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include <array>
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/permissions.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstddef>
+#include <limits>
+#include <system_error>
+
+namespace hurray::daemon {
+namespace {
+
+namespace bip = boost::interprocess;
+
+constexpr std::size_t kMaxPrefixLength = 200;
+constexpr std::size_t kNameRandomBytes = 16;  // 128 bits.
+constexpr unsigned kSegmentPermissions = 0600;
+
+std::string ErrnoText(int error_number) {
+  return std::error_code(error_number, std::generic_category()).message();
+}
+
+// The canonical code for an errno value of a failed shm call.
+StatusCode CodeForErrno(int error_number) {
+  switch (error_number) {
+    case ENOSPC:
+    case ENOMEM:
+    case EFBIG:
+    case EMFILE:
+    case ENFILE:
+      return StatusCode::kResourceExhausted;
+    case EACCES:
+    case EPERM:
+      return StatusCode::kPermissionDenied;
+    case ENOENT:
+      return StatusCode::kNotFound;
+    case EEXIST:
+      return StatusCode::kAlreadyExists;
+    default:
+      return StatusCode::kInternal;
+  }
+}
+
+// "<call> <name>: <errno text>" with the code the errno value calls for.
+Error ErrnoError(std::string_view call, const std::string& name, int error_number) {
+  std::string message(call);
+  message += " ";
+  message += name;
+  message += ": ";
+  message += ErrnoText(error_number);
+  return Error(CodeForErrno(error_number), std::move(message));
+}
+
+Error InterprocessError(std::string_view call, const std::string& name,
+                        const bip::interprocess_exception& exception) {
+  const int error_number = exception.get_native_error();
+  std::string message(call);
+  message += " ";
+  message += name;
+  message += ": ";
+  message += exception.what();
+  return Error(error_number != 0 ? CodeForErrno(error_number) : StatusCode::kInternal,
+               std::move(message));
+}
+
+bool IsPrefixCharacter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+// "/<prefix>-<32 lower-case hex digits>" from the kernel's random pool.
+Result<std::string> RandomName(std::string_view prefix) {
+  std::array<unsigned char, kNameRandomBytes> random{};
+  std::size_t filled = 0;
+  while (filled < random.size()) {
+    const ssize_t got = ::getrandom(random.data() + filled, random.size() - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return InternalError("getrandom: " + ErrnoText(errno));
+    }
+    filled += static_cast<std::size_t>(got);
+  }
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string name = "/";
+  name += prefix;
+  name += '-';
+  for (const unsigned char byte : random) {
+    name += kDigits[byte >> 4];
+    name += kDigits[byte & 0xF];
+  }
+  return name;
+}
+
+}  // namespace
+
+Status ShmSegment::ValidatePrefix(std::string_view prefix) {
+  if (prefix.empty() || prefix.size() > kMaxPrefixLength) {
+    return InvalidArgumentError("shm_prefix \"" + std::string(prefix) + "\": length " +
+                                std::to_string(prefix.size()) + " is outside 1.." +
+                                std::to_string(kMaxPrefixLength));
+  }
+  for (const char c : prefix) {
+    if (!IsPrefixCharacter(c)) {
+      return InvalidArgumentError("shm_prefix \"" + std::string(prefix) + "\": character '" +
+                                  std::string(1, c) + "' is not one of [A-Za-z0-9._-]");
+    }
+  }
+  return {};
+}
+
+Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t size) {
+  if (Status valid = ValidatePrefix(prefix); !valid) {
+    return std::unexpected(std::move(valid).error());
+  }
+  if (size == 0 || size > static_cast<std::uint64_t>(std::numeric_limits<bip::offset_t>::max())) {
+    return InvalidArgumentError("segment size " + std::to_string(size) + " is outside 1.." +
+                                std::to_string(std::numeric_limits<bip::offset_t>::max()));
+  }
+  Result<std::string> name = RandomName(prefix);
+  if (!name) return std::unexpected(std::move(name).error());
+
+  // Boost.Interprocess throws; this is the edge where its errors become values.
+  bip::shared_memory_object object;
+  try {
+    // create_only: O_CREAT | O_EXCL, then fchmod, so the umask cannot widen or narrow 0600.
+    object = bip::shared_memory_object(bip::create_only, name->c_str(), bip::read_write,
+                                       bip::permissions(kSegmentPermissions));
+  } catch (const bip::interprocess_exception& exception) {
+    return std::unexpected(
+        InterprocessError("shared_memory_object(create_only)", *name, exception));
+  }
+  // From here on, a failure must remove the name again.
+  ShmSegment segment(std::move(*name), size);
+  try {
+    object.truncate(static_cast<bip::offset_t>(size));
+  } catch (const bip::interprocess_exception& exception) {
+    const Error error =
+        InterprocessError("shared_memory_object::truncate", segment.name_, exception);
+    if (error.code() == StatusCode::kResourceExhausted) {
+      return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
+                                    " bytes of shared memory: " + error.message());
+    }
+    return std::unexpected(error);
+  }
+  // Reserve every page now: a tmpfs that cannot back the segment fails here (ENOSPC), not
+  // with SIGBUS in a client that touches the page later. Boost's truncate may already have
+  // done it, depending on its configuration; this call does not depend on that.
+  const int fd = object.get_mapping_handle().handle;
+  int result = EINTR;
+  while (result == EINTR) {
+    result = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+  }
+  if (result != 0) {
+    if (CodeForErrno(result) == StatusCode::kResourceExhausted) {
+      return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
+                                    " bytes of shared memory: posix_fallocate " + segment.name_ +
+                                    ": " + ErrnoText(result));
+    }
+    return std::unexpected(ErrnoError("posix_fallocate", segment.name_, result));
+  }
+  return segment;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& other) noexcept
+    : name_(std::exchange(other.name_, std::string())), size_(std::exchange(other.size_, 0)) {}
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
+  if (this != &other) {
+    Remove();
+    name_ = std::exchange(other.name_, std::string());
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() { Remove(); }
+
+void ShmSegment::Remove() noexcept {
+  if (name_.empty()) return;
+  // remove() catches everything itself; the name is ours, so a failure (ENOENT because some
+  // process with our uid unlinked it) leaves nothing to clean up.
+  (void)bip::shared_memory_object::remove(name_.c_str());
+  name_.clear();
+}
+
+Result<UniqueFd> ShmSegment::Open(bool writable) const {
+  const int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  // No mode: the object exists, O_CREAT is not given.
+  UniqueFd fd(::shm_open(name_.c_str(), flags, 0));
+  if (!fd.valid()) {
+    return std::unexpected(
+        ErrnoError(writable ? "shm_open(O_RDWR)" : "shm_open(O_RDONLY)", name_, errno));
+  }
+  return fd;
+}
+
+}  // namespace hurray::daemon

@@ -1,0 +1,60 @@
+#include "tensor_name.h"
+
+#include <string>
+
+namespace hurray::daemon {
+namespace {
+
+bool IsNameCharacter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '-';
+}
+
+std::string Quoted(std::string_view name) {
+  // Long or binary names are cut for the message; the limit check reports the length.
+  constexpr std::size_t kShown = 80;
+  std::string shown;
+  for (char c : name.substr(0, kShown)) {
+    shown += (c >= 0x20 && c < 0x7F) ? c : '?';
+  }
+  return "\"" + shown + (name.size() > kShown ? "...\"" : "\"");
+}
+
+}  // namespace
+
+Status ValidateTensorName(std::string_view name, std::string_view field) {
+  const std::string prefix = std::string(field) + " " + Quoted(name);
+  if (name.size() > kMaxTensorNameBytes) {
+    return InvalidArgumentError(prefix + " is " + std::to_string(name.size()) +
+                                " bytes, above the limit " +
+                                std::to_string(kMaxTensorNameBytes));
+  }
+  if (name.find('/') == std::string_view::npos) {
+    return InvalidArgumentError(prefix + " has no namespace: names are \"namespace/name\"");
+  }
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = std::min(name.find('/', start), name.size());
+    const std::string_view part = name.substr(start, end - start);
+    if (part.empty()) {
+      return InvalidArgumentError(prefix + " has an empty part");
+    }
+    if (part.size() > kMaxNamePartBytes) {
+      return InvalidArgumentError(prefix + " has a part longer than " +
+                                  std::to_string(kMaxNamePartBytes) + " characters");
+    }
+    if (part == "." || part == "..") {
+      return InvalidArgumentError(prefix + " has a \".\" or \"..\" part");
+    }
+    for (char c : part) {
+      if (!IsNameCharacter(c)) {
+        return InvalidArgumentError(prefix + " has a character outside [A-Za-z0-9._-/]");
+      }
+    }
+    if (end == name.size()) break;
+    start = end + 1;
+  }
+  return {};
+}
+
+}  // namespace hurray::daemon

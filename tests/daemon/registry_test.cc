@@ -1,0 +1,452 @@
+// The registry's rules, on a real CPU pool, without gRPC.
+#include "registry.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <future>
+#include <thread>
+
+#include "cpu_pool.h"
+#include "hurray/descriptor_codec.h"
+#include "tensor_name.h"
+#include "testing/status_matchers.h"
+
+namespace hurray::daemon {
+namespace {
+
+constexpr std::uint64_t kPoolBytes = 16 << 20;
+
+v1::TensorDescriptor DenseFloat32(std::vector<std::uint64_t> shape) {
+  return DescriptorToProto(*TensorDescriptor::Dense(ElementType::kFloat32, std::move(shape)));
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
+                                                 .capacity_bytes = kPoolBytes,
+                                                 .shm_prefix = "hurray-test"});
+    ASSERT_OK(pool);
+    pool_ = pool->get();
+    pools_.Add(std::move(*pool));
+    registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.daemon_epoch = 42});
+    io_thread_ = std::thread([this] {
+      auto work = boost::asio::make_work_guard(io_);
+      io_.run();
+    });
+    producer_ = OpenSession();
+    consumer_ = OpenSession();
+  }
+
+  void TearDown() override {
+    registry_.reset();
+    io_.stop();
+    io_thread_.join();
+  }
+
+  std::uint64_t OpenSession() {
+    auto grant = registry_->OpenSession(PeerCredentials{.pid = 1, .uid = 0, .gid = 0}, "test");
+    EXPECT_OK(grant);
+    return grant->session_id;
+  }
+
+  Result<v1::AllocateResponse> Allocate(std::uint64_t session, v1::TensorDescriptor descriptor,
+                                        std::string pool = "") {
+    v1::AllocateRequest request;
+    *request.mutable_tensor_descriptor() = std::move(descriptor);
+    request.set_pool(std::move(pool));
+    return registry_->Allocate(session, request);
+  }
+
+  Result<v1::PublishResponse> Publish(std::uint64_t session, std::uint64_t allocation,
+                                      std::string name) {
+    v1::PublishRequest request;
+    request.set_allocation_id(allocation);
+    request.set_name(std::move(name));
+    return registry_->Publish(session, request);
+  }
+
+  // Allocates and publishes a float32 tensor of `elements` elements.
+  v1::PublishResponse Put(const std::string& name, std::uint64_t elements = 1024) {
+    auto allocation = Allocate(producer_, DenseFloat32({elements}));
+    EXPECT_OK(allocation);
+    auto published = Publish(producer_, allocation->allocation_id(), name);
+    EXPECT_OK(published);
+    return *published;
+  }
+
+  Result<v1::AcquireResponse> Acquire(std::uint64_t session, const std::string& name,
+                                      std::uint64_t version = 0, std::uint32_t wait_ms = 0) {
+    v1::AcquireRequest request;
+    request.set_name(name);
+    request.set_version(version);
+    request.set_wait_timeout_ms(wait_ms);
+    std::promise<Result<v1::AcquireResponse>> promise;
+    registry_->Acquire(session, request,
+                       [&promise](Result<v1::AcquireResponse> result) {
+                         promise.set_value(std::move(result));
+                       });
+    return promise.get_future().get();
+  }
+
+  Status Release(std::uint64_t session, std::uint64_t lease) {
+    v1::ReleaseRequest request;
+    request.add_lease_ids(lease);
+    auto released = registry_->Release(session, request);
+    if (!released) return std::unexpected(released.error());
+    return {};
+  }
+
+  std::uint64_t UsedBytes() const { return pool_->Usage().used_bytes; }
+
+  boost::asio::io_context io_;
+  std::thread io_thread_;
+  PoolSet pools_;
+  Pool* pool_ = nullptr;
+  std::unique_ptr<Registry> registry_;
+  std::uint64_t producer_ = 0;
+  std::uint64_t consumer_ = 0;
+};
+
+TEST_F(RegistryTest, AllocateReturnsPageAlignedLocationsPerBuffer) {
+  TensorDescriptor::Parts parts;
+  parts.element_type = ElementType::kInt8;
+  parts.shape = {64, 100};
+  parts.quantization = PerChannelAffine{.axis = 0, .scale_buffer = 1};
+  parts.buffers = {*BufferHandle::Create(6400, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced),
+                   *BufferHandle::Create(256, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced)};
+  auto allocation = Allocate(producer_, DescriptorToProto(*TensorDescriptor::Create(parts)));
+  ASSERT_OK(allocation);
+  ASSERT_EQ(allocation->buffers_size(), 2);
+  EXPECT_EQ(allocation->buffers(0).byte_size(), 6400u);
+  EXPECT_EQ(allocation->buffers(1).byte_size(), 256u);
+  for (const auto& buffer : allocation->buffers()) {
+    EXPECT_EQ(buffer.offset() % 4096, 0u);
+    EXPECT_NE(buffer.segment_id(), 0u);
+    EXPECT_EQ(buffer.segment_size(), kPoolBytes);
+  }
+  EXPECT_NE(allocation->buffers(0).offset(), allocation->buffers(1).offset());
+  EXPECT_EQ(allocation->daemon_epoch(), 42u);
+}
+
+TEST_F(RegistryTest, AllocateRejectsBadRequestsWithoutLeaking) {
+  v1::TensorDescriptor broken = DenseFloat32({4});
+  broken.mutable_buffers(0)->set_byte_size(15);
+  EXPECT_ERROR(Allocate(producer_, broken), StatusCode::kInvalidArgument,
+               {"tensor_descriptor: buffers[0].byte_size 15"});
+  EXPECT_ERROR(Allocate(producer_, DenseFloat32({4}), "gpu7"), StatusCode::kNotFound,
+               {"pool \"gpu7\""});
+  v1::TensorDescriptor cuda = DenseFloat32({4});
+  cuda.mutable_buffers(0)->set_device_tag(1);
+  EXPECT_ERROR(Allocate(producer_, cuda), StatusCode::kFailedPrecondition,
+               {"buffers[0].device_tag cuda"});
+  v1::TensorDescriptor aligned = DenseFloat32({4});
+  aligned.mutable_buffers(0)->set_alignment(8192);
+  EXPECT_ERROR(Allocate(producer_, aligned), StatusCode::kInvalidArgument,
+               {"alignment 8192", "page size 4096"});
+  // A multi-buffer request whose second buffer does not fit frees the first: COO values
+  // of 6 MiB fit the 16 MiB pool, the 12 MiB of indices then do not.
+  constexpr std::uint64_t kNnz = 3 << 19;
+  TensorDescriptor::Parts parts;
+  parts.element_type = ElementType::kFloat32;
+  parts.shape = {kNnz};
+  parts.layout = CooLayout{.values_buffer = 0, .indices_buffer = 1, .nnz = kNnz};
+  parts.buffers = {
+      *BufferHandle::Create(kNnz * 4, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced),
+      *BufferHandle::Create(kNnz * 8, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced)};
+  EXPECT_ERROR(Allocate(producer_, DescriptorToProto(*TensorDescriptor::Create(parts))),
+               StatusCode::kResourceExhausted, {"pool cpu"});
+  // A buffer larger than the whole pool can never fit.
+  EXPECT_ERROR(Allocate(producer_, DenseFloat32({kPoolBytes})), StatusCode::kResourceExhausted);
+  EXPECT_EQ(UsedBytes(), 0u);
+  EXPECT_EQ(registry_->Stats().pending_allocation_count(), 0u);
+}
+
+TEST_F(RegistryTest, EmptyBuffersTakeNoPoolSpace) {
+  auto allocation = Allocate(producer_, DenseFloat32({0, 8}));
+  ASSERT_OK(allocation);
+  EXPECT_EQ(allocation->buffers(0).segment_id(), 0u);
+  EXPECT_EQ(UsedBytes(), 0u);
+  EXPECT_OK(Publish(producer_, allocation->allocation_id(), "test/empty"));
+}
+
+TEST_F(RegistryTest, PublishNeedsOwnAllocationAndValidName) {
+  auto allocation = Allocate(producer_, DenseFloat32({4}));
+  ASSERT_OK(allocation);
+  EXPECT_ERROR(Publish(consumer_, allocation->allocation_id(), "test/x"), StatusCode::kNotFound,
+               {"allocation_id"});
+  EXPECT_ERROR(Publish(producer_, allocation->allocation_id(), "no-namespace"),
+               StatusCode::kInvalidArgument, {"no namespace"});
+  EXPECT_ERROR(Publish(producer_, allocation->allocation_id(), "ns/../etc"),
+               StatusCode::kInvalidArgument, {"\"..\""});
+  auto published = Publish(producer_, allocation->allocation_id(), "test/x");
+  ASSERT_OK(published);
+  EXPECT_EQ(published->version(), 1u);
+  EXPECT_ERROR(Publish(producer_, allocation->allocation_id(), "test/x"), StatusCode::kNotFound);
+}
+
+TEST_F(RegistryTest, AcquireReturnsWhatWasPublished) {
+  auto allocation = Allocate(producer_, DenseFloat32({8, 8}));
+  ASSERT_OK(allocation);
+  ASSERT_OK(Publish(producer_, allocation->allocation_id(), "model/w"));
+  auto acquired = Acquire(consumer_, "model/w");
+  ASSERT_OK(acquired);
+  EXPECT_NE(acquired->lease_id(), 0u);
+  EXPECT_EQ(acquired->tensor().name(), "model/w");
+  EXPECT_EQ(acquired->tensor().version(), 1u);
+  EXPECT_EQ(acquired->tensor().buffers(0).offset(), allocation->buffers(0).offset());
+  EXPECT_EQ(acquired->tensor().tensor_descriptor().shape_size(), 2);
+  EXPECT_ERROR(Acquire(consumer_, "model/missing"), StatusCode::kNotFound,
+               {"model/missing is not published"});
+  EXPECT_ERROR(Acquire(consumer_, "model/w", 2), StatusCode::kNotFound, {"version 2"});
+}
+
+TEST_F(RegistryTest, RepublishKeepsOldVersionAliveUntilItsLeaseEnds) {
+  Put("model/w");
+  auto old_lease = Acquire(consumer_, "model/w");
+  ASSERT_OK(old_lease);
+  const std::uint64_t used_one = UsedBytes();
+  auto second = Put("model/w");
+  EXPECT_EQ(second.version(), 2u);
+  EXPECT_EQ(UsedBytes(), 2 * used_one);  // v1 is leased: not reclaimed.
+  EXPECT_EQ(Acquire(consumer_, "model/w")->tensor().version(), 2u);
+  auto describe = registry_->Describe([] {
+    v1::DescribeRequest request;
+    request.set_name("model/w");
+    return request;
+  }());
+  ASSERT_OK(describe);
+  ASSERT_EQ(describe->versions_size(), 2);
+  EXPECT_TRUE(describe->versions(0).superseded());
+  EXPECT_EQ(describe->versions(0).lease_count(), 1u);
+  ASSERT_OK(Release(consumer_, old_lease->lease_id()));
+  EXPECT_EQ(UsedBytes(), used_one);  // v1 reclaimed at its last release.
+}
+
+TEST_F(RegistryTest, UnleasedSupersededVersionIsReclaimedAtOnce) {
+  Put("model/w");
+  const std::uint64_t used_one = UsedBytes();
+  Put("model/w");
+  EXPECT_EQ(UsedBytes(), used_one);
+  EXPECT_EQ(registry_->Stats().version_count(), 1u);
+}
+
+TEST_F(RegistryTest, ReleaseChecksOwnership) {
+  Put("model/w");
+  auto lease = Acquire(consumer_, "model/w");
+  ASSERT_OK(lease);
+  EXPECT_ERROR(Release(producer_, lease->lease_id()), StatusCode::kNotFound, {"lease_id"});
+  EXPECT_OK(Release(consumer_, lease->lease_id()));
+  EXPECT_ERROR(Release(consumer_, lease->lease_id()), StatusCode::kNotFound);
+}
+
+TEST_F(RegistryTest, AcquireWaitsUntilPublished) {
+  v1::AcquireRequest request;
+  request.set_name("late/tensor");
+  request.set_wait_timeout_ms(10'000);
+  std::promise<Result<v1::AcquireResponse>> promise;
+  const std::uint64_t wait_id = registry_->Acquire(
+      consumer_, request,
+      [&promise](Result<v1::AcquireResponse> result) { promise.set_value(std::move(result)); });
+  EXPECT_NE(wait_id, 0u);
+  auto future = promise.get_future();
+  EXPECT_EQ(future.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  Put("late/tensor");
+  auto acquired = future.get();
+  ASSERT_OK(acquired);
+  EXPECT_EQ(acquired->tensor().name(), "late/tensor");
+}
+
+TEST_F(RegistryTest, AcquireWaitTimesOut) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_ERROR(Acquire(consumer_, "never/published", 0, 100), StatusCode::kDeadlineExceeded,
+               {"never/published"});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_EQ(registry_->Stats().lease_count(), 0u);
+}
+
+TEST_F(RegistryTest, CancelledWaitNeverCompletes) {
+  v1::AcquireRequest request;
+  request.set_name("late/tensor");
+  request.set_wait_timeout_ms(10'000);
+  bool called = false;
+  const std::uint64_t wait_id = registry_->Acquire(
+      consumer_, request, [&called](Result<v1::AcquireResponse>) { called = true; });
+  EXPECT_TRUE(registry_->CancelWait(wait_id));
+  EXPECT_FALSE(registry_->CancelWait(wait_id));
+  Put("late/tensor");
+  EXPECT_FALSE(called);
+  EXPECT_EQ(registry_->Stats().lease_count(), 0u);
+}
+
+TEST_F(RegistryTest, ClosingASessionReturnsEverything) {
+  Put("model/w", 4096);
+  auto lease = Acquire(consumer_, "model/w");
+  ASSERT_OK(lease);
+  auto pending = Allocate(producer_, DenseFloat32({100'000}));
+  ASSERT_OK(pending);
+  registry_->CloseSession(producer_);
+  // The published tensor belongs to the daemon; the pending allocation is gone.
+  EXPECT_EQ(registry_->Stats().pending_allocation_count(), 0u);
+  ASSERT_OK(Acquire(OpenSession(), "model/w"));
+  v1::DeleteRequest remove;
+  remove.set_name("model/w");
+  ASSERT_OK(registry_->Delete(remove));
+  EXPECT_GT(UsedBytes(), 0u);  // Still leased by the consumers.
+  registry_->CloseSession(consumer_);
+  EXPECT_GT(UsedBytes(), 0u);  // The third session's lease remains.
+  EXPECT_EQ(registry_->Stats().lease_count(), 1u);
+}
+
+TEST_F(RegistryTest, ClosingASessionEndsItsWaits) {
+  v1::AcquireRequest request;
+  request.set_name("late/tensor");
+  request.set_wait_timeout_ms(10'000);
+  std::promise<Result<v1::AcquireResponse>> promise;
+  registry_->Acquire(consumer_, request, [&promise](Result<v1::AcquireResponse> result) {
+    promise.set_value(std::move(result));
+  });
+  registry_->CloseSession(consumer_);
+  EXPECT_ERROR(promise.get_future().get(), StatusCode::kCancelled, {"session ended"});
+}
+
+TEST_F(RegistryTest, DeleteHidesAndReclaimsAfterLastLease) {
+  Put("model/w");
+  auto lease = Acquire(consumer_, "model/w");
+  ASSERT_OK(lease);
+  v1::DeleteRequest remove;
+  remove.set_name("model/w");
+  auto deleted = registry_->Delete(remove);
+  ASSERT_OK(deleted);
+  EXPECT_EQ(deleted->versions_deleted(), 1u);
+  EXPECT_ERROR(Acquire(consumer_, "model/w"), StatusCode::kNotFound);
+  EXPECT_ERROR(Acquire(consumer_, "model/w", 1), StatusCode::kNotFound);
+  EXPECT_GT(UsedBytes(), 0u);
+  ASSERT_OK(Release(consumer_, lease->lease_id()));
+  EXPECT_EQ(UsedBytes(), 0u);
+  EXPECT_ERROR(registry_->Delete(remove), StatusCode::kNotFound, {"has no versions"});
+}
+
+TEST_F(RegistryTest, ListPagesThroughNamesInOrder) {
+  for (int i = 0; i < 25; ++i) Put("list/t" + std::to_string(100 + i), 16);
+  Put("other/x", 16);
+  v1::ListRequest request;
+  request.set_prefix("list/");
+  request.set_page_size(10);
+  std::vector<std::string> names;
+  for (int page = 0; page < 10; ++page) {
+    auto listed = registry_->List(request);
+    ASSERT_OK(listed);
+    for (const auto& summary : listed->tensors()) names.push_back(summary.name());
+    if (listed->next_page_token().empty()) break;
+    request.set_page_token(listed->next_page_token());
+  }
+  ASSERT_EQ(names.size(), 25u);
+  EXPECT_EQ(names.front(), "list/t100");
+  EXPECT_EQ(names.back(), "list/t124");
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+}
+
+TEST_F(RegistryTest, BatchAcquireIsAllOrNothing) {
+  Put("model/a");
+  Put("model/b");
+  v1::BatchAcquireRequest request;
+  request.add_names("model/a");
+  request.add_names("model/missing");
+  std::promise<Result<v1::BatchAcquireResponse>> failed;
+  registry_->BatchAcquire(consumer_, request, [&](auto result) { failed.set_value(result); });
+  EXPECT_ERROR(failed.get_future().get(), StatusCode::kNotFound, {"model/missing"});
+  EXPECT_EQ(registry_->Stats().lease_count(), 0u);
+
+  request.Clear();
+  request.set_prefix("model/");
+  std::promise<Result<v1::BatchAcquireResponse>> succeeded;
+  registry_->BatchAcquire(consumer_, request, [&](auto result) { succeeded.set_value(result); });
+  auto batch = succeeded.get_future().get();
+  ASSERT_OK(batch);
+  ASSERT_EQ(batch->tensors_size(), 2);
+  EXPECT_EQ(batch->tensors(0).tensor().name(), "model/a");
+  EXPECT_EQ(registry_->Stats().lease_count(), 2u);
+}
+
+TEST_F(RegistryTest, WatchSeesPublishesAndDeletesInOrder) {
+  std::vector<std::string> seen;
+  std::mutex mutex;
+  const std::uint64_t watch = registry_->Watch("w/", [&](const v1::WatchEvent& event) {
+    std::lock_guard lock(mutex);
+    seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
+                   std::to_string(event.version()));
+  });
+  Put("w/a");
+  Put("x/ignored");
+  Put("w/a");
+  v1::DeleteRequest remove;
+  remove.set_name("w/a");
+  ASSERT_OK(registry_->Delete(remove));
+  registry_->Unwatch(watch);
+  Put("w/b");
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"2:w/a@1", "2:w/a@2", "3:w/a@2"}));
+}
+
+TEST_F(RegistryTest, SegmentAccessFollowsAllocationsAndLeases) {
+  auto allocation = Allocate(producer_, DenseFloat32({1024}));
+  ASSERT_OK(allocation);
+  const std::uint64_t segment = allocation->buffers(0).segment_id();
+  EXPECT_OK(registry_->GrantSegment(producer_, segment, /*writable=*/true));
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, false),
+               StatusCode::kPermissionDenied);
+  ASSERT_OK(Publish(producer_, allocation->allocation_id(), "seg/t"));
+  EXPECT_ERROR(registry_->GrantSegment(producer_, segment, true),
+               StatusCode::kPermissionDenied, {"write access"});
+  ASSERT_OK(Acquire(consumer_, "seg/t"));
+  auto read_only = registry_->GrantSegment(consumer_, segment, false);
+  ASSERT_OK(read_only);
+  EXPECT_FALSE(read_only->writable);
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, true),
+               StatusCode::kPermissionDenied);
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, 999, false), StatusCode::kNotFound);
+}
+
+TEST_F(RegistryTest, TokensAuthenticateSessions) {
+  auto grant = registry_->OpenSession(PeerCredentials{.pid = 7, .uid = 0, .gid = 0}, "c");
+  ASSERT_OK(grant);
+  EXPECT_EQ(grant->token.size(), 32u);
+  EXPECT_EQ(registry_->Authenticate(grant->token).value(), grant->session_id);
+  EXPECT_ERROR(registry_->Authenticate("nope"), StatusCode::kUnauthenticated);
+  EXPECT_ERROR(registry_->Authenticate(""), StatusCode::kUnauthenticated, {"x-hurray-session"});
+  registry_->CloseSession(grant->session_id);
+  EXPECT_ERROR(registry_->Authenticate(grant->token), StatusCode::kUnauthenticated);
+}
+
+TEST_F(RegistryTest, HandoffMustMatchTheBuffers) {
+  auto allocation = Allocate(producer_, DenseFloat32({4}));
+  ASSERT_OK(allocation);
+  v1::PublishRequest request;
+  request.set_allocation_id(allocation->allocation_id());
+  request.set_name("h/t");
+  request.mutable_handoff()->set_sync_mode(1);
+  request.mutable_handoff()->set_cuda_ipc_event_handle(std::string(64, 'e'));
+  EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument,
+               {"handoff.sync_mode 1 differs", "buffers[0].sync_mode 0"});
+  request.mutable_handoff()->set_sync_mode(0);
+  EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument,
+               {"cuda_ipc_event_handle is set"});
+}
+
+TEST(TensorNameTest, Rules) {
+  EXPECT_OK(ValidateTensorName("llama-3/layers.0.mlp/up_proj"));
+  EXPECT_ERROR(ValidateTensorName("flat"), StatusCode::kInvalidArgument, {"namespace"});
+  EXPECT_ERROR(ValidateTensorName("/x"), StatusCode::kInvalidArgument, {"empty part"});
+  EXPECT_ERROR(ValidateTensorName("ns/"), StatusCode::kInvalidArgument, {"empty part"});
+  EXPECT_ERROR(ValidateTensorName("ns/a b"), StatusCode::kInvalidArgument, {"character"});
+  EXPECT_ERROR(ValidateTensorName("ns/" + std::string(129, 'a')), StatusCode::kInvalidArgument,
+               {"longer than 128"});
+  EXPECT_ERROR(ValidateTensorName(std::string(200, 'a') + "/" + std::string(128, 'b') + "/" +
+                                  std::string(128, 'c') + "/" + std::string(60, 'd')),
+               StatusCode::kInvalidArgument, {"above the limit 512"});
+}
+
+}  // namespace
+}  // namespace hurray::daemon

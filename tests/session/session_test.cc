@@ -1,0 +1,727 @@
+// SessionServer and SessionConnection together: a server on io_context threads over a
+// socket in a temporary directory, a test SessionHost, and real clients (threads, raw
+// sockets that misbehave, and a forked process that is killed with SIGKILL).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hurray/session_wire.h"
+#include "hurray/v1/session.pb.h"
+#include "session_connection.h"
+#include "session_host.h"
+#include "session_server.h"
+#include "testing/status_matchers.h"
+
+namespace hurray {
+namespace {
+
+using client::GrantedSegment;
+using client::SessionConnection;
+using daemon::SegmentAccess;
+using daemon::SessionGrant;
+using daemon::SessionHost;
+using daemon::SessionServer;
+using std::chrono::seconds;
+
+// Bound on every wait for something another thread or process does; never reached when
+// the code works.
+constexpr auto kPatience = seconds(20);
+constexpr std::uint64_t kSegmentSize = 4096;
+constexpr std::uint64_t kDaemonEpoch = 42;
+
+// What segment `id` holds: a line of text, then zeros up to kSegmentSize.
+std::string SegmentContent(std::uint64_t segment_id) {
+  std::string content = "segment " + std::to_string(segment_id) + " content";
+  content.resize(kSegmentSize, '\0');
+  return content;
+}
+
+// Polls `done` until it holds or kPatience has passed.
+template <typename Predicate>
+bool Eventually(Predicate done) {
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Records sessions; grants memfd segments 1 and 2 of known content, refuses write access
+// to segment 2 and every other segment. Refuses sessions to a client named "refused".
+// Thread-safe.
+class TestHost final : public SessionHost {
+ public:
+  struct OpenedSession {
+    PeerCredentials peer;
+    std::string client_name;
+  };
+
+  Result<SessionGrant> OpenSession(const PeerCredentials& peer,
+                                   std::string_view client_name) override {
+    std::lock_guard lock(mutex_);
+    if (client_name == "refused") {
+      return std::unexpected(Error(StatusCode::kPermissionDenied,
+                                   "uid " + std::to_string(peer.uid) + " may not open a session"));
+    }
+    const std::uint64_t id = next_session_id_++;
+    opened_[id] = OpenedSession{.peer = peer, .client_name = std::string(client_name)};
+    return SessionGrant{.session_id = id, .token = "token-" + std::to_string(id)};
+  }
+
+  void CloseSession(std::uint64_t session_id) override {
+    std::lock_guard lock(mutex_);
+    if (!opened_.contains(session_id)) ++closes_of_unknown_sessions_;
+    ++closes_[session_id];
+    changed_.notify_all();
+  }
+
+  Result<SegmentAccess> GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
+                                     bool writable) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++grants_;
+      if (!opened_.contains(session_id) || closes_.contains(session_id)) {
+        ++grants_outside_sessions_;
+        return FailedPreconditionError("session " + std::to_string(session_id) + " is not open");
+      }
+    }
+    if (segment_id != 1 && segment_id != 2) {
+      return NotFoundError("segment_id " + std::to_string(segment_id) + " names no segment");
+    }
+    if (segment_id == 2 && writable) {
+      return std::unexpected(
+          Error(StatusCode::kPermissionDenied,
+                "segment 2: session " + std::to_string(session_id) + " may not write to it"));
+    }
+    UniqueFd memory(::memfd_create("hurray-test-segment", MFD_CLOEXEC));
+    if (!memory) return InternalError("memfd_create failed");
+    const std::string content = SegmentContent(segment_id);
+    if (::pwrite(memory.get(), content.data(), content.size(), 0) !=
+        static_cast<ssize_t>(content.size())) {
+      return InternalError("pwrite failed");
+    }
+    // A descriptor of its own access mode, like the daemon's O_RDONLY shm_open.
+    const std::string path = "/proc/self/fd/" + std::to_string(memory.get());
+    UniqueFd access(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC));
+    if (!access) return InternalError("open " + path + " failed");
+    return SegmentAccess{
+        .fd = std::move(access), .segment_size = kSegmentSize, .writable = writable};
+  }
+
+  std::size_t open_count() const {
+    std::lock_guard lock(mutex_);
+    return opened_.size();
+  }
+  std::optional<OpenedSession> opened(std::uint64_t session_id) const {
+    std::lock_guard lock(mutex_);
+    auto found = opened_.find(session_id);
+    if (found == opened_.end()) return std::nullopt;
+    return found->second;
+  }
+  int close_count(std::uint64_t session_id) const {
+    std::lock_guard lock(mutex_);
+    auto found = closes_.find(session_id);
+    return found == closes_.end() ? 0 : found->second;
+  }
+  std::size_t closed_session_count() const {
+    std::lock_guard lock(mutex_);
+    return closes_.size();
+  }
+  int closes_of_unknown_sessions() const {
+    std::lock_guard lock(mutex_);
+    return closes_of_unknown_sessions_;
+  }
+  int grant_count() const {
+    std::lock_guard lock(mutex_);
+    return grants_;
+  }
+  int grants_outside_sessions() const {
+    std::lock_guard lock(mutex_);
+    return grants_outside_sessions_;
+  }
+
+  // Waits (at most kPatience) until CloseSession was called for `session_id`.
+  bool WaitForClose(std::uint64_t session_id) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kPatience, [&] { return closes_.contains(session_id); });
+  }
+  // Waits (at most kPatience) until `count` sessions were closed.
+  bool WaitForClosedSessions(std::size_t count) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kPatience, [&] { return closes_.size() >= count; });
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::uint64_t next_session_id_ = 100;
+  std::map<std::uint64_t, OpenedSession> opened_;
+  std::map<std::uint64_t, int> closes_;
+  int closes_of_unknown_sessions_ = 0;
+  int grants_ = 0;
+  int grants_outside_sessions_ = 0;
+};
+
+Status SendMessage(int socket, const v1::SessionMessage& message) {
+  const std::string bytes = message.SerializeAsString();
+  return SendFrame(socket,
+                   std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+}
+
+Result<v1::SessionMessage> ReceiveMessage(int socket) {
+  auto frame = ReceiveFrame(socket);
+  if (!frame) return std::unexpected(frame.error());
+  v1::SessionMessage message;
+  if (!message.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size()))) {
+    return InternalError("reply does not parse");
+  }
+  return message;
+}
+
+v1::SessionMessage Hello(std::uint32_t version = kSessionProtocolVersion) {
+  v1::SessionMessage message;
+  message.mutable_hello()->set_protocol_version(version);
+  message.mutable_hello()->set_client_name("raw-test-client");
+  return message;
+}
+
+class SessionServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = "/tmp/hurray-session-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    directory_ = pattern;
+    // The "run" directory does not exist yet: the server creates it.
+    socket_path_ = directory_ + "/run/session.sock";
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_context_.run(); });
+    auto server = SessionServer::Create(io_context_, socket_path_, host_, kDaemonEpoch);
+    ASSERT_OK(server);
+    server_ = std::move(*server);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    work_.reset();
+    io_context_.stop();
+    for (std::thread& thread : threads_) thread.join();
+    std::filesystem::remove_all(directory_);
+  }
+
+  std::unique_ptr<SessionConnection> ConnectClient(std::string_view name = "test-client") {
+    auto connection = SessionConnection::Connect(socket_path_, name);
+    EXPECT_OK(connection);
+    return connection ? std::move(*connection) : nullptr;
+  }
+
+  UniqueFd ConnectRaw() {
+    auto socket = ConnectUnixSocket(socket_path_);
+    EXPECT_OK(socket);
+    return socket ? std::move(*socket) : UniqueFd();
+  }
+
+  // Sends a hello on a raw socket and returns the session id of the welcome.
+  std::uint64_t OpenRawSession(int socket) {
+    EXPECT_OK(SendMessage(socket, Hello()));
+    auto welcome = ReceiveMessage(socket);
+    EXPECT_OK(welcome);
+    if (!welcome) return 0;
+    EXPECT_TRUE(welcome->has_welcome());
+    return welcome->welcome().session_id();
+  }
+
+  TestHost host_;
+  boost::asio::io_context io_context_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
+      boost::asio::make_work_guard(io_context_);
+  std::vector<std::thread> threads_;
+  std::string directory_;
+  std::string socket_path_;
+  std::unique_ptr<SessionServer> server_;
+};
+
+TEST_F(SessionServerTest, WelcomeCarriesTokenAndPeerCredentials) {
+  auto connection = ConnectClient("weights-loader");
+  ASSERT_NE(connection, nullptr);
+  const std::uint64_t id = connection->session_id();
+  EXPECT_EQ(connection->token(), "token-" + std::to_string(id));
+  EXPECT_EQ(connection->daemon_epoch(), kDaemonEpoch);
+  EXPECT_EQ(connection->peer_credentials().pid, ::getpid());
+  EXPECT_EQ(connection->peer_credentials().uid, ::getuid());
+  EXPECT_EQ(connection->peer_credentials().gid, ::getgid());
+
+  auto opened = host_.opened(id);
+  ASSERT_TRUE(opened.has_value());
+  EXPECT_EQ(opened->client_name, "weights-loader");
+  EXPECT_EQ(opened->peer.pid, ::getpid());
+  EXPECT_EQ(opened->peer.uid, ::getuid());
+  EXPECT_EQ(host_.close_count(id), 0);
+}
+
+TEST_F(SessionServerTest, CreatesSocketWithGroupModeInNewDirectory) {
+  struct stat socket_info {};
+  ASSERT_EQ(::lstat(socket_path_.c_str(), &socket_info), 0);
+  EXPECT_TRUE(S_ISSOCK(socket_info.st_mode));
+  EXPECT_EQ(socket_info.st_mode & 0777, 0660u);
+  struct stat directory_info {};
+  ASSERT_EQ(::stat((directory_ + "/run").c_str(), &directory_info), 0);
+  EXPECT_EQ(directory_info.st_mode & 0777, 0755u);
+  EXPECT_EQ(server_->socket_path(), socket_path_);
+}
+
+TEST_F(SessionServerTest, GrantedReadOnlyDescriptorMapsForReadingOnly) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  auto segment = connection->MapSegment(1, /*writable=*/false);
+  ASSERT_OK(segment);
+  EXPECT_EQ(segment->size, kSegmentSize);
+  EXPECT_FALSE(segment->writable);
+  ASSERT_TRUE(segment->fd.valid());
+  EXPECT_EQ(::fcntl(segment->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_NE(::fcntl(segment->fd.get(), F_GETFD) & FD_CLOEXEC, 0);
+
+  void* mapping = ::mmap(nullptr, kSegmentSize, PROT_READ, MAP_SHARED, segment->fd.get(), 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  EXPECT_EQ(std::string(static_cast<const char*>(mapping), kSegmentSize), SegmentContent(1));
+  ASSERT_EQ(::munmap(mapping, kSegmentSize), 0);
+
+  // The kernel refuses a shared writable mapping of a read-only descriptor.
+  errno = 0;
+  EXPECT_EQ(::mmap(nullptr, kSegmentSize, PROT_READ | PROT_WRITE, MAP_SHARED, segment->fd.get(), 0),
+            MAP_FAILED);
+  EXPECT_EQ(errno, EACCES);
+}
+
+TEST_F(SessionServerTest, GrantedWritableDescriptorMapsForWriting) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  auto segment = connection->MapSegment(1, /*writable=*/true);
+  ASSERT_OK(segment);
+  EXPECT_TRUE(segment->writable);
+  EXPECT_EQ(::fcntl(segment->fd.get(), F_GETFL) & O_ACCMODE, O_RDWR);
+  void* mapping =
+      ::mmap(nullptr, kSegmentSize, PROT_READ | PROT_WRITE, MAP_SHARED, segment->fd.get(), 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  static_cast<char*>(mapping)[0] = 'S';
+  EXPECT_EQ(static_cast<const char*>(mapping)[1], 'e');
+  ASSERT_EQ(::munmap(mapping, kSegmentSize), 0);
+}
+
+TEST_F(SessionServerTest, RefusalsArriveWithCodeAndMessageAndSessionGoesOn) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  const std::string session = std::to_string(connection->session_id());
+  EXPECT_ERROR(connection->MapSegment(2, /*writable=*/true), StatusCode::kPermissionDenied,
+               {"segment 2: session " + session + " may not write to it"});
+  EXPECT_ERROR(connection->MapSegment(99, /*writable=*/false), StatusCode::kNotFound,
+               {"segment_id 99 names no segment"});
+  auto segment = connection->MapSegment(2, /*writable=*/false);
+  ASSERT_OK(segment);
+  EXPECT_EQ(segment->size, kSegmentSize);
+  EXPECT_EQ(host_.close_count(connection->session_id()), 0);
+}
+
+TEST_F(SessionServerTest, RefusedSessionReportsHostErrorAndIsNeverClosed) {
+  EXPECT_ERROR(SessionConnection::Connect(socket_path_, "refused"), StatusCode::kPermissionDenied,
+               {"may not open a session"});
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  EXPECT_EQ(host_.open_count(), 0u);
+  EXPECT_EQ(host_.closed_session_count(), 0u);
+}
+
+TEST_F(SessionServerTest, ConnectWithoutDaemonIsUnavailable) {
+  server_->Stop();
+  EXPECT_ERROR(SessionConnection::Connect(socket_path_, "too-late"), StatusCode::kUnavailable,
+               {"connect " + socket_path_});
+}
+
+TEST_F(SessionServerTest, DestroyingClientClosesSessionOnce) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  const std::uint64_t id = connection->session_id();
+  ASSERT_OK(connection->MapSegment(1, false));
+  EXPECT_EQ(server_->connection_count(), 1u);
+  connection.reset();
+  ASSERT_TRUE(host_.WaitForClose(id));
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  EXPECT_EQ(host_.close_count(id), 1);
+  EXPECT_EQ(host_.closes_of_unknown_sessions(), 0);
+}
+
+TEST_F(SessionServerTest, KilledClientProcessClosesSessionOnce) {
+  // Warm up protobuf's lazily built defaults here, so that the child only runs code that
+  // is safe after fork() in a process with threads.
+  {
+    auto warm = ConnectClient("warm-up");
+    ASSERT_NE(warm, nullptr);
+    const std::uint64_t warm_id = warm->session_id();
+    warm.reset();
+    ASSERT_TRUE(host_.WaitForClose(warm_id));
+  }
+  std::array<int, 2> ready{};
+  ASSERT_EQ(::pipe2(ready.data(), O_CLOEXEC), 0);
+  UniqueFd ready_read(ready[0]);
+  UniqueFd ready_write(ready[1]);
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ready_read.Reset();
+    auto connection = SessionConnection::Connect(socket_path_, "doomed-child");
+    const std::uint64_t id = connection ? (*connection)->session_id() : 0;
+    if (::write(ready_write.get(), &id, sizeof(id)) != sizeof(id)) ::_exit(2);
+    while (true) ::pause();  // Until SIGKILL.
+  }
+  ready_write.Reset();
+
+  std::uint64_t id = 0;
+  pollfd entry{.fd = ready_read.get(), .events = POLLIN, .revents = 0};
+  const int ready_count =
+      ::poll(&entry, 1, static_cast<int>(std::chrono::milliseconds(kPatience).count()));
+  const bool got_id = ready_count == 1 &&
+                      ::read(ready_read.get(), &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id));
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(got_id) << "the child did not report its session";
+  ASSERT_NE(id, 0u) << "the child could not connect";
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+
+  auto opened = host_.opened(id);
+  ASSERT_TRUE(opened.has_value());
+  EXPECT_EQ(opened->peer.pid, child);
+  EXPECT_EQ(opened->client_name, "doomed-child");
+  ASSERT_TRUE(host_.WaitForClose(id));
+  EXPECT_EQ(host_.close_count(id), 1);
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+}
+
+TEST_F(SessionServerTest, GarbageBeforeHelloIsRejectedWithoutSession) {
+  UniqueFd socket = ConnectRaw();
+  const std::array<std::uint8_t, 3> garbage = {0xFF, 0xFF, 0xFF};
+  ASSERT_OK(SendFrame(socket.get(), garbage));
+  auto reply = ReceiveMessage(socket.get());
+  ASSERT_OK(reply);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(reply->error().message().find("does not parse"), std::string::npos)
+      << reply->error().message();
+  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  EXPECT_EQ(host_.open_count(), 0u);
+  EXPECT_EQ(host_.closed_session_count(), 0u);
+}
+
+TEST_F(SessionServerTest, FirstMessageMustBeHello) {
+  UniqueFd socket = ConnectRaw();
+  v1::SessionMessage request;
+  request.set_request_id(7);
+  request.mutable_map_segment()->set_segment_id(1);
+  ASSERT_OK(SendMessage(socket.get(), request));
+  auto reply = ReceiveMessage(socket.get());
+  ASSERT_OK(reply);
+  EXPECT_EQ(reply->request_id(), 7u);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
+  EXPECT_EQ(reply->error().message(), "the first session message must be a hello, not map_segment");
+  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_EQ(host_.open_count(), 0u);
+}
+
+TEST_F(SessionServerTest, UnsupportedProtocolVersionIsRejected) {
+  UniqueFd socket = ConnectRaw();
+  ASSERT_OK(SendMessage(socket.get(), Hello(2)));
+  auto reply = ReceiveMessage(socket.get());
+  ASSERT_OK(reply);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(reply->error().message().find("hello.protocol_version 2"), std::string::npos)
+      << reply->error().message();
+  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_EQ(host_.open_count(), 0u);
+}
+
+TEST_F(SessionServerTest, OversizedLengthPrefixDisconnectsWithoutSession) {
+  UniqueFd socket = ConnectRaw();
+  const std::array<std::uint8_t, 4> header = {0xFF, 0xFF, 0xFF, 0xFF};
+  ASSERT_EQ(::send(socket.get(), header.data(), header.size(), MSG_NOSIGNAL), 4);
+  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  EXPECT_EQ(host_.open_count(), 0u);
+  EXPECT_EQ(host_.closed_session_count(), 0u);
+}
+
+TEST_F(SessionServerTest, GarbageAfterWelcomeClosesOpenSessionOnce) {
+  UniqueFd socket = ConnectRaw();
+  const std::uint64_t id = OpenRawSession(socket.get());
+  ASSERT_NE(id, 0u);
+  const std::array<std::uint8_t, 2> garbage = {0x0F, 0x00};
+  ASSERT_OK(SendFrame(socket.get(), garbage));
+  auto reply = ReceiveMessage(socket.get());
+  ASSERT_OK(reply);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
+  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  ASSERT_TRUE(host_.WaitForClose(id));
+  EXPECT_EQ(host_.close_count(id), 1);
+}
+
+TEST_F(SessionServerTest, OversizedFrameAfterWelcomeClosesOpenSessionOnce) {
+  UniqueFd socket = ConnectRaw();
+  const std::uint64_t id = OpenRawSession(socket.get());
+  ASSERT_NE(id, 0u);
+  const std::array<std::uint8_t, 4> header = {0x01, 0x00, 0x10, 0x00};  // 1 MiB + 1.
+  ASSERT_EQ(::send(socket.get(), header.data(), header.size(), MSG_NOSIGNAL), 4);
+  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  ASSERT_TRUE(host_.WaitForClose(id));
+  EXPECT_EQ(host_.close_count(id), 1);
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+}
+
+TEST_F(SessionServerTest, RepliesAreNotRequestsSoTheyCloseTheSession) {
+  UniqueFd socket = ConnectRaw();
+  const std::uint64_t id = OpenRawSession(socket.get());
+  ASSERT_NE(id, 0u);
+  v1::SessionMessage second_hello = Hello();
+  second_hello.set_request_id(3);
+  ASSERT_OK(SendMessage(socket.get(), second_hello));
+  auto reply = ReceiveMessage(socket.get());
+  ASSERT_OK(reply);
+  EXPECT_EQ(reply->request_id(), 3u);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_NE(reply->error().message().find("hello is not a request"), std::string::npos)
+      << reply->error().message();
+  ASSERT_TRUE(host_.WaitForClose(id));
+  EXPECT_EQ(host_.close_count(id), 1);
+}
+
+TEST_F(SessionServerTest, PipelinedRequestsAreAnsweredInOrderOneDescriptorAtATime) {
+  UniqueFd socket = ConnectRaw();
+  ASSERT_NE(OpenRawSession(socket.get()), 0u);
+  constexpr std::uint64_t kRequests = 20;
+  std::string requests;
+  for (std::uint64_t id = 1; id <= kRequests; ++id) {
+    v1::SessionMessage request;
+    request.set_request_id(id);
+    request.mutable_map_segment()->set_segment_id(1 + id % 2);
+    const std::string bytes = request.SerializeAsString();
+    const std::uint32_t length = static_cast<std::uint32_t>(bytes.size());
+    for (int shift = 0; shift < 32; shift += 8) {
+      requests.push_back(static_cast<char>((length >> shift) & 0xFF));
+    }
+    requests += bytes;
+  }
+  // All requests in one write: the server finds them queued behind each other.
+  ASSERT_EQ(::send(socket.get(), requests.data(), requests.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(requests.size()));
+
+  // The second grant is ready, but its descriptor waits until the first reply is read.
+  ASSERT_TRUE(Eventually([&] { return host_.grant_count() >= 2; }));
+  int unread = 0;
+  ASSERT_EQ(::ioctl(socket.get(), FIONREAD, &unread), 0);
+  auto first = ReceiveFrame(socket.get());
+  ASSERT_OK(first);
+  EXPECT_EQ(static_cast<std::size_t>(unread), kSessionFrameHeaderBytes + first->payload.size());
+  EXPECT_TRUE(first->fd.valid());
+
+  for (std::uint64_t id = 2; id <= kRequests; ++id) {
+    auto frame = ReceiveFrame(socket.get());
+    ASSERT_OK(frame);
+    v1::SessionMessage reply;
+    ASSERT_TRUE(
+        reply.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size())));
+    EXPECT_EQ(reply.request_id(), id);
+    ASSERT_TRUE(reply.has_segment_granted()) << reply.DebugString();
+    EXPECT_EQ(reply.segment_granted().segment_id(), 1 + id % 2);
+    EXPECT_TRUE(frame->fd.valid());
+  }
+  EXPECT_EQ(host_.grant_count(), static_cast<int>(kRequests));
+}
+
+TEST_F(SessionServerTest, DescriptorSentByClientIsClosed) {
+  std::array<int, 2> pipe_ends{};
+  ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
+  UniqueFd read_end(pipe_ends[0]);
+  UniqueFd write_end(pipe_ends[1]);
+  UniqueFd socket = ConnectRaw();
+  const std::string hello = Hello().SerializeAsString();
+  ASSERT_OK(SendFrame(socket.get(),
+                      std::span(reinterpret_cast<const std::uint8_t*>(hello.data()), hello.size()),
+                      write_end.get()));
+  write_end.Reset();
+  auto welcome = ReceiveMessage(socket.get());
+  ASSERT_OK(welcome);
+  EXPECT_TRUE(welcome->has_welcome());
+  // The daemon's copy was the last write end: the pipe hangs up once it is closed.
+  pollfd entry{.fd = read_end.get(), .events = POLLIN, .revents = 0};
+  ASSERT_EQ(::poll(&entry, 1, static_cast<int>(std::chrono::milliseconds(kPatience).count())), 1);
+  char byte = 0;
+  EXPECT_EQ(::read(read_end.get(), &byte, 1), 0);
+}
+
+TEST_F(SessionServerTest, StopClosesClientsAndTheirSessions) {
+  std::vector<std::unique_ptr<SessionConnection>> connections;
+  for (int i = 0; i < 3; ++i) {
+    connections.push_back(ConnectClient());
+    ASSERT_NE(connections.back(), nullptr);
+  }
+  UniqueFd no_hello_yet = ConnectRaw();
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 4; }));
+
+  server_->Stop();
+  // Stop() from a thread outside the io_context returns after the host heard of every end.
+  for (const auto& connection : connections) {
+    EXPECT_EQ(host_.close_count(connection->session_id()), 1);
+  }
+  EXPECT_EQ(host_.closed_session_count(), 3u);
+  EXPECT_EQ(server_->connection_count(), 0u);
+  struct stat info {};
+  EXPECT_NE(::lstat(socket_path_.c_str(), &info), 0);
+
+  for (const auto& connection : connections) {
+    EXPECT_ERROR(connection->MapSegment(1, false), StatusCode::kUnavailable);
+    EXPECT_ERROR(connection->MapSegment(1, false), StatusCode::kUnavailable);
+  }
+  EXPECT_ERROR(ReceiveFrame(no_hello_yet.get()), StatusCode::kUnavailable);
+
+  server_->Stop();  // Idempotent.
+  EXPECT_EQ(host_.closed_session_count(), 3u);
+  connections.clear();
+  server_.reset();
+  EXPECT_EQ(host_.closed_session_count(), 3u);
+  EXPECT_EQ(host_.closes_of_unknown_sessions(), 0);
+  EXPECT_EQ(host_.grants_outside_sessions(), 0);
+}
+
+TEST_F(SessionServerTest, ManyConcurrentClients) {
+  constexpr int kClients = 64;
+  constexpr int kRequestsPerClient = 8;
+  std::atomic<int> failures{0};
+  std::mutex ids_mutex;
+  std::set<std::uint64_t> ids;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      auto connection = SessionConnection::Connect(socket_path_, "client-" + std::to_string(i));
+      if (!connection) {
+        ++failures;
+        return;
+      }
+      {
+        std::lock_guard lock(ids_mutex);
+        ids.insert((*connection)->session_id());
+      }
+      for (int request = 0; request < kRequestsPerClient; ++request) {
+        const std::uint64_t segment_id = 1 + static_cast<std::uint64_t>((i + request) % 2);
+        auto segment = (*connection)->MapSegment(segment_id, false);
+        std::string content(kSegmentSize, '\0');
+        if (!segment ||
+            ::pread(segment->fd.get(), content.data(), content.size(), 0) !=
+                static_cast<ssize_t>(kSegmentSize) ||
+            content != SegmentContent(segment_id)) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kClients));
+  ASSERT_TRUE(host_.WaitForClosedSessions(kClients));
+  for (std::uint64_t id : ids) EXPECT_EQ(host_.close_count(id), 1) << "session " << id;
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  EXPECT_EQ(host_.grants_outside_sessions(), 0);
+}
+
+// ---- Create ----
+
+class SessionServerCreateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = "/tmp/hurray-session-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    directory_ = pattern;
+    socket_path_ = directory_ + "/session.sock";
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  TestHost host_;
+  boost::asio::io_context io_context_;
+  std::string directory_;
+  std::string socket_path_;
+};
+
+TEST_F(SessionServerCreateTest, RefusesPathThatIsNotASocket) {
+  { UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)); }
+  EXPECT_ERROR(SessionServer::Create(io_context_, socket_path_, host_, 1),
+               StatusCode::kFailedPrecondition, {socket_path_, "is not a socket"});
+  struct stat info {};
+  ASSERT_EQ(::lstat(socket_path_.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISREG(info.st_mode));  // Left alone.
+}
+
+TEST_F(SessionServerCreateTest, ReplacesStaleSocketFile) {
+  {
+    // A socket file nobody listens on, as a crashed daemon leaves it.
+    UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    auto address = UnixSocketAddress(socket_path_);
+    ASSERT_OK(address);
+    ASSERT_EQ(::bind(stale.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)),
+              0);
+  }
+  auto server = SessionServer::Create(io_context_, socket_path_, host_, 1);
+  ASSERT_OK(server);
+  EXPECT_OK(ConnectUnixSocket(socket_path_));
+}
+
+TEST_F(SessionServerCreateTest, RefusesSocketInUse) {
+  auto first = SessionServer::Create(io_context_, socket_path_, host_, 1);
+  ASSERT_OK(first);
+  EXPECT_ERROR(SessionServer::Create(io_context_, socket_path_, host_, 2),
+               StatusCode::kAlreadyExists, {socket_path_, "in use"});
+  EXPECT_OK(ConnectUnixSocket(socket_path_));  // The first one still listens.
+}
+
+TEST_F(SessionServerCreateTest, RefusesPathTooLongForUnixSocket) {
+  EXPECT_ERROR(
+      SessionServer::Create(io_context_, directory_ + "/" + std::string(120, 's'), host_, 1),
+      StatusCode::kInvalidArgument, {"socket_path", "at most 107"});
+}
+
+TEST_F(SessionServerCreateTest, StopLeavesAForeignSocketFileAlone) {
+  auto server = SessionServer::Create(io_context_, socket_path_, host_, 1);
+  ASSERT_OK(server);
+  // Someone replaced the file (another daemon took over the path).
+  ASSERT_EQ(::unlink(socket_path_.c_str()), 0);
+  { UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)); }
+  (*server)->Stop();
+  struct stat info {};
+  EXPECT_EQ(::lstat(socket_path_.c_str(), &info), 0);
+}
+
+}  // namespace
+}  // namespace hurray

@@ -1,0 +1,264 @@
+// The session socket's framing: SendFrame / ReceiveFrame and their incremental forms over
+// a socketpair, descriptor passing, end of stream, oversized frames, peer credentials.
+#include "hurray/session_wire.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/status_matchers.h"
+
+namespace hurray {
+namespace {
+
+std::vector<std::uint8_t> Bytes(std::string_view text) {
+  return std::vector<std::uint8_t>(text.begin(), text.end());
+}
+
+std::vector<std::uint8_t> Header(std::uint32_t length) {
+  return {static_cast<std::uint8_t>(length), static_cast<std::uint8_t>(length >> 8),
+          static_cast<std::uint8_t>(length >> 16), static_cast<std::uint8_t>(length >> 24)};
+}
+
+void WriteAll(int fd, const std::vector<std::uint8_t>& bytes) {
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+}
+
+// Whether `fd` has something to read, or has hung up, right now.
+bool Readable(int fd) {
+  pollfd entry{.fd = fd, .events = POLLIN, .revents = 0};
+  return ::poll(&entry, 1, 0) > 0;
+}
+
+class SessionWireTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::array<int, 2> pair{};
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair.data()), 0);
+    sender_.Reset(pair[0]);
+    receiver_.Reset(pair[1]);
+  }
+
+  void MakeNonBlocking(int fd) {
+    ASSERT_EQ(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+  }
+
+  UniqueFd sender_;
+  UniqueFd receiver_;
+};
+
+TEST_F(SessionWireTest, RoundTripsPayload) {
+  const auto payload = Bytes("a session message");
+  ASSERT_OK(SendFrame(sender_.get(), payload));
+  auto frame = ReceiveFrame(receiver_.get());
+  ASSERT_OK(frame);
+  EXPECT_EQ(frame->payload, payload);
+  EXPECT_FALSE(frame->fd.valid());
+}
+
+TEST_F(SessionWireTest, WritesLittleEndianLengthPrefix) {
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("abc")));
+  std::array<std::uint8_t, 7> raw{};
+  ASSERT_EQ(::read(receiver_.get(), raw.data(), raw.size()), 7);
+  EXPECT_EQ(raw, (std::array<std::uint8_t, 7>{3, 0, 0, 0, 'a', 'b', 'c'}));
+}
+
+TEST_F(SessionWireTest, RoundTripsEmptyPayload) {
+  ASSERT_OK(SendFrame(sender_.get(), {}));
+  auto frame = ReceiveFrame(receiver_.get());
+  ASSERT_OK(frame);
+  EXPECT_TRUE(frame->payload.empty());
+}
+
+TEST_F(SessionWireTest, PassesDescriptorWithFrame) {
+  std::array<int, 2> pipe_ends{};
+  ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
+  UniqueFd read_end(pipe_ends[0]);
+  UniqueFd write_end(pipe_ends[1]);
+
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("granted"), write_end.get()));
+  write_end.Reset();  // The receiver's copy is now the only write end.
+  auto frame = ReceiveFrame(receiver_.get());
+  ASSERT_OK(frame);
+  EXPECT_EQ(frame->payload, Bytes("granted"));
+  ASSERT_TRUE(frame->fd.valid());
+  EXPECT_NE(::fcntl(frame->fd.get(), F_GETFD) & FD_CLOEXEC, 0);
+
+  ASSERT_EQ(::write(frame->fd.get(), "x", 1), 1);
+  char byte = 0;
+  ASSERT_EQ(::read(read_end.get(), &byte, 1), 1);
+  EXPECT_EQ(byte, 'x');
+}
+
+TEST_F(SessionWireTest, ClosesDescriptorsBeyondTheFirst) {
+  std::array<int, 2> pipe_ends{};
+  ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
+  UniqueFd read_end(pipe_ends[0]);
+  UniqueFd write_end(pipe_ends[1]);
+
+  // A hand-made frame with two copies of the pipe's write end attached.
+  std::vector<std::uint8_t> bytes = Header(2);
+  bytes.push_back('h');
+  bytes.push_back('i');
+  iovec buffer{.iov_base = bytes.data(), .iov_len = bytes.size()};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(2 * sizeof(int))> control{};
+  msghdr message{};
+  message.msg_iov = &buffer;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  const std::array<int, 2> fds = {write_end.get(), write_end.get()};
+  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(fds));
+  ASSERT_EQ(::sendmsg(sender_.get(), &message, 0), static_cast<ssize_t>(bytes.size()));
+  write_end.Reset();
+
+  {
+    auto frame = ReceiveFrame(receiver_.get());
+    ASSERT_OK(frame);
+    EXPECT_EQ(frame->payload, Bytes("hi"));
+    ASSERT_TRUE(frame->fd.valid());
+    EXPECT_FALSE(Readable(read_end.get()));  // A write end is still open: the frame's.
+  }
+  // The frame's copy is gone; had the second copy leaked, the pipe would not hang up.
+  char byte = 0;
+  EXPECT_TRUE(Readable(read_end.get()));
+  EXPECT_EQ(::read(read_end.get(), &byte, 1), 0);
+}
+
+TEST_F(SessionWireTest, LargestFrameCrossesInPieces) {
+  // Larger than the socket buffer: both sides see partial writes and reads.
+  std::vector<std::uint8_t> payload(kMaxSessionFrameBytes);
+  std::iota(payload.begin(), payload.end(), std::uint8_t{7});
+  Status sent;
+  std::thread writer([&] { sent = SendFrame(sender_.get(), payload); });
+  auto frame = ReceiveFrame(receiver_.get());
+  writer.join();
+  ASSERT_OK(sent);
+  ASSERT_OK(frame);
+  EXPECT_TRUE(frame->payload == payload);
+}
+
+TEST_F(SessionWireTest, SendFrameWaitsWhenNonBlockingSocketIsFull) {
+  MakeNonBlocking(sender_.get());
+  std::vector<std::uint8_t> payload(kMaxSessionFrameBytes, 0x5A);
+  Status sent;
+  std::thread writer([&] { sent = SendFrame(sender_.get(), payload); });
+  auto frame = ReceiveFrame(receiver_.get());
+  writer.join();
+  ASSERT_OK(sent);
+  ASSERT_OK(frame);
+  EXPECT_TRUE(frame->payload == payload);
+}
+
+TEST_F(SessionWireTest, ReportsEndOfStream) {
+  sender_.Reset();
+  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kUnavailable,
+               {"session socket closed by peer"});
+}
+
+TEST_F(SessionWireTest, ReportsEndOfStreamInsideFrame) {
+  auto bytes = Header(10);
+  bytes.push_back('a');
+  WriteAll(sender_.get(), bytes);
+  sender_.Reset();
+  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kUnavailable,
+               {"session socket closed by peer", "payload: 1 of 10 bytes"});
+}
+
+TEST_F(SessionWireTest, RejectsOversizedLengthPrefix) {
+  WriteAll(sender_.get(), Header(kMaxSessionFrameBytes + 1));
+  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kInvalidArgument,
+               {"session frame length 1048577", "limit of 1048576"});
+}
+
+TEST_F(SessionWireTest, RejectsLargestPossibleLengthPrefixBeforeAllocating) {
+  WriteAll(sender_.get(), Header(0xFFFFFFFF));
+  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kInvalidArgument, {"4294967295"});
+}
+
+TEST_F(SessionWireTest, SendRejectsOversizedPayload) {
+  std::vector<std::uint8_t> payload(kMaxSessionFrameBytes + 1);
+  EXPECT_ERROR(SendFrame(sender_.get(), payload), StatusCode::kInvalidArgument,
+               {"session frame length 1048577"});
+  EXPECT_FALSE(Readable(receiver_.get()));  // Nothing was written.
+}
+
+TEST_F(SessionWireTest, SendToClosedPeerFailsWithoutSignal) {
+  receiver_.Reset();
+  // SIGPIPE would kill the test; MSG_NOSIGNAL turns it into EPIPE.
+  EXPECT_ERROR(SendFrame(sender_.get(), Bytes("anyone?")), StatusCode::kUnavailable, {"sendmsg"});
+}
+
+TEST_F(SessionWireTest, ReceiverResumesAcrossPiecesAndStopsAtFrameEnd) {
+  MakeNonBlocking(receiver_.get());
+  FrameReceiver receiver;
+  auto first = Header(3);
+  auto more = Bytes("abc");
+  first.insert(first.end(), more.begin(), more.end());
+  for (std::uint8_t byte : first) {
+    auto nothing = receiver.Continue(receiver_.get());
+    ASSERT_OK(nothing);
+    EXPECT_FALSE(nothing->has_value());
+    WriteAll(sender_.get(), {byte});
+  }
+  // The next frame is already queued behind the first one.
+  auto second = Header(2);
+  second.push_back('d');
+  second.push_back('e');
+  WriteAll(sender_.get(), second);
+
+  auto frame = receiver.Continue(receiver_.get());
+  ASSERT_OK(frame);
+  ASSERT_TRUE(frame->has_value());
+  EXPECT_EQ((*frame)->payload, Bytes("abc"));
+  frame = receiver.Continue(receiver_.get());
+  ASSERT_OK(frame);
+  ASSERT_TRUE(frame->has_value());
+  EXPECT_EQ((*frame)->payload, Bytes("de"));
+  frame = receiver.Continue(receiver_.get());
+  ASSERT_OK(frame);
+  EXPECT_FALSE(frame->has_value());
+}
+
+TEST_F(SessionWireTest, ReadsPeerCredentials) {
+  auto credentials = ReadPeerCredentials(receiver_.get());
+  ASSERT_OK(credentials);
+  EXPECT_EQ(credentials->pid, ::getpid());
+  EXPECT_EQ(credentials->uid, ::getuid());
+  EXPECT_EQ(credentials->gid, ::getgid());
+}
+
+TEST_F(SessionWireTest, PeerCredentialsOfNonSocketFail) {
+  std::array<int, 2> pipe_ends{};
+  ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
+  UniqueFd read_end(pipe_ends[0]);
+  UniqueFd write_end(pipe_ends[1]);
+  EXPECT_ERROR(ReadPeerCredentials(read_end.get()), StatusCode::kInvalidArgument,
+               {"getsockopt(SO_PEERCRED)"});
+}
+
+TEST_F(SessionWireTest, ConnectToMissingSocketIsUnavailable) {
+  EXPECT_ERROR(ConnectUnixSocket("/nonexistent-hurray-dir/session.sock"), StatusCode::kUnavailable,
+               {"connect /nonexistent-hurray-dir/session.sock"});
+}
+
+TEST_F(SessionWireTest, SocketPathTooLongIsInvalid) {
+  EXPECT_ERROR(UnixSocketAddress(std::string(200, 'x')), StatusCode::kInvalidArgument,
+               {"200 bytes", "at most 107"});
+  EXPECT_ERROR(UnixSocketAddress(""), StatusCode::kInvalidArgument, {"empty"});
+}
+
+}  // namespace
+}  // namespace hurray
