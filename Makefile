@@ -1,5 +1,5 @@
 # The README's two commands. Both work on a fresh Debian 12 machine as root.
-#   make run   installs what is needed, builds, and runs the main program.
+#   make run   installs what is needed, builds, and runs hurrayd in the foreground.
 #   make test  installs what is needed, builds, and runs every test: the normal build,
 #              the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang),
 #              and a bounded libFuzzer run of every fuzz target.
@@ -35,8 +35,9 @@ test-sanitize: build-sanitize
 # The sanitizer run goes last: its summary counts every test, the fuzz runs included.
 test: test-normal test-sanitize
 
+# hurrayd in the foreground with its embedded defaults; Ctrl-C stops it cleanly.
 run: build
-	./build/examples/descriptor_tour
+	./build/daemon/hurrayd
 
 clean:
 	rm -rf build build-sanitize

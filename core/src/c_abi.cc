@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "c_status.h"
+#include "hurray/c_abi_internal.h"
 #include "hurray.h"
 #include "hurray/tensor_descriptor.h"
 #include "str_cat.h"
@@ -43,39 +43,11 @@ struct HurrayTensorContext {
 
 namespace {
 
-using hurray::internal::ClearLastError;
+using hurray::internal::CurrentFunction;
+using hurray::internal::Guard;
+using hurray::internal::NullArgument;
 using hurray::internal::SetLastError;
 using hurray::internal::StrCat;
-
-// The C entry point running on this thread, for error messages.
-thread_local const char* current_function = "";
-
-// Runs an entry point's body with the thread's last error cleared, converting any escaping
-// exception into a status.
-template <typename Body>
-HurrayStatus Guard(const char* function, Body&& body) noexcept {
-  try {
-    current_function = function;
-    ClearLastError();
-    return body();
-  } catch (const std::bad_alloc&) {
-    return SetLastError(HURRAY_ERR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& exception) {
-    return SetLastError(HURRAY_ERR_INTERNAL_PANIC, exception.what());
-  } catch (...) {
-    return SetLastError(HURRAY_ERR_INTERNAL_PANIC, "unknown exception");
-  }
-}
-
-HurrayStatus NullArgument(const char* argument) {
-  return SetLastError(HURRAY_ERR_NULL_POINTER,
-                      StrCat(current_function, ": ", argument, " is null"));
-}
-
-#define HURRAY_REQUIRE(argument)                                      \
-  do {                                                                \
-    if ((argument) == nullptr) return NullArgument(#argument); \
-  } while (false)
 
 #ifndef NDEBUG
 // Debug builds track every live handle, so a double destroy (or a handle of the wrong kind)
@@ -117,7 +89,7 @@ LiveHandles& Live() {
   do {                                                                              \
     if (!Live().Remove(handle, HandleKind::kind)) {                                 \
       return SetLastError(HURRAY_ERR_INTERNAL,                                      \
-                          StrCat(current_function, ": ", what,                              \
+                          StrCat(CurrentFunction(), ": ", what,                              \
                                  " is not a live handle (destroyed twice?)"));      \
     }                                                                               \
   } while (false)
@@ -125,7 +97,7 @@ LiveHandles& Live() {
   do {                                                                              \
     if (!Live().Contains(handle, HandleKind::kind)) {                               \
       return SetLastError(HURRAY_ERR_INTERNAL,                                      \
-                          StrCat(current_function, ": ", what, " is not a live handle"));   \
+                          StrCat(CurrentFunction(), ": ", what, " is not a live handle"));   \
     }                                                                               \
   } while (false)
 #else
@@ -152,7 +124,7 @@ std::optional<HurrayStatus> FailureOf(const hurray::Result<T>& result) {
 
 HurrayStatus SyncModeMismatch(const HurrayBuffer* buffer, hurray::SyncMode expected) {
   return SetLastError(HURRAY_ERR_SYNC_MODE_MISMATCH,
-                      StrCat(current_function, ": buffer declares sync_mode ",
+                      StrCat(CurrentFunction(), ": buffer declares sync_mode ",
                              hurray::SyncModeName(buffer->handle.sync_mode()), ", not ",
                              hurray::SyncModeName(expected)));
 }
@@ -162,7 +134,7 @@ HurrayStatus CheckHandoffDevice(const HurrayBuffer* buffer, std::uint8_t device_
   const std::uint8_t buffer_tag = buffer->handle.device_tag().ToByte();
   if (device_tag == buffer_tag) return HURRAY_OK;
   return SetLastError(HURRAY_ERR_INVALID_ARGUMENT,
-                      StrCat(current_function, ": ", field, " ", hurray::internal::HexByte(device_tag),
+                      StrCat(CurrentFunction(), ": ", field, " ", hurray::internal::HexByte(device_tag),
                              " differs from the buffer's device_tag ",
                              hurray::internal::HexByte(buffer_tag)));
 }

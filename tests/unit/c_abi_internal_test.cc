@@ -1,5 +1,5 @@
 // The one translation from C++ error codes to C ABI statuses.
-#include "c_status.h"
+#include "hurray/c_abi_internal.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "c_status.h"
+#include "hurray/c_abi_internal.h"
 
 #include <string>
 
@@ -6,6 +6,7 @@ namespace hurray::internal {
 namespace {
 
 thread_local std::string last_error_message;
+thread_local const char* current_function = "";
 
 }  // namespace
 
@@ -54,5 +55,17 @@ HurrayStatus SetLastError(const Error& error) {
 void ClearLastError() { last_error_message.clear(); }
 
 const char* LastErrorMessage() { return last_error_message.c_str(); }
+
+const char* CurrentFunction() { return current_function; }
+
+void SetCurrentFunction(const char* function) { current_function = function; }
+
+HurrayStatus NullArgument(std::string_view argument) {
+  std::string message = current_function;
+  message += ": ";
+  message += argument;
+  message += " is null";
+  return SetLastError(HURRAY_ERR_NULL_POINTER, message);
+}
 
 }  // namespace hurray::internal

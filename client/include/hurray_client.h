@@ -1,0 +1,96 @@
+/*
+ * hurray_client.h — the C client of hurrayd, extending hurray.h (C ABI version 4).
+ *
+ * A C producer allocates a tensor's buffers in a daemon pool, writes them in place and
+ * publishes the tensor; a C consumer acquires it and gets the same memory, read-only, as a
+ * HurrayBufferList plus a HurrayTensorContext — exactly what an in-process producer hands
+ * over (see the C ABI cookbook in docs/c-abi.md):
+ *
+ *   HurrayBufferList* list = NULL;
+ *   HurrayTensorContext* context = NULL;
+ *   hurray_client_acquire(client, "model/w", 0, 1000, &list, &context);
+ *   ... check hurray_tensor_context_abi_version, decode the descriptor, read the buffers ...
+ *   hurray_buffer_list_destroy(&list);
+ *   hurray_tensor_context_destroy(&context);   // owner_release ends the lease
+ *
+ * Every convention of hurray.h holds: status returns, HURRAY_ERR_NULL_POINTER for null
+ * required pointers, out-parameters last, OWNED/BORROWED stated per function, and
+ * hurray_last_error_message() naming what went wrong. Daemon outcomes map to
+ * HURRAY_ERR_NOT_FOUND, _TIMEOUT, _UNAVAILABLE, _PERMISSION_DENIED, _RESOURCE_EXHAUSTED,
+ * _FAILED_PRECONDITION and _INVALID_ARGUMENT.
+ *
+ * Threads: a HurrayClient may be used from several threads at once. A HurrayAllocation is
+ * for one thread at a time.
+ */
+#ifndef HURRAY_CLIENT_H_
+#define HURRAY_CLIENT_H_
+
+#include "hurray.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct HurrayClient HurrayClient;
+typedef struct HurrayAllocation HurrayAllocation;
+
+/* Connects to hurrayd and opens this process's session (OWNED through *out; close it with
+ * hurray_client_close). `socket_path` is the daemon's gRPC socket; NULL means
+ * $HURRAY_SOCKET or the default location. `client_name` (may be NULL) names the process in
+ * the daemon's logs. HURRAY_ERR_UNAVAILABLE when no daemon listens. */
+HURRAY_EXPORT HurrayStatus hurray_client_connect(const char* socket_path, const char* client_name,
+                                                 HurrayClient** out);
+
+/* Ends the session: the daemon releases its leases and frees its unpublished allocations.
+ * Writes null to *client. Idempotent: a null *client is a no-op. Buffer lists and contexts
+ * acquired through the client stay valid until destroyed (they keep the mapping). */
+HURRAY_EXPORT HurrayStatus hurray_client_close(HurrayClient** client);
+
+/* Allocates every buffer of `descriptor`'s buffer table in `pool` (NULL: "cpu") and maps
+ * them read-write into this process (OWNED through *out). `descriptor` is BORROWED. */
+HURRAY_EXPORT HurrayStatus hurray_client_allocate(HurrayClient* client,
+                                                  const HurrayDescriptor* descriptor,
+                                                  const char* pool, HurrayAllocation** out);
+
+/* Number of buffers of an allocation (its descriptor's buffer count). */
+HURRAY_EXPORT HurrayStatus hurray_allocation_buffer_count(const HurrayAllocation* allocation,
+                                                          uint64_t* out);
+
+/* Buffer `index`, writable: *data (BORROWED, valid until publish or cancel; null for an
+ * empty buffer) and *byte_size. HURRAY_ERR_OUT_OF_RANGE past the last buffer. */
+HURRAY_EXPORT HurrayStatus hurray_allocation_buffer(const HurrayAllocation* allocation,
+                                                    uint64_t index, void** data,
+                                                    uint64_t* byte_size);
+
+/* Publishes the allocation under `name` ("namespace/name"), producer-synced: every byte is
+ * written. On HURRAY_OK the allocation is consumed and *allocation set to null; *version
+ * (may be NULL) receives the version created. On error the allocation is still the
+ * caller's (publish again, or cancel). */
+HURRAY_EXPORT HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation,
+                                                     const char* name, uint64_t* version);
+
+/* Frees an unpublished allocation and writes null to *allocation. Idempotent. */
+HURRAY_EXPORT HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocation);
+
+/* Leases tensor `name` (version 0: the latest), waiting up to `wait_timeout_ms` for it to be
+ * published, and maps it read-only. On HURRAY_OK, *out_list (OWNED) holds one
+ * HurrayBuffer per entry of the descriptor's buffer table, in table order, each pointing
+ * into the shared mapping (writes fault), and *out_context (OWNED) carries the encoded
+ * descriptor; destroying the context runs its owner_release, which ends the lease. Destroy
+ * the list before the context, or at least stop reading its buffers: once the lease ends the
+ * daemon may reuse the memory. HURRAY_ERR_NOT_FOUND, or HURRAY_ERR_TIMEOUT after a wait. */
+HURRAY_EXPORT HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name,
+                                                 uint64_t version, uint32_t wait_timeout_ms,
+                                                 HurrayBufferList** out_list,
+                                                 HurrayTensorContext** out_context);
+
+/* Deletes `name` (version 0: every version); *deleted (may be NULL) receives how many.
+ * Memory returns to the pool when the last lease of each version ends. */
+HURRAY_EXPORT HurrayStatus hurray_client_delete(HurrayClient* client, const char* name,
+                                                uint64_t version, uint32_t* deleted);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HURRAY_CLIENT_H_ */

@@ -1,0 +1,216 @@
+// The C client of hurray_client.h: a thin layer over the C++ Client. Buffers handed to C
+// consumers are built through hurray.h's own functions, so they follow its rules exactly.
+#include "hurray_client.h"
+
+#include <memory>
+#include <string>
+
+#include "hurray/c_abi_internal.h"
+#include "hurray/client.h"
+
+struct HurrayClient {
+  std::unique_ptr<hurray::Client> client;
+};
+
+struct HurrayAllocation {
+  hurray::WritableTensor tensor;
+};
+
+namespace {
+
+using hurray::internal::Guard;
+using hurray::internal::SetLastError;
+
+// A consumer's lease, kept alive by its tensor context.
+struct AcquiredTensor {
+  hurray::TensorView view;
+};
+
+void EndLease(void* owner_context) { delete static_cast<AcquiredTensor*>(owner_context); }
+
+std::string OrEmpty(const char* text) { return text == nullptr ? std::string() : text; }
+
+// The C++ descriptor of a C handle, through its encoding.
+hurray::Result<hurray::TensorDescriptor> DescriptorOf(const HurrayDescriptor* descriptor) {
+  std::uint8_t* bytes = nullptr;
+  std::size_t length = 0;
+  if (HurrayStatus status = hurray_descriptor_encode(descriptor, &bytes, &length);
+      status != HURRAY_OK) {
+    return hurray::InvalidArgumentError(std::string("descriptor: ") +
+                                        hurray_last_error_message());
+  }
+  auto decoded = hurray::TensorDescriptor::Decode(std::span<const std::uint8_t>(bytes, length));
+  hurray_bytes_free(bytes);
+  return decoded;
+}
+
+// Builds the HurrayBufferList of a view: one borrowed-memory handle per buffer.
+HurrayStatus BufferListOf(const hurray::TensorView& view, HurrayBufferList** out) {
+  HurrayBufferList* list = nullptr;
+  if (HurrayStatus status = hurray_buffer_list_new(view.buffer_count(), &list);
+      status != HURRAY_OK) {
+    return status;
+  }
+  for (std::size_t i = 0; i < view.buffer_count(); ++i) {
+    const hurray::BufferHandle& declared = view.descriptor().buffers()[i];
+    const std::span<const std::byte> bytes = view.buffer(i);
+    HurrayBuffer* buffer = nullptr;
+    // The memory is the daemon's mapping, read-only; the view owns it, so no release.
+    HurrayStatus status = hurray_buffer_from_ptr(
+        const_cast<std::byte*>(bytes.data()), bytes.size(), declared.alignment(),
+        declared.device_tag().ToByte(), hurray::SyncModeToByte(declared.sync_mode()),
+        declared.memory_class().ToByte(), nullptr, nullptr, &buffer);
+    if (status == HURRAY_OK) status = hurray_buffer_list_push(list, buffer);
+    if (status != HURRAY_OK) {
+      if (buffer != nullptr) (void)hurray_buffer_destroy(buffer);
+      (void)hurray_buffer_list_destroy(&list);
+      return status;
+    }
+  }
+  *out = list;
+  return HURRAY_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+HurrayStatus hurray_client_connect(const char* socket_path, const char* client_name,
+                                   HurrayClient** out) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(out);
+    hurray::Client::Options options;
+    options.socket_path = OrEmpty(socket_path);
+    if (client_name != nullptr) options.client_name = client_name;
+    auto client = hurray::Client::Connect(std::move(options));
+    if (!client) return SetLastError(client.error());
+    *out = new HurrayClient{std::move(*client)};
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_client_close(HurrayClient** client) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(client);
+    delete *client;
+    *client = nullptr;
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_client_allocate(HurrayClient* client, const HurrayDescriptor* descriptor,
+                                    const char* pool, HurrayAllocation** out) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(client);
+    HURRAY_REQUIRE(descriptor);
+    HURRAY_REQUIRE(out);
+    auto decoded = DescriptorOf(descriptor);
+    if (!decoded) return SetLastError(decoded.error());
+    auto tensor = client->client->Allocate(*decoded, pool == nullptr ? "cpu" : pool);
+    if (!tensor) return SetLastError(tensor.error());
+    *out = new HurrayAllocation{std::move(*tensor)};
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_allocation_buffer_count(const HurrayAllocation* allocation, uint64_t* out) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    HURRAY_REQUIRE(out);
+    *out = allocation->tensor.buffer_count();
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_allocation_buffer(const HurrayAllocation* allocation, uint64_t index,
+                                      void** data, uint64_t* byte_size) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    HURRAY_REQUIRE(data);
+    HURRAY_REQUIRE(byte_size);
+    if (index >= allocation->tensor.buffer_count()) {
+      return SetLastError(HURRAY_ERR_OUT_OF_RANGE,
+                          "hurray_allocation_buffer: index " + std::to_string(index) +
+                              " is out of range for " +
+                              std::to_string(allocation->tensor.buffer_count()) + " buffers");
+    }
+    const std::span<std::byte> bytes = allocation->tensor.buffer(static_cast<std::size_t>(index));
+    *data = bytes.data();
+    *byte_size = bytes.size();
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation, const char* name,
+                                       uint64_t* version) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    HURRAY_REQUIRE(*allocation);
+    HURRAY_REQUIRE(name);
+    auto published = (*allocation)->tensor.Publish(name);
+    if (!published) return SetLastError(published.error());
+    if (version != nullptr) *version = published->version;
+    delete *allocation;
+    *allocation = nullptr;
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocation) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    if (*allocation == nullptr) return HURRAY_OK;
+    auto cancelled = (*allocation)->tensor.Cancel();
+    delete *allocation;
+    *allocation = nullptr;
+    if (!cancelled) return SetLastError(cancelled.error());
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint64_t version,
+                                   uint32_t wait_timeout_ms, HurrayBufferList** out_list,
+                                   HurrayTensorContext** out_context) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(client);
+    HURRAY_REQUIRE(name);
+    HURRAY_REQUIRE(out_list);
+    HURRAY_REQUIRE(out_context);
+    auto view = client->client->Acquire(
+        name, hurray::AcquireOptions{.version = version,
+                                     .wait = std::chrono::milliseconds(wait_timeout_ms)});
+    if (!view) return SetLastError(view.error());
+    auto acquired = std::make_unique<AcquiredTensor>(AcquiredTensor{std::move(*view)});
+    HurrayBufferList* list = nullptr;
+    if (HurrayStatus status = BufferListOf(acquired->view, &list); status != HURRAY_OK) {
+      return status;
+    }
+    const std::string encoded = acquired->view.descriptor().Encode();
+    HurrayTensorContext* context = nullptr;
+    HurrayStatus status = hurray_tensor_context_new(
+        reinterpret_cast<const std::uint8_t*>(encoded.data()), encoded.size(), EndLease,
+        acquired.get(), &context);
+    if (status != HURRAY_OK) {
+      (void)hurray_buffer_list_destroy(&list);
+      return status;
+    }
+    acquired.release();  // Now owned by the context: EndLease deletes it.
+    *out_list = list;
+    *out_context = context;
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_client_delete(HurrayClient* client, const char* name, uint64_t version,
+                                  uint32_t* deleted) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(client);
+    HURRAY_REQUIRE(name);
+    auto count = client->client->Delete(name, version);
+    if (!count) return SetLastError(count.error());
+    if (deleted != nullptr) *deleted = *count;
+    return HURRAY_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+// For the library's own C entry points only (never installed): the one place that turns
+// C++ errors into C ABI status codes, the per-thread message hurray_last_error_message
+// reports, and Guard, which keeps exceptions from crossing the boundary.
+#pragma once
+
+#include <exception>
+#include <new>
+#include <string_view>
+
+#include "hurray.h"
+#include "hurray/error.h"
+
+namespace hurray::internal {
+
+// The C status for an error code: each code with a HURRAY_ERR_* twin maps to it
+// (DEADLINE_EXCEEDED to TIMEOUT; UNAUTHENTICATED to PERMISSION_DENIED; CANCELLED to
+// UNAVAILABLE; ALREADY_EXISTS to FAILED_PRECONDITION); the rest are HURRAY_ERR_INTERNAL.
+[[nodiscard]] HurrayStatus ToCStatus(StatusCode code);
+
+// Records `message` as this thread's last error and returns `status`.
+HurrayStatus SetLastError(HurrayStatus status, std::string_view message);
+
+// Records the error and returns its C status.
+HurrayStatus SetLastError(const Error& error);
+
+// Clears this thread's last error (a call succeeded).
+void ClearLastError();
+
+// This thread's last error message; "" when none.
+[[nodiscard]] const char* LastErrorMessage();
+
+// The C entry point running on this thread (set by Guard), for error messages.
+[[nodiscard]] const char* CurrentFunction();
+void SetCurrentFunction(const char* function);
+
+// Runs a C entry point's body with the thread's last error cleared, converting any escaping
+// exception into a status: bad_alloc to HURRAY_ERR_OUT_OF_MEMORY, anything else to
+// HURRAY_ERR_INTERNAL_PANIC.
+template <typename Body>
+HurrayStatus Guard(const char* function, Body&& body) noexcept {
+  try {
+    SetCurrentFunction(function);
+    ClearLastError();
+    return body();
+  } catch (const std::bad_alloc&) {
+    return SetLastError(HURRAY_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& exception) {
+    return SetLastError(HURRAY_ERR_INTERNAL_PANIC, exception.what());
+  } catch (...) {
+    return SetLastError(HURRAY_ERR_INTERNAL_PANIC, "unknown exception");
+  }
+}
+
+// HURRAY_ERR_NULL_POINTER naming the running entry point and the argument.
+HurrayStatus NullArgument(std::string_view argument);
+
+}  // namespace hurray::internal
+
+// Returns HURRAY_ERR_NULL_POINTER from the enclosing entry point when `argument` is null.
+#define HURRAY_REQUIRE(argument)                                                  \
+  do {                                                                            \
+    if ((argument) == nullptr) return ::hurray::internal::NullArgument(#argument); \
+  } while (false)
