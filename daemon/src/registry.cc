@@ -187,23 +187,12 @@ void Registry::CloseSession(std::uint64_t session_id) {
          std::vector(session.allocations.begin(), session.allocations.end())) {
       FreeAllocationLocked(allocation_id);
     }
-    for (std::uint64_t wait_id : session.waits) {
-      auto waiter = waiters_.find(wait_id);
-      if (waiter == waiters_.end()) continue;
-      deferred.push_back([fail = waiter->second->fail] {
+    for (std::uint64_t wait_id : std::vector(session.waits.begin(), session.waits.end())) {
+      std::unique_ptr<Waiter> waiter = RemoveWaiterLocked(wait_id);
+      if (waiter == nullptr) continue;
+      deferred.push_back([fail = std::move(waiter->fail)] {
         fail(Error(StatusCode::kCancelled, "the session ended while waiting"));
       });
-      for (const std::string& name : waiter->second->names) {
-        auto [begin, end] = waiters_by_name_.equal_range(name);
-        for (auto it = begin; it != end; ++it) {
-          if (it->second == wait_id) {
-            waiters_by_name_.erase(it);
-            break;
-          }
-        }
-      }
-      if (waiter->second->timer) waiter->second->timer->cancel();
-      waiters_.erase(waiter);
     }
     session_by_token_.erase(session.token);
     sessions_.erase(found);
@@ -621,27 +610,16 @@ void Registry::WakeWaitersLocked(const std::string& name, Deferred& deferred) {
   for (std::uint64_t id : candidates) {
     auto found = waiters_.find(id);
     if (found == waiters_.end() || !found->second->try_complete(deferred)) continue;
-    for (const std::string& waited : found->second->names) {
-      auto [first, last] = waiters_by_name_.equal_range(waited);
-      for (auto it = first; it != last; ++it) {
-        if (it->second == id) {
-          waiters_by_name_.erase(it);
-          break;
-        }
-      }
-    }
-    auto session = sessions_.find(found->second->session_id);
-    if (session != sessions_.end()) session->second.waits.erase(id);
-    found->second->timer->cancel();
-    waiters_.erase(found);
+    RemoveWaiterLocked(id);
   }
 }
 
-bool Registry::CancelWait(std::uint64_t wait_id) {
-  std::lock_guard lock(mutex_);
+std::unique_ptr<Registry::Waiter> Registry::RemoveWaiterLocked(std::uint64_t wait_id) {
   auto found = waiters_.find(wait_id);
-  if (found == waiters_.end()) return false;
-  for (const std::string& name : found->second->names) {
+  if (found == waiters_.end()) return nullptr;
+  std::unique_ptr<Waiter> waiter = std::move(found->second);
+  waiters_.erase(found);
+  for (const std::string& name : waiter->names) {
     auto [begin, end] = waiters_by_name_.equal_range(name);
     for (auto it = begin; it != end; ++it) {
       if (it->second == wait_id) {
@@ -650,11 +628,15 @@ bool Registry::CancelWait(std::uint64_t wait_id) {
       }
     }
   }
-  auto session = sessions_.find(found->second->session_id);
+  auto session = sessions_.find(waiter->session_id);
   if (session != sessions_.end()) session->second.waits.erase(wait_id);
-  found->second->timer->cancel();
-  waiters_.erase(found);
-  return true;
+  waiter->timer->cancel();
+  return waiter;
+}
+
+bool Registry::CancelWait(std::uint64_t wait_id) {
+  std::lock_guard lock(mutex_);
+  return RemoveWaiterLocked(wait_id) != nullptr;
 }
 
 void Registry::OnWaitTimeout(std::uint64_t wait_id) {

@@ -134,6 +134,8 @@ class Registry final : public SessionHost {
                                 std::function<bool(Deferred&)> try_complete,
                                 std::function<void(Error)> fail);
   void WakeWaitersLocked(const std::string& name, Deferred& deferred);
+  // Takes a waiter out of every index and cancels its timer; null when it is gone.
+  std::unique_ptr<Waiter> RemoveWaiterLocked(std::uint64_t wait_id);
   void OnWaitTimeout(std::uint64_t wait_id);
   // Delivers watch events in order; takes watch_mutex_ before `lock` is released.
   void Notify(std::unique_lock<std::mutex>& lock, std::vector<v1::WatchEvent> events);
