@@ -1,6 +1,7 @@
 #include "hurray/client.h"
 
 #include <atomic>
+#include <limits>
 #include <thread>
 
 #include "connection.h"
@@ -58,6 +59,15 @@ Result<std::vector<MappedBuffer>> MapBuffers(
                                   .size = location.byte_size()});
   }
   return mapped;
+}
+
+// A wait as the protocol's wait_timeout_ms; INVALID_ARGUMENT when negative or too long.
+Result<std::uint32_t> WaitMilliseconds(std::chrono::milliseconds wait) {
+  if (wait.count() < 0 || wait.count() > std::numeric_limits<std::uint32_t>::max()) {
+    return InvalidArgumentError("wait of " + std::to_string(wait.count()) +
+                                " ms is outside 0 to 4294967295 ms");
+  }
+  return static_cast<std::uint32_t>(wait.count());
 }
 
 Status ReleaseLease(Connection& connection, std::uint64_t lease_id) {
@@ -230,7 +240,9 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   v1::AcquireRequest request;
   request.set_name(std::string(name));
   request.set_version(options.version);
-  request.set_wait_timeout_ms(static_cast<std::uint32_t>(options.wait.count()));
+  auto wait = WaitMilliseconds(options.wait);
+  if (!wait) return std::unexpected(wait.error());
+  request.set_wait_timeout_ms(*wait);
   v1::AcquireResponse response;
   auto context = connection_->SessionContext();
   grpc::Status status = connection_->stub().Acquire(context.get(), request, &response);
@@ -246,7 +258,9 @@ Result<std::vector<TensorView>> Client::BatchAcquire(const std::vector<std::stri
   v1::BatchAcquireRequest request;
   for (const std::string& name : names) request.add_names(name);
   request.set_prefix(std::string(prefix));
-  request.set_wait_timeout_ms(static_cast<std::uint32_t>(wait.count()));
+  auto wait_ms = WaitMilliseconds(wait);
+  if (!wait_ms) return std::unexpected(wait_ms.error());
+  request.set_wait_timeout_ms(*wait_ms);
   v1::BatchAcquireResponse response;
   auto context = connection_->SessionContext();
   grpc::Status status = connection_->stub().BatchAcquire(context.get(), request, &response);

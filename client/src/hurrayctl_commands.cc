@@ -1,0 +1,481 @@
+#include "hurrayctl_commands.h"
+
+#include <fcntl.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <system_error>
+#include <variant>
+#include <vector>
+
+#include "hurray/client.h"
+#include "hurray/descriptor_codec.h"
+#include "hurray/unique_fd.h"
+#include "hurray/v1/exchange.pb.h"
+#include "hurrayctl_format.h"
+#include "npy.h"
+
+namespace hurray::ctl {
+namespace {
+
+using google::protobuf::Message;
+
+Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
+  return Client::Connect(
+      Client::Options{.socket_path = options.socket_path, .client_name = "hurrayctl"});
+}
+
+// Writes `text` to stdout; write errors surface when main flushes stdout.
+void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+// One line of protobuf's JSON mapping: proto field names, fields at their defaults included
+// (so scripts always find them).
+Status PrintJson(const Message& message) {
+  google::protobuf::util::JsonPrintOptions json_options;
+  json_options.preserve_proto_field_names = true;
+  json_options.always_print_primitive_fields = true;
+  std::string json;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, json_options);
+  if (!status.ok()) {
+    return InternalError("MessageToJsonString: " + std::string(status.message()));
+  }
+  Print(json + "\n");
+  return {};
+}
+
+// A small JSON object for put, get and rm, built as a google.protobuf.Struct so that the
+// printer does the escaping. Numbers are doubles: exact below 2^53.
+class JsonObject {
+ public:
+  JsonObject& Set(const std::string& key, std::string_view value) {
+    (*fields_.mutable_fields())[key].set_string_value(std::string(value));
+    return *this;
+  }
+  JsonObject& Set(const std::string& key, std::uint64_t value) {
+    (*fields_.mutable_fields())[key].set_number_value(static_cast<double>(value));
+    return *this;
+  }
+  [[nodiscard]] Status Print() const { return PrintJson(fields_); }
+
+ private:
+  google::protobuf::Struct fields_;
+};
+
+// The canonical code for an errno value from file I/O.
+StatusCode CodeOfErrno(int error_number) {
+  switch (error_number) {
+    case ENOENT:
+    case ENOTDIR:
+      return StatusCode::kNotFound;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return StatusCode::kPermissionDenied;
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      return StatusCode::kResourceExhausted;
+    case EISDIR:
+      return StatusCode::kInvalidArgument;
+    default:
+      return StatusCode::kUnknown;
+  }
+}
+
+// `call(path): strerror`, with the code CodeOfErrno gives.
+Error ErrnoError(std::string_view call, std::string_view path, int error_number) {
+  return Error(CodeOfErrno(error_number), std::string(call) + "(\"" + std::string(path) + "\"): " +
+                                              std::generic_category().message(error_number));
+}
+
+// Fills `bytes` from `fd` at `offset`. DATA_LOSS when the file ends first (it shrank after
+// its size was read).
+Status ReadFully(int fd, std::span<std::byte> bytes, std::uint64_t offset,
+                 const std::string& path) {
+  std::uint64_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t count =
+        ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      return std::unexpected(ErrnoError("pread", path, errno));
+    }
+    if (count == 0) {
+      return std::unexpected(Error(
+          StatusCode::kDataLoss, path + ": file ended after " + std::to_string(offset + done) +
+                                     " bytes; expected " + std::to_string(offset + bytes.size())));
+    }
+    done += static_cast<std::uint64_t>(count);
+  }
+  return {};
+}
+
+Status WriteFully(int fd, std::span<const std::byte> bytes, const std::string& path) {
+  std::uint64_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t count = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (count < 0) {
+      if (errno == EINTR) continue;
+      return std::unexpected(ErrnoError("write", path, errno));
+    }
+    done += static_cast<std::uint64_t>(count);
+  }
+  return {};
+}
+
+// The lower-case name of a hurray.v1.ElementType value, or "type N" for an unknown one.
+std::string ElementTypeLabel(int value) {
+  if (value > 0 && value <= 0xff) {
+    if (auto type = ElementTypeFromTag(static_cast<std::uint8_t>(value))) {
+      return std::string(ElementTypeName(*type));
+    }
+  }
+  return "type " + std::to_string(value);
+}
+
+std::string SyncModeLabel(std::uint32_t value) {
+  if (value <= 0xff) {
+    if (auto mode = SyncModeFromByte(static_cast<std::uint8_t>(value))) {
+      return std::string(SyncModeName(*mode));
+    }
+  }
+  return "sync mode " + std::to_string(value);
+}
+
+std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
+  switch (kind) {
+    case v1::WatchEvent::KIND_PUBLISHED:
+      return "published";
+    case v1::WatchEvent::KIND_DELETED:
+      return "deleted";
+    case v1::WatchEvent::KIND_WATCHING:
+      return "watching";
+    default:
+      return "event " + std::to_string(static_cast<int>(kind));
+  }
+}
+
+// Whether dense `strides` (in elements) describe the row-major contiguous order of `shape`.
+// Strides of dimensions of size 1 do not matter, nor any stride of an empty tensor.
+bool IsRowMajor(std::span<const std::uint64_t> shape, std::span<const std::uint64_t> strides) {
+  if (strides.empty() || std::ranges::find(shape, std::uint64_t{0}) != shape.end()) return true;
+  std::uint64_t expected = 1;
+  for (std::size_t i = shape.size(); i > 0; --i) {
+    if (shape[i - 1] != 1 && strides[i - 1] != expected) return false;
+    expected *= shape[i - 1];
+  }
+  return true;
+}
+
+// The bytes of a .npy file's data that `view` holds: its dense data buffer, after checking
+// that a .npy file can hold the tensor. FAILED_PRECONDITION naming the reason otherwise.
+Result<std::span<const std::byte>> NpyData(const TensorView& view) {
+  const TensorDescriptor& descriptor = view.descriptor();
+  const std::string what = std::string(view.name()) + " version " + std::to_string(view.version());
+  const auto* dense = std::get_if<DenseLayout>(&descriptor.layout());
+  if (dense == nullptr) {
+    return FailedPreconditionError(what + " has a " + std::string(LayoutName(descriptor.layout())) +
+                                   " layout; a .npy file holds dense tensors only");
+  }
+  if (!IsRowMajor(descriptor.shape(), dense->strides)) {
+    return FailedPreconditionError(what + " has strides " + FormatShape(dense->strides) +
+                                   ", not row-major contiguous; a .npy file holds C-order data");
+  }
+  if (!std::holds_alternative<NoQuantization>(descriptor.quantization())) {
+    return FailedPreconditionError(what + " is quantized (" +
+                                   std::string(QuantizationName(descriptor.quantization())) +
+                                   "); a .npy file holds plain values only");
+  }
+  if (auto dtype = NpyDtype(descriptor.element_type()); !dtype) {
+    return FailedPreconditionError(what + ": " + dtype.error().message());
+  }
+  if (descriptor.device_tag() != DeviceTag::Cpu()) {
+    return FailedPreconditionError(what + " lives on device " +
+                                   std::string(descriptor.device_tag().Name()) +
+                                   "; only CPU tensors can be written to a file");
+  }
+  const auto needed = ByteSizeOf(descriptor.element_type(), descriptor.ElementCount());
+  const std::span<const std::byte> data = view.buffer(dense->data_buffer);
+  if (!needed || data.size() < *needed) {
+    return InternalError(what + ": data buffer of " + std::to_string(data.size()) +
+                         " bytes is smaller than its shape needs");
+  }
+  return data.first(*needed);
+}
+
+}  // namespace
+
+Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  v1::ListResponse all;
+  std::string page_token;
+  do {
+    auto page = (*client)->List(prefix, /*page_size=*/1000, page_token);
+    if (!page) return std::unexpected(page.error());
+    if (!page->next_page_token().empty() && page->next_page_token() == page_token) {
+      return InternalError("List: the daemon returned page token \"" + page_token + "\" again");
+    }
+    for (auto& summary : *page->mutable_tensors()) *all.add_tensors() = std::move(summary);
+    all.set_daemon_epoch(page->daemon_epoch());
+    page_token = page->next_page_token();
+  } while (!page_token.empty());
+
+  if (options.json) return PrintJson(all);
+  TextTable table({"NAME", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"});
+  for (const v1::TensorSummary& summary : all.tensors()) {
+    const std::vector<std::uint64_t> shape(summary.shape().begin(), summary.shape().end());
+    table.AddRow({summary.name(), std::to_string(summary.latest_version()),
+                  ElementTypeLabel(summary.element_type()), FormatShape(shape),
+                  FormatBytes(summary.byte_size()), std::to_string(summary.lease_count()),
+                  FormatTimestamp(summary.published_at_ns())});
+  }
+  Print(table.Render());
+  return {};
+}
+
+Status DescribeCommand(const GlobalOptions& options, std::string_view name, std::uint64_t version) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  auto response = (*client)->Describe(name, version);
+  if (!response) return std::unexpected(response.error());
+  if (options.json) return PrintJson(*response);
+
+  const v1::TensorInfo& tensor = response->tensor();
+  auto descriptor = DescriptorFromProto(tensor.tensor_descriptor());
+  if (!descriptor) {
+    return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
+  }
+  std::string text;
+  text += "name:       " + tensor.name() + "\n";
+  text += "version:    " + std::to_string(tensor.version()) + "\n";
+  text += "pool:       " + tensor.pool() + "\n";
+  text += "published:  " + FormatTimestamp(tensor.published_at_ns()) + "\n";
+  text += "handoff:    " + SyncModeLabel(tensor.handoff().sync_mode()) + "\n";
+  text += "descriptor:\n";
+  const std::string rendered = descriptor->ToString();
+  std::size_t start = 0;
+  while (start < rendered.size()) {
+    std::size_t end = rendered.find('\n', start);
+    if (end == std::string::npos) end = rendered.size();
+    text += "  " + rendered.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  text += "buffers:\n";
+  TextTable buffers({"BUFFER", "SEGMENT", "OFFSET", "SIZE"});
+  for (int i = 0; i < tensor.buffers_size(); ++i) {
+    const v1::BufferLocation& location = tensor.buffers(i);
+    buffers.AddRow({std::to_string(i), std::to_string(location.segment_id()),
+                    std::to_string(location.offset()), FormatBytes(location.byte_size())});
+  }
+  text += buffers.Render("  ");
+  text += "versions:\n";
+  TextTable versions({"VERSION", "LEASES", "SIZE", "PUBLISHED", "STATE"});
+  for (const v1::VersionInfo& info : response->versions()) {
+    versions.AddRow({std::to_string(info.version()), std::to_string(info.lease_count()),
+                     FormatBytes(info.byte_size()), FormatTimestamp(info.published_at_ns()),
+                     info.superseded() ? "superseded" : "current"});
+  }
+  text += versions.Render("  ");
+  Print(text);
+  return {};
+}
+
+Status StatsCommand(const GlobalOptions& options) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  auto stats = (*client)->Stats();
+  if (!stats) return std::unexpected(stats.error());
+  if (options.json) return PrintJson(*stats);
+
+  std::string text;
+  text += "uptime:               " + FormatDuration(stats->uptime_seconds()) + "\n";
+  text += "daemon epoch:         " + std::to_string(stats->daemon_epoch()) + "\n";
+  text += "sessions:             " + std::to_string(stats->session_count()) + "\n";
+  text += "leases:               " + std::to_string(stats->lease_count()) + "\n";
+  text += "tensors:              " + std::to_string(stats->tensor_count()) + " (" +
+          std::to_string(stats->version_count()) + " live versions)\n";
+  text += "pending allocations:  " + std::to_string(stats->pending_allocation_count()) + "\n";
+  text += "pools:\n";
+  TextTable pools({"POOL", "KIND", "CAPACITY", "USED", "LARGEST FREE", "FRAGMENTATION", "SEGMENTS",
+                   "ALLOCATIONS"});
+  for (const v1::PoolStats& pool : stats->pools()) {
+    pools.AddRow({pool.name(), pool.kind(), FormatBytes(pool.capacity_bytes()),
+                  FormatBytes(pool.used_bytes()), FormatBytes(pool.largest_free_bytes()),
+                  FormatPercent(pool.fragmentation()), std::to_string(pool.segment_count()),
+                  std::to_string(pool.allocation_count())});
+  }
+  text += pools.Render("  ");
+  Print(text);
+  return {};
+}
+
+Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
+  // SIGUSR1 is how the stream's end wakes the sigwait below. Blocked before the client
+  // starts its threads, so they inherit the mask and no thread takes these signals itself.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  if (const int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
+    return InternalError("pthread_sigmask: " + std::generic_category().message(error));
+  }
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+
+  std::mutex mutex;
+  std::optional<Status> end;  // Guarded by `mutex`; set once the stream ends.
+  const bool json = options.json;
+  auto on_event = [json](const v1::WatchEvent& event) {
+    if (json) {
+      (void)PrintJson(event);
+    } else {
+      Print(FormatTimestamp(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count()) +
+            " " + WatchKindLabel(event.kind()) + " " + event.name() + " version " +
+            std::to_string(event.version()) + "\n");
+    }
+    std::fflush(stdout);
+  };
+  auto on_end = [&mutex, &end](const Status& status) {
+    {
+      std::lock_guard lock(mutex);
+      end = status;
+    }
+    ::kill(::getpid(), SIGUSR1);
+  };
+  auto watch = (*client)->Watch(prefix, on_event, on_end);
+  if (!watch) return std::unexpected(watch.error());
+
+  int signal_number = 0;
+  if (const int error = sigwait(&signals, &signal_number); error != 0) {
+    return InternalError("sigwait: " + std::generic_category().message(error));
+  }
+  watch->reset();  // Cancels the stream and joins its thread; on_end has run.
+  if (signal_number != SIGUSR1) return {};
+  std::lock_guard lock(mutex);
+  return end.value_or(Status{});
+}
+
+Status RemoveCommand(const GlobalOptions& options, std::string_view name, std::uint64_t version) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  auto deleted = (*client)->Delete(name, version);
+  if (!deleted) return std::unexpected(deleted.error());
+  if (options.json) {
+    return JsonObject()
+        .Set("name", name)
+        .Set("version", version)
+        .Set("versions_deleted", std::uint64_t{*deleted})
+        .Print();
+  }
+  Print("deleted " + std::to_string(*deleted) + (*deleted == 1 ? " version" : " versions") +
+        " of " + std::string(name) + "\n");
+  return {};
+}
+
+Status PutCommand(const GlobalOptions& options, std::string_view name, const std::string& path,
+                  std::string_view pool) {
+  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) return std::unexpected(ErrnoError("open", path, errno));
+  struct stat status {};
+  if (::fstat(file.get(), &status) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (!S_ISREG(status.st_mode)) return InvalidArgumentError(path + ": not a regular file");
+  const auto file_size = static_cast<std::uint64_t>(status.st_size);
+
+  // The header: first its fixed-size start, which says how long the rest is.
+  std::vector<std::uint8_t> prefix(std::min(file_size, kNpyPreambleBytes));
+  if (auto read = ReadFully(file.get(), std::as_writable_bytes(std::span(prefix)), 0, path);
+      !read) {
+    return read;
+  }
+  auto header_end = NpyHeaderEnd(prefix, file_size);
+  if (!header_end) return std::unexpected(header_end.error().WithContext(path));
+  prefix.resize(*header_end);
+  if (auto read = ReadFully(file.get(), std::as_writable_bytes(std::span(prefix)), 0, path);
+      !read) {
+    return read;
+  }
+  auto header = ParseNpyHeader(prefix, file_size);
+  if (!header) return std::unexpected(header.error().WithContext(path));
+  auto descriptor = TensorDescriptor::Dense(header->element_type, header->shape);
+  if (!descriptor) return std::unexpected(descriptor.error().WithContext(path));
+
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  auto tensor = (*client)->Allocate(*descriptor, pool);
+  if (!tensor) return std::unexpected(tensor.error());
+  const std::span<std::byte> data = tensor->buffer(0);
+  if (data.size() != header->data_bytes) {
+    return InternalError("Allocate: buffer 0 has " + std::to_string(data.size()) +
+                         " bytes; the file holds " + std::to_string(header->data_bytes));
+  }
+  if (auto read = ReadFully(file.get(), data, header->data_offset, path); !read) return read;
+  auto published = tensor->Publish(name);
+  if (!published) return std::unexpected(published.error());
+  if (options.json) {
+    return JsonObject()
+        .Set("name", published->name)
+        .Set("version", published->version)
+        .Set("bytes", header->data_bytes)
+        .Print();
+  }
+  Print("published " + published->name + " version " + std::to_string(published->version) + " (" +
+        FormatBytes(header->data_bytes) + ")\n");
+  return {};
+}
+
+Status GetCommand(const GlobalOptions& options, std::string_view name, const std::string& path,
+                  std::uint64_t version, std::chrono::milliseconds wait) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  auto view = (*client)->Acquire(name, AcquireOptions{.version = version, .wait = wait});
+  if (!view) return std::unexpected(view.error());
+  auto data = NpyData(*view);
+  if (!data) return std::unexpected(data.error());
+  auto header = NpyHeaderFor(view->descriptor().element_type(), view->descriptor().shape());
+  if (!header) return std::unexpected(header.error());
+
+  UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  if (!file) return std::unexpected(ErrnoError("open", path, errno));
+  Status written = WriteFully(file.get(), std::as_bytes(std::span(*header)), path);
+  if (written) written = WriteFully(file.get(), *data, path);
+  if (written && ::close(file.Release()) != 0) {
+    written = std::unexpected(ErrnoError("close", path, errno));
+  }
+  if (!written) {
+    // Remove the partial file, but never a device or pipe the path named.
+    struct stat status {};
+    const bool regular = file ? ::fstat(file.get(), &status) == 0 && S_ISREG(status.st_mode)
+                              : ::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode);
+    file.Reset();
+    if (regular) ::unlink(path.c_str());
+    return written;
+  }
+  const std::uint64_t bytes = header->size() + data->size();
+  if (options.json) {
+    return JsonObject()
+        .Set("name", view->name())
+        .Set("version", view->version())
+        .Set("file", path)
+        .Set("bytes", bytes)
+        .Print();
+  }
+  Print("wrote " + view->name() + " version " + std::to_string(view->version()) + " to " + path +
+        " (" + FormatBytes(bytes) + ")\n");
+  return {};
+}
+
+}  // namespace hurray::ctl

@@ -1,0 +1,68 @@
+// The commands of hurrayctl. Each connects to the daemon (Client::Connect), does its work and
+// prints its result to stdout: text for people, or with `json` one JSON document (protobuf's
+// JSON mapping with proto field names for daemon replies). Errors are returned, never
+// printed; the caller reports them. Not thread-safe: the commands write to stdout, and
+// WatchCommand changes the process's signal mask.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hurray/error.h"
+
+namespace hurray::ctl {
+
+struct GlobalOptions {
+  // The daemon's gRPC socket; empty: $HURRAY_SOCKET or the default (hurray/socket_path.h).
+  std::string socket_path;
+  // Print JSON instead of text.
+  bool json = false;
+};
+
+// `ls [PREFIX]`: every published name under `prefix` (all pages) with its latest version:
+// a table NAME VERSION TYPE SHAPE SIZE LEASES PUBLISHED, or the pages merged into one
+// hurray.v1.ListResponse.
+[[nodiscard]] Status ListCommand(const GlobalOptions& options, std::string_view prefix);
+
+// `describe NAME [--version N]`: one version (0: the latest) with its descriptor, buffer
+// locations and the name's live versions; or the hurray.v1.DescribeResponse.
+[[nodiscard]] Status DescribeCommand(const GlobalOptions& options, std::string_view name,
+                                     std::uint64_t version);
+
+// `stats`: pools (capacity, used, largest free range, fragmentation), sessions, leases and
+// tensors; or the hurray.v1.StatsResponse.
+[[nodiscard]] Status StatsCommand(const GlobalOptions& options);
+
+// `watch [PREFIX]`: prints one line per publish or delete under `prefix` (with `json`, one
+// hurray.v1.WatchEvent object per line), flushed at once, until SIGINT or SIGTERM (OK) or
+// until the daemon ends the stream (OK, or the stream's error). Blocks SIGINT, SIGTERM and
+// SIGUSR1 in the calling thread before connecting, so that every client thread inherits the
+// mask and the signals reach this call's sigwait.
+[[nodiscard]] Status WatchCommand(const GlobalOptions& options, std::string_view prefix);
+
+// `rm NAME [--version N]`: deletes one version, or every version when `version` is 0.
+// Prints how many were deleted, or {"name", "version", "versions_deleted"}.
+[[nodiscard]] Status RemoveCommand(const GlobalOptions& options, std::string_view name,
+                                   std::uint64_t version);
+
+// `put NAME FILE.npy`: reads the .npy header, allocates a dense tensor of its type and shape
+// in `pool`, reads the file's data straight into the tensor's buffer and publishes it.
+// Prints the name and version, or {"name", "version", "bytes"}. INVALID_ARGUMENT (naming the
+// file) for a file that is not a supported .npy file; errno-derived codes for I/O errors.
+[[nodiscard]] Status PutCommand(const GlobalOptions& options, std::string_view name,
+                                const std::string& path, std::string_view pool);
+
+// `get NAME FILE.npy [--version N] [--wait MS]`: acquires the tensor (waiting up to `wait`
+// for it to be published) and writes a .npy header followed straight by the tensor's
+// buffer. FAILED_PRECONDITION for tensors a .npy file cannot hold: not dense row-major,
+// quantized, not on the CPU, or of a type without a NumPy dtype. The file is created or
+// truncated only once the tensor was acquired and checked, and removed if writing fails
+// (unless it is not a regular file: FILE may be /dev/stdout or a pipe). Prints the name, version
+// and file, or {"name", "version", "file", "bytes"}.
+[[nodiscard]] Status GetCommand(const GlobalOptions& options, std::string_view name,
+                                const std::string& path, std::uint64_t version,
+                                std::chrono::milliseconds wait);
+
+}  // namespace hurray::ctl

@@ -1,0 +1,585 @@
+// Integration tests of hurrayctl: the real hurrayd on a socket in a temporary directory, and
+// the real hurrayctl binary run as a separate process, its stdout, stderr and exit status
+// captured. HURRAYD_PATH and HURRAYCTL_PATH come from the build.
+#include <fcntl.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hurray/client.h"
+#include "hurray/v1/exchange.pb.h"
+#include "npy.h"
+#include "testing/status_matchers.h"
+
+extern char** environ;
+
+namespace hurray {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr auto kProcessTimeout = std::chrono::seconds(30);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, std::string_view bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+bool Contains(std::string_view text, std::string_view fragment) {
+  return text.find(fragment) != std::string_view::npos;
+}
+
+// Parses JSON text into a generic google.protobuf.Struct; fails the test if it is not a JSON
+// object.
+google::protobuf::Struct ParseJson(const std::string& text) {
+  google::protobuf::Struct object;
+  auto status = google::protobuf::util::JsonStringToMessage(text, &object);
+  EXPECT_TRUE(status.ok()) << status.ToString() << " in: " << text;
+  return object;
+}
+
+// A .npy file's bytes: the header NpyHeaderFor writes, then `data`.
+std::string NpyFileBytes(ElementType type, const std::vector<std::uint64_t>& shape,
+                         std::string_view data) {
+  auto header = NpyHeaderFor(type, shape);
+  EXPECT_TRUE(header.has_value());
+  return header.value_or("") + std::string(data);
+}
+
+// 12 float32 values -1.0, -0.75, ..., 1.75: a (3, 4) matrix.
+std::string MatrixData() {
+  std::string data;
+  for (int i = 0; i < 12; ++i) {
+    const float value = static_cast<float>(i) * 0.25f - 1.0f;
+    char bytes[sizeof(float)];
+    std::memcpy(bytes, &value, sizeof(float));
+    data.append(bytes, sizeof(float));
+  }
+  return data;
+}
+
+// A process started with posix_spawn, stdout and stderr going to files.
+struct Process {
+  pid_t pid = -1;
+  std::string stdout_path;
+  std::string stderr_path;
+};
+
+struct Finished {
+  int exit_code = -1;  // -1 when killed by a signal.
+  std::string out;
+  std::string err;
+};
+
+class HurrayctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "hurrayctl_test.XXXXXX");
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    dir_ = pattern;
+    socket_ = dir_ + "/d.sock";
+    daemon_ = Spawn(
+        {HURRAYD_PATH, "--socket", socket_, "--cpu-pool-capacity", "64MiB", "--log-level", "warn"});
+    ASSERT_GT(daemon_.pid, 0);
+    const auto deadline = steady_clock::now() + std::chrono::seconds(20);
+    while (true) {
+      if (std::filesystem::exists(socket_)) {
+        auto client = Client::Connect(Client::Options{.socket_path = socket_});
+        if (client && (*client)->Stats()) break;
+      }
+      int status = 0;
+      ASSERT_EQ(::waitpid(daemon_.pid, &status, WNOHANG), 0)
+          << "hurrayd exited early: " << ReadFile(daemon_.stderr_path);
+      ASSERT_LT(steady_clock::now(), deadline) << "hurrayd did not start serving";
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+
+  void TearDown() override {
+    if (daemon_.pid > 0) {
+      ASSERT_EQ(::kill(daemon_.pid, SIGTERM), 0);
+      Finished daemon = Wait(daemon_);
+      EXPECT_EQ(daemon.exit_code, 0) << "hurrayd stderr: " << daemon.err;
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // Starts `argv` with stdout and stderr redirected to fresh files under dir_, and
+  // `extra_env` added to the environment.
+  Process Spawn(const std::vector<std::string>& argv,
+                const std::vector<std::string>& extra_env = {}) {
+    const int index = next_output_++;
+    Process process{.stdout_path = dir_ + "/out." + std::to_string(index),
+                    .stderr_path = dir_ + "/err." + std::to_string(index)};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, process.stdout_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, process.stderr_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    std::vector<char*> env;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      if (std::strncmp(*entry, "HURRAY_SOCKET=", 14) != 0) env.push_back(*entry);
+    }
+    for (const std::string& entry : extra_env) env.push_back(const_cast<char*>(entry.c_str()));
+    env.push_back(nullptr);
+    const int error =
+        ::posix_spawn(&process.pid, args[0], &actions, nullptr, args.data(), env.data());
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(error, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(error);
+    if (error != 0) process.pid = -1;
+    return process;
+  }
+
+  // Waits for `process` to exit (killing it after kProcessTimeout) and collects its output.
+  Finished Wait(Process& process) {
+    Finished finished;
+    if (process.pid <= 0) return finished;
+    const auto deadline = steady_clock::now() + kProcessTimeout;
+    int status = 0;
+    while (true) {
+      const pid_t done = ::waitpid(process.pid, &status, WNOHANG);
+      if (done == process.pid) break;
+      if (done < 0) {
+        ADD_FAILURE() << "waitpid: " << std::strerror(errno);
+        return finished;
+      }
+      if (steady_clock::now() > deadline) {
+        ADD_FAILURE() << "process " << process.pid << " did not exit in time; killing it";
+        ::kill(process.pid, SIGKILL);
+      }
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    process.pid = -1;
+    finished.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    finished.out = ReadFile(process.stdout_path);
+    finished.err = ReadFile(process.stderr_path);
+    return finished;
+  }
+
+  // Runs hurrayctl with --socket and `args`, and waits for it.
+  Finished Ctl(const std::vector<std::string>& args) {
+    Process process = Spawn(CtlArgv(args));
+    return Wait(process);
+  }
+
+  std::vector<std::string> CtlArgv(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {HURRAYCTL_PATH, "--socket", socket_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  // Waits until `process` printed `fragment` on stdout.
+  bool WaitForOutput(const Process& process, std::string_view fragment) {
+    const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+    while (steady_clock::now() < deadline) {
+      if (Contains(ReadFile(process.stdout_path), fragment)) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  std::string Path(std::string_view name) const { return dir_ + "/" + std::string(name); }
+
+  std::string dir_;
+  std::string socket_;
+  Process daemon_;
+  int next_output_ = 0;
+};
+
+TEST_F(HurrayctlTest, PutListDescribeGetRemove) {
+  const std::string put_file = Path("matrix.npy");
+  const std::string data = MatrixData();
+  const std::string original = NpyFileBytes(ElementType::kFloat32, {3, 4}, data);
+  WriteFile(put_file, original);
+
+  Finished put = Ctl({"put", "test/matrix", put_file});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_TRUE(Contains(put.out, "test/matrix")) << put.out;
+  EXPECT_TRUE(Contains(put.out, "version 1")) << put.out;
+
+  Finished ls = Ctl({"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  for (const char* column : {"NAME", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"}) {
+    EXPECT_TRUE(Contains(ls.out, column)) << ls.out;
+  }
+  EXPECT_TRUE(Contains(ls.out, "test/matrix")) << ls.out;
+  EXPECT_TRUE(Contains(ls.out, "float32")) << ls.out;
+  EXPECT_TRUE(Contains(ls.out, "[3, 4]")) << ls.out;
+  EXPECT_TRUE(Contains(ls.out, "48 B")) << ls.out;
+
+  Finished describe = Ctl({"describe", "test/matrix"});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  EXPECT_TRUE(Contains(describe.out, "float32[3, 4]")) << describe.out;
+  EXPECT_TRUE(Contains(describe.out, "buffers:")) << describe.out;
+  EXPECT_TRUE(Contains(describe.out, "versions:")) << describe.out;
+
+  const std::string get_file = Path("copy.npy");
+  Finished get = Ctl({"get", "test/matrix", get_file});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  const std::string copy = ReadFile(get_file);
+  const std::vector<std::uint8_t> copy_bytes(copy.begin(), copy.end());
+  auto header = ParseNpyHeader(copy_bytes, copy_bytes.size());
+  ASSERT_OK(header);
+  EXPECT_EQ(header->element_type, ElementType::kFloat32);
+  EXPECT_EQ(header->shape, (std::vector<std::uint64_t>{3, 4}));
+  EXPECT_EQ(copy.substr(header->data_offset), data);
+  EXPECT_EQ(copy, original);
+
+  Finished stats = Ctl({"--json", "stats"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  const google::protobuf::Struct stats_json = ParseJson(stats.out);
+  ASSERT_TRUE(stats_json.fields().count("pools") == 1) << stats.out;
+  EXPECT_GE(stats_json.fields().at("pools").list_value().values_size(), 1);
+
+  Finished rm = Ctl({"rm", "test/matrix"});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_TRUE(Contains(rm.out, "deleted 1 version")) << rm.out;
+
+  Finished empty = Ctl({"ls"});
+  ASSERT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_FALSE(Contains(empty.out, "test/matrix")) << empty.out;
+
+  const std::string missing_file = Path("missing.npy");
+  Finished missing = Ctl({"get", "test/matrix", missing_file});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(Contains(missing.err, "hurrayctl: NOT_FOUND: ")) << missing.err;
+  EXPECT_FALSE(std::filesystem::exists(missing_file));
+}
+
+TEST_F(HurrayctlTest, JsonOutputsParse) {
+  WriteFile(Path("v.npy"), NpyFileBytes(ElementType::kInt16, {5}, std::string(10, '\x01')));
+  Finished put = Ctl({"--json", "put", "test/vector", Path("v.npy")});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  const google::protobuf::Struct put_json = ParseJson(put.out);
+  EXPECT_EQ(put_json.fields().at("name").string_value(), "test/vector");
+  EXPECT_EQ(put_json.fields().at("version").number_value(), 1.0);
+
+  // Global options may follow the command as well.
+  Finished ls = Ctl({"ls", "test/", "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  hurray::v1::ListResponse list;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ls.out, &list).ok()) << ls.out;
+  ASSERT_EQ(list.tensors_size(), 1) << ls.out;
+  EXPECT_EQ(list.tensors(0).name(), "test/vector");
+  EXPECT_EQ(list.tensors(0).element_type(), hurray::v1::ELEMENT_TYPE_INT16);
+  EXPECT_TRUE(Contains(ls.out, "\"latest_version\"")) << "proto field names: " << ls.out;
+
+  Finished describe = Ctl({"--json", "describe", "test/vector", "--version", "1"});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  hurray::v1::DescribeResponse described;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(describe.out, &described).ok())
+      << describe.out;
+  EXPECT_EQ(described.tensor().name(), "test/vector");
+  EXPECT_EQ(described.tensor().version(), 1u);
+  EXPECT_EQ(described.versions_size(), 1);
+
+  Finished get = Ctl({"--json", "get", "test/vector", Path("out.npy")});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  const google::protobuf::Struct get_json = ParseJson(get.out);
+  EXPECT_EQ(get_json.fields().at("file").string_value(), Path("out.npy"));
+  EXPECT_EQ(get_json.fields().at("bytes").number_value(),
+            static_cast<double>(std::filesystem::file_size(Path("out.npy"))));
+
+  Finished rm = Ctl({"--json", "rm", "test/vector"});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_EQ(ParseJson(rm.out).fields().at("versions_deleted").number_value(), 1.0);
+
+  Finished empty = Ctl({"--json", "ls"});
+  ASSERT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_TRUE(Contains(empty.out, "\"tensors\":[]")) << empty.out;
+}
+
+TEST_F(HurrayctlTest, MalformedFilesFailAndTheDaemonKeepsServing) {
+  std::string bad = NpyFileBytes(ElementType::kFloat32, {3, 4}, MatrixData());
+  bad.replace(bad.find("'shape'"), 7, "'shapf'");
+  WriteFile(Path("bad_key.npy"), bad);
+  Finished bad_key = Ctl({"put", "test/bad", Path("bad_key.npy")});
+  EXPECT_EQ(bad_key.exit_code, 1);
+  EXPECT_TRUE(Contains(bad_key.err, "hurrayctl: INVALID_ARGUMENT: ")) << bad_key.err;
+  EXPECT_TRUE(Contains(bad_key.err, "bad_key.npy")) << bad_key.err;
+  EXPECT_TRUE(Contains(bad_key.err, "unknown key 'shapf'")) << bad_key.err;
+
+  const std::string good = NpyFileBytes(ElementType::kFloat32, {3, 4}, MatrixData());
+  WriteFile(Path("short.npy"), good.substr(0, good.size() - 4));
+  Finished short_file = Ctl({"put", "test/bad", Path("short.npy")});
+  EXPECT_EQ(short_file.exit_code, 1);
+  EXPECT_TRUE(Contains(short_file.err, "file holds 44 data bytes but shape (3, 4) of <f4 needs 48"))
+      << short_file.err;
+
+  std::string big_endian_file = good;
+  big_endian_file.replace(big_endian_file.find("'<f4'"), 5, "'>f4'");
+  WriteFile(Path("big_endian.npy"), big_endian_file);
+  Finished big_endian = Ctl({"put", "test/bad", Path("big_endian.npy")});
+  EXPECT_EQ(big_endian.exit_code, 1);
+  EXPECT_TRUE(Contains(big_endian.err, "big-endian")) << big_endian.err;
+
+  WriteFile(Path("text.npy"), "not a numpy file at all\n");
+  Finished text = Ctl({"put", "test/bad", Path("text.npy")});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_TRUE(Contains(text.err, "not a .npy file")) << text.err;
+
+  Finished absent = Ctl({"put", "test/bad", Path("absent.npy")});
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_TRUE(Contains(absent.err, "hurrayctl: NOT_FOUND: open(")) << absent.err;
+
+  Finished directory = Ctl({"put", "test/bad", dir_});
+  EXPECT_EQ(directory.exit_code, 1);
+  EXPECT_TRUE(Contains(directory.err, "not a regular file")) << directory.err;
+
+  // The daemon still serves, holds nothing of the failed puts, and takes a good file.
+  Finished stats = Ctl({"--json", "stats"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.err;
+  hurray::v1::StatsResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(stats.out, &parsed).ok());
+  EXPECT_EQ(parsed.tensor_count(), 0u);
+  EXPECT_EQ(parsed.pending_allocation_count(), 0u);
+  WriteFile(Path("good.npy"), good);
+  Finished put = Ctl({"put", "test/good", Path("good.npy")});
+  EXPECT_EQ(put.exit_code, 0) << put.err;
+}
+
+TEST_F(HurrayctlTest, UsageErrorsExitTwo) {
+  Finished unknown = Ctl({"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_TRUE(Contains(unknown.err, "frobnicate")) << unknown.err;
+
+  EXPECT_EQ(Ctl({}).exit_code, 2);
+  EXPECT_EQ(Ctl({"describe"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"put", "test/x"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"ls", "--frobnicate"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"rm", "test/x", "--version", "0"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"rm", "test/x", "--version", "-1"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"get", "test/x", Path("x.npy"), "--wait", "soon"}).exit_code, 2);
+
+  Finished help = Ctl({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(Contains(help.out, "put")) << help.out;
+}
+
+TEST_F(HurrayctlTest, UnreachableDaemonIsUnavailable) {
+  Process process = Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "stats"});
+  Finished stats = Wait(process);
+  EXPECT_EQ(stats.exit_code, 1);
+  EXPECT_TRUE(Contains(stats.err, "hurrayctl: UNAVAILABLE: ")) << stats.err;
+}
+
+TEST_F(HurrayctlTest, UsesHurraySocketWhenNoSocketIsGiven) {
+  Process process = Spawn({HURRAYCTL_PATH, "stats"}, {"HURRAY_SOCKET=" + socket_});
+  Finished stats = Wait(process);
+  EXPECT_EQ(stats.exit_code, 0) << stats.err;
+  EXPECT_TRUE(Contains(stats.out, "pools:")) << stats.out;
+}
+
+TEST_F(HurrayctlTest, RoundTripsScalarsEmptyAndLargeTensors) {
+  struct Case {
+    std::string name;
+    ElementType type;
+    std::vector<std::uint64_t> shape;
+    std::string data;
+  };
+  std::string large(8 << 20, '\0');
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 7 + i / 4096);
+  const std::vector<Case> cases = {
+      {"test/scalar",
+       ElementType::kFloat64,
+       {},
+       std::string("\x00\x00\x00\x00\x00\x00\xf0\x3f", 8)},
+      {"test/empty", ElementType::kInt32, {0}, ""},
+      {"test/flags", ElementType::kBool, {3}, std::string("\x01\x00\x01", 3)},
+      {"test/large", ElementType::kUint8, {2048, 4096}, large},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string original = NpyFileBytes(c.type, c.shape, c.data);
+    WriteFile(Path("in.npy"), original);
+    Finished put = Ctl({"put", c.name, Path("in.npy")});
+    ASSERT_EQ(put.exit_code, 0) << put.err;
+    Finished get = Ctl({"get", c.name, Path("out.npy")});
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    EXPECT_TRUE(ReadFile(Path("out.npy")) == original);
+  }
+}
+
+TEST_F(HurrayctlTest, ListReadsEveryPage) {
+  // hurrayctl asks for pages of 1000: 1005 names take two.
+  auto client = Client::Connect(Client::Options{.socket_path = socket_});
+  ASSERT_OK(client);
+  auto descriptor = TensorDescriptor::Dense(ElementType::kUint8, {1});
+  ASSERT_OK(descriptor);
+  constexpr int kNames = 1005;
+  for (int i = 0; i < kNames; ++i) {
+    auto tensor = (*client)->Allocate(*descriptor);
+    ASSERT_OK(tensor);
+    char name[32];
+    std::snprintf(name, sizeof(name), "page/t%04d", i);
+    ASSERT_OK(tensor->Publish(name));
+  }
+  Finished json = Ctl({"--json", "ls", "page/"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  hurray::v1::ListResponse list;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &list).ok());
+  ASSERT_EQ(list.tensors_size(), kNames);
+  EXPECT_EQ(list.tensors(0).name(), "page/t0000");
+  EXPECT_EQ(list.tensors(kNames - 1).name(), "page/t1004");
+  EXPECT_TRUE(list.next_page_token().empty());
+
+  Finished text = Ctl({"ls", "page/"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), kNames + 1);  // With header.
+}
+
+TEST_F(HurrayctlTest, DescribeAndGetReachSupersededVersions) {
+  const std::string first = NpyFileBytes(ElementType::kFloat32, {3, 4}, MatrixData());
+  WriteFile(Path("first.npy"), first);
+  ASSERT_EQ(Ctl({"put", "test/versioned", Path("first.npy")}).exit_code, 0);
+  // A lease keeps version 1 alive once version 2 supersedes it.
+  auto client = Client::Connect(Client::Options{.socket_path = socket_});
+  ASSERT_OK(client);
+  auto lease = (*client)->Acquire("test/versioned");
+  ASSERT_OK(lease);
+  const std::string second = NpyFileBytes(ElementType::kInt8, {2}, std::string("\x05\x06", 2));
+  WriteFile(Path("second.npy"), second);
+  Finished put = Ctl({"put", "test/versioned", Path("second.npy")});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  EXPECT_TRUE(Contains(put.out, "version 2")) << put.out;
+
+  Finished describe = Ctl({"describe", "test/versioned"});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  EXPECT_TRUE(Contains(describe.out, "int8[2]")) << describe.out;
+  EXPECT_TRUE(Contains(describe.out, "superseded")) << describe.out;
+  EXPECT_TRUE(Contains(describe.out, "current")) << describe.out;
+
+  Finished old = Ctl({"describe", "test/versioned", "--version", "1"});
+  ASSERT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_TRUE(Contains(old.out, "float32[3, 4]")) << old.out;
+
+  ASSERT_EQ(Ctl({"get", "test/versioned", Path("v1.npy"), "--version", "1"}).exit_code, 0);
+  EXPECT_EQ(ReadFile(Path("v1.npy")), first);
+  ASSERT_EQ(Ctl({"get", "test/versioned", Path("v2.npy")}).exit_code, 0);
+  EXPECT_EQ(ReadFile(Path("v2.npy")), second);
+
+  Finished rm = Ctl({"rm", "test/versioned", "--version", "2"});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_TRUE(Contains(rm.out, "deleted 1 version of test/versioned")) << rm.out;
+}
+
+TEST_F(HurrayctlTest, GetRefusesTypesWithoutANumPyDtype) {
+  auto client = Client::Connect(Client::Options{.socket_path = socket_});
+  ASSERT_OK(client);
+  auto descriptor = TensorDescriptor::Dense(ElementType::kBfloat16, {4});
+  ASSERT_OK(descriptor);
+  auto tensor = (*client)->Allocate(*descriptor);
+  ASSERT_OK(tensor);
+  ASSERT_OK(tensor->Publish("test/bf16"));
+
+  Finished get = Ctl({"get", "test/bf16", Path("bf16.npy")});
+  EXPECT_EQ(get.exit_code, 1);
+  EXPECT_TRUE(Contains(get.err, "hurrayctl: FAILED_PRECONDITION: ")) << get.err;
+  EXPECT_TRUE(Contains(get.err, "bfloat16")) << get.err;
+  EXPECT_FALSE(std::filesystem::exists(Path("bf16.npy")));
+}
+
+TEST_F(HurrayctlTest, GetWaitsForTheTensor) {
+  Finished timed_out = Ctl({"get", "test/later", Path("later.npy"), "--wait", "50"});
+  EXPECT_EQ(timed_out.exit_code, 1);
+  EXPECT_TRUE(Contains(timed_out.err, "DEADLINE_EXCEEDED")) << timed_out.err;
+
+  Process waiting = Spawn(CtlArgv({"get", "test/later", Path("later.npy"), "--wait", "20000"}));
+  std::this_thread::sleep_for(milliseconds(200));
+  WriteFile(Path("in.npy"), NpyFileBytes(ElementType::kFloat32, {3, 4}, MatrixData()));
+  ASSERT_EQ(Ctl({"put", "test/later", Path("in.npy")}).exit_code, 0);
+  Finished get = Wait(waiting);
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(ReadFile(Path("later.npy")), ReadFile(Path("in.npy")));
+}
+
+TEST_F(HurrayctlTest, WatchPrintsEventsUntilInterrupted) {
+  Process watch = Spawn(CtlArgv({"--json", "watch", "test/"}));
+  // The watch is live once it reports a publish; until then, publish probes.
+  auto client = Client::Connect(Client::Options{.socket_path = socket_});
+  ASSERT_OK(client);
+  auto descriptor = TensorDescriptor::Dense(ElementType::kUint8, {1});
+  ASSERT_OK(descriptor);
+  const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (!Contains(ReadFile(watch.stdout_path), "test/probe")) {
+    ASSERT_LT(steady_clock::now(), deadline) << "no event: " << ReadFile(watch.stderr_path);
+    auto tensor = (*client)->Allocate(*descriptor);
+    ASSERT_OK(tensor);
+    ASSERT_OK(tensor->Publish("test/probe"));
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+
+  WriteFile(Path("in.npy"), NpyFileBytes(ElementType::kFloat32, {3, 4}, MatrixData()));
+  ASSERT_EQ(Ctl({"put", "other/unwatched", Path("in.npy")}).exit_code, 0);
+  ASSERT_EQ(Ctl({"put", "test/watched", Path("in.npy")}).exit_code, 0);
+  ASSERT_EQ(Ctl({"rm", "test/watched"}).exit_code, 0);
+  ASSERT_TRUE(WaitForOutput(watch, "KIND_DELETED")) << ReadFile(watch.stdout_path);
+
+  ASSERT_EQ(::kill(watch.pid, SIGINT), 0);
+  Finished finished = Wait(watch);
+  EXPECT_EQ(finished.exit_code, 0) << finished.err;
+  EXPECT_FALSE(Contains(finished.out, "other/unwatched")) << finished.out;
+
+  std::vector<hurray::v1::WatchEvent> events;
+  std::istringstream lines(finished.out);
+  for (std::string line; std::getline(lines, line);) {
+    hurray::v1::WatchEvent event;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &event).ok()) << line;
+    if (event.name() == "test/watched") events.push_back(event);
+  }
+  ASSERT_EQ(events.size(), 2u) << finished.out;
+  EXPECT_EQ(events[0].kind(), hurray::v1::WatchEvent::KIND_PUBLISHED);
+  EXPECT_EQ(events[0].version(), 1u);
+  EXPECT_EQ(events[1].kind(), hurray::v1::WatchEvent::KIND_DELETED);
+}
+
+TEST_F(HurrayctlTest, WatchStopsOnSigtermWithTextLines) {
+  Process watch = Spawn(CtlArgv({"watch"}));
+  auto client = Client::Connect(Client::Options{.socket_path = socket_});
+  ASSERT_OK(client);
+  auto descriptor = TensorDescriptor::Dense(ElementType::kUint8, {1});
+  ASSERT_OK(descriptor);
+  const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (!Contains(ReadFile(watch.stdout_path), "published test/probe version")) {
+    ASSERT_LT(steady_clock::now(), deadline) << "no event: " << ReadFile(watch.stderr_path);
+    auto tensor = (*client)->Allocate(*descriptor);
+    ASSERT_OK(tensor);
+    ASSERT_OK(tensor->Publish("test/probe"));
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_EQ(::kill(watch.pid, SIGTERM), 0);
+  Finished finished = Wait(watch);
+  EXPECT_EQ(finished.exit_code, 0) << finished.err;
+}
+
+}  // namespace
+}  // namespace hurray
