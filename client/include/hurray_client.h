@@ -41,9 +41,10 @@ typedef struct HurrayAllocation HurrayAllocation;
 HURRAY_EXPORT HurrayStatus hurray_client_connect(const char* socket_path, const char* client_name,
                                                  HurrayClient** out);
 
-/* Ends the session: the daemon releases its leases and frees its unpublished allocations.
- * Writes null to *client. Idempotent: a null *client is a no-op. Buffer lists and contexts
- * acquired through the client stay valid until destroyed (they keep the mapping). */
+/* Closes the client and writes null to *client. Idempotent: a null *client is a no-op.
+ * Allocations and tensor contexts obtained through it keep its connection open until they
+ * are published, cancelled or destroyed; when the last of them is gone the session ends and
+ * the daemon releases its leases and frees its unpublished allocations. */
 HURRAY_EXPORT HurrayStatus hurray_client_close(HurrayClient** client);
 
 /* Allocates every buffer of `descriptor`'s buffer table in `pool` (NULL: "cpu") and maps

@@ -37,12 +37,12 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     return std::unexpected(prefix.error().WithContext("pool " + options.name));
   }
   if (options.capacity_bytes == 0) {
-    return InvalidArgumentError(where + "capacity_bytes 0: the capacity must be above 0");
+    return InvalidArgumentError(where + "capacity 0: the capacity must be above 0");
   }
   const std::optional<std::uint64_t> capacity =
       RoundUpTo(options.capacity_bytes, options.page_size);
   if (!capacity) {
-    return InvalidArgumentError(where + "capacity_bytes " + Bytes(options.capacity_bytes) +
+    return InvalidArgumentError(where + "capacity " + Bytes(options.capacity_bytes) +
                                 " overflows when rounded up to page_size " +
                                 Bytes(options.page_size));
   }
@@ -51,15 +51,15 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     const std::optional<std::uint64_t> rounded =
         RoundUpTo(options.segment_bytes, options.page_size);
     if (!rounded || *rounded > *capacity) {
-      return InvalidArgumentError(where + "segment_bytes " + Bytes(options.segment_bytes) +
-                                  " exceeds capacity_bytes " + Bytes(*capacity));
+      return InvalidArgumentError(where + "segment_size " + Bytes(options.segment_bytes) +
+                                  " exceeds capacity " + Bytes(*capacity));
     }
     segment_bytes = *rounded;
   }
   const std::uint64_t segment_count =
       *capacity / segment_bytes + (*capacity % segment_bytes != 0 ? 1 : 0);
   if (segment_count > kMaxSegments) {
-    return InvalidArgumentError(where + "segment_bytes " + Bytes(segment_bytes) + " makes " +
+    return InvalidArgumentError(where + "segment_size " + Bytes(segment_bytes) + " makes " +
                                 std::to_string(segment_count) + " segments of capacity " +
                                 Bytes(*capacity) + ", above the maximum " +
                                 std::to_string(kMaxSegments));

@@ -62,8 +62,9 @@ class CpuPool final : public Pool {
   [[nodiscard]] DeviceTag device_tag() const override { return DeviceTag::Cpu(); }
   [[nodiscard]] std::uint64_t page_size() const override { return page_size_; }
 
-  // INVALID_ARGUMENT for byte_size 0 or larger than a segment; RESOURCE_EXHAUSTED
-  // "pool cpu: no free range of N bytes (largest free range M of F free)" when nothing fits.
+  // INVALID_ARGUMENT for byte_size 0. RESOURCE_EXHAUSTED for a size larger than a segment
+  // (it can never fit), and "pool cpu: no free range of N bytes (largest free range M of F
+  // free)" when nothing fits now.
   [[nodiscard]] Result<PoolRange> Allocate(std::uint64_t byte_size) override;
 
   // A range with segment_id 0 (an empty buffer) is ignored. A range of an unknown segment,

@@ -60,6 +60,16 @@ Status PrepareSocketPath(const std::string& path) {
     }
     ::chmod(directory.c_str(), 0755);
   }
+  // A directory someone else made (a pre-created /tmp/hurray-$UID) could be theirs to swap
+  // sockets in: refuse it, unless we are root or it is root's (/run).
+  struct stat directory_status {};
+  if (!directory.empty() && ::stat(directory.c_str(), &directory_status) == 0 &&
+      directory_status.st_uid != ::geteuid() && directory_status.st_uid != 0 &&
+      ::geteuid() != 0) {
+    return FailedPreconditionError("socket directory " + directory.string() +
+                                   " belongs to uid " + std::to_string(directory_status.st_uid) +
+                                   ", not to this user");
+  }
   struct stat status {};
   if (::lstat(path.c_str(), &status) == 0) {
     if (!S_ISSOCK(status.st_mode)) {
@@ -68,6 +78,7 @@ Status PrepareSocketPath(const std::string& path) {
     if (SomeoneListens(path)) {
       return FailedPreconditionError("another hurrayd already serves " + path);
     }
+    spdlog::info("removing the stale socket {} of a daemon that is gone", path);
     ::unlink(path.c_str());
   }
   return {};
@@ -99,6 +110,12 @@ Status Daemon::StartParts() {
                                                    .shm_prefix = config_.cpu_pool.shm_prefix,
                                                    .first_segment_id = 1});
   if (!cpu_pool) return std::unexpected(cpu_pool.error().WithContext("cpu_pool"));
+  for (std::uint32_t i = 0; i < (*cpu_pool)->segment_count(); ++i) {
+    const std::uint64_t segment = (*cpu_pool)->first_segment_id() + i;
+    spdlog::info("cpu pool: segment {} is /dev/shm{} ({} MiB)", segment,
+                 (*cpu_pool)->SegmentName(segment).value_or("?"),
+                 (*cpu_pool)->SegmentSize(segment).value_or(0) >> 20);
+  }
   pools_ = std::make_unique<PoolSet>();
   pools_->Add(std::move(*cpu_pool));
 
@@ -118,25 +135,27 @@ Status Daemon::StartParts() {
   }
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes));
   builder.RegisterService(service_.get());
+  // The socket is born 0660: owner and group may connect, nobody else, not even briefly.
+  const mode_t old_umask = ::umask(0117);
   server_ = builder.BuildAndStart();
+  ::umask(old_umask);
   if (!server_) {
     return FailedPreconditionError("gRPC server could not listen on unix:" + config_.socket_path +
                                    (config_.tcp_address.empty() ? "" : " and " + config_.tcp_address));
   }
+  grpc_socket_bound_ = true;
+  if (::chmod(config_.socket_path.c_str(), 0660) != 0) {
+    return FailedPreconditionError("chmod 0660 " + config_.socket_path + ": " +
+                                   std::strerror(errno));
+  }
   server_->GetHealthCheckService()->SetServingStatus(true);
-  // Group members may connect (DESIGN: the socket's group gates access).
-  ::chmod(config_.socket_path.c_str(), 0660);
 
   auto session_server = SessionServer::Create(io_, session_path, *registry_, epoch_);
   if (!session_server) return std::unexpected(session_server.error());
   session_server_ = std::move(*session_server);
 
-  signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM);
-  signals_->async_wait([this](const boost::system::error_code& error, int signal) {
-    if (error) return;
-    spdlog::info("signal {} received: shutting down", signal);
-    Stop();
-  });
+  signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
+  WaitForSignal();
   for (int i = 0; i < kIoThreads; ++i) {
     io_threads_.emplace_back([this] {
       auto work = boost::asio::make_work_guard(io_);
@@ -150,6 +169,21 @@ Status Daemon::StartParts() {
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%lu", config_.socket_path.c_str(),
              static_cast<unsigned long>(::getpid()));
   return {};
+}
+
+void Daemon::WaitForSignal() {
+  signals_->async_wait([this](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    if (signal == SIGHUP) {
+      // A hangup must not kill the daemon and orphan its segments; there is nothing to
+      // reload yet.
+      spdlog::warn("SIGHUP ignored: configuration reload is not supported; restart instead");
+      WaitForSignal();
+      return;
+    }
+    spdlog::info("signal {} received: shutting down", signal);
+    Stop();
+  });
 }
 
 void Daemon::Wait() {
@@ -176,9 +210,10 @@ void Daemon::Shutdown() {
   service_.reset();
   registry_.reset();
   pools_.reset();  // Removes the segments.
-  ::unlink(config_.socket_path.c_str());
-  ::unlink(SessionSocketPath(config_.socket_path).c_str());
-  spdlog::info("hurrayd stopped");
+  // Only our own socket: a refused start must not unlink another daemon's. (The session
+  // server unlinks its socket itself when it stops.)
+  if (grpc_socket_bound_) ::unlink(config_.socket_path.c_str());
+  if (grpc_socket_bound_) spdlog::info("hurrayd stopped");
 }
 
 Daemon::~Daemon() { Shutdown(); }

@@ -46,6 +46,8 @@ class Daemon {
  private:
   explicit Daemon(Config config);
   Status StartParts();
+  // Handles SIGINT/SIGTERM (stop) and SIGHUP (ignored, logged), one signal at a time.
+  void WaitForSignal();
   void Shutdown();
 
   const Config config_;
@@ -61,6 +63,7 @@ class Daemon {
   std::promise<void> stop_requested_;
   std::once_flag stop_once_;
   bool shut_down_ = false;
+  bool grpc_socket_bound_ = false;  // Whether the gRPC socket file is ours to unlink.
 };
 
 }  // namespace hurray::daemon

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   bool print_config = false;
   app.add_option("--config", config_file, "TOML configuration file");
   app.add_option("--socket", socket, "gRPC unix socket path (session socket: PATH.session)");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--cpu-pool-capacity", capacity, "CPU pool size, e.g. 4GiB");
   app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
   CLI11_PARSE(app, argc, argv);

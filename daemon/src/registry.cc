@@ -163,7 +163,7 @@ Result<SessionGrant> Registry::OpenSession(const PeerCredentials& peer,
   std::string token = RandomToken();
   Session& session = sessions_[id];
   session.peer = peer;
-  session.client_name = std::string(client_name.substr(0, 128));
+  session.client_name = std::string(client_name.substr(0, kMaxSessionClientNameBytes));
   session.token = token;
   session_by_token_.emplace(token, id);
   spdlog::debug("session {} opened: pid {} uid {} \"{}\"", id, peer.pid, peer.uid,
