@@ -342,15 +342,15 @@ TEST(CpuPoolCreateTest, ValidatesOptions) {
     return CpuPool::Create(std::move(options));
   };
   EXPECT_ERROR(with([](auto& o) { o.capacity_bytes = 0; }), StatusCode::kInvalidArgument,
-               {"capacity_bytes 0"});
+               {"capacity 0"});
   EXPECT_ERROR(with([](auto& o) { o.capacity_bytes = UINT64_MAX; }), StatusCode::kInvalidArgument,
-               {"capacity_bytes 18446744073709551615"});
+               {"capacity 18446744073709551615"});
   EXPECT_ERROR(with([](auto& o) { o.page_size = 2048; }), StatusCode::kInvalidArgument,
                {"page_size 2048"});
   EXPECT_ERROR(with([](auto& o) { o.page_size = 12288; }), StatusCode::kInvalidArgument,
                {"page_size 12288", "power of two"});
   EXPECT_ERROR(with([](auto& o) { o.segment_bytes = 17 * kPage; }), StatusCode::kInvalidArgument,
-               {"segment_bytes 69632", "capacity_bytes 65536"});
+               {"segment_size 69632", "capacity 65536"});
   EXPECT_ERROR(with([](auto& o) { o.first_segment_id = 0; }), StatusCode::kInvalidArgument,
                {"first_segment_id 0"});
   EXPECT_ERROR(with([](auto& o) {
