@@ -1,0 +1,226 @@
+// A client that knows nothing of hurray's .proto files — the way grpcurl works — lists the
+// daemon's services through gRPC server reflection, rebuilds hurray.v1.Exchange from the
+// descriptors the daemon sends, and calls it with dynamic messages.
+//
+// The reflection requests and responses are encoded and decoded by hand (field numbers of
+// grpc.reflection.v1alpha), so not even the reflection protocol's generated code is used;
+// every hurray type comes from a DescriptorPool filled only from the daemon's answers.
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "daemon_process.h"
+
+namespace hurray::integration {
+namespace {
+
+using google::protobuf::UnknownField;
+using google::protobuf::UnknownFieldSet;
+
+constexpr char kReflectionMethod[] =
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+
+// ServerReflectionRequest field numbers.
+constexpr int kFileByFilename = 3;
+constexpr int kFileContainingSymbol = 4;
+constexpr int kListServices = 7;
+// ServerReflectionResponse field numbers.
+constexpr int kFileDescriptorResponse = 4;
+constexpr int kListServicesResponse = 6;
+constexpr int kErrorResponse = 7;
+
+grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return bytes;
+}
+
+// A one-field message: a length-delimited string field.
+std::string StringField(int number, const std::string& value) {
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  out.WriteTag(static_cast<std::uint32_t>(number << 3 | 2));
+  out.WriteVarint32(static_cast<std::uint32_t>(value.size()));
+  out.WriteString(value);
+  out.Trim();
+  return bytes;
+}
+
+// Fields of a message, by number.
+std::vector<const UnknownField*> Fields(const UnknownFieldSet& set, int number) {
+  std::vector<const UnknownField*> fields;
+  for (int i = 0; i < set.field_count(); ++i) {
+    if (set.field(i).number() == number) fields.push_back(&set.field(i));
+  }
+  return fields;
+}
+
+class ReflectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = DaemonProcess::Start({});
+    ASSERT_NE(daemon_, nullptr);
+    channel_ = grpc::CreateChannel("unix:" + daemon_->socket_path(),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  void TearDown() override {
+    if (daemon_) daemon_->Stop();
+  }
+
+  // One reflection exchange on the bidirectional stream: one request, one response.
+  std::unique_ptr<UnknownFieldSet> Reflect(const std::string& request) {
+    grpc::GenericStub stub(channel_);
+    grpc::ClientContext context;
+    grpc::CompletionQueue queue;
+    auto call = stub.PrepareCall(&context, kReflectionMethod, &queue);
+    void* tag = nullptr;
+    bool ok = false;
+    auto step = [&](std::intptr_t expected) {
+      EXPECT_TRUE(queue.Next(&tag, &ok));
+      EXPECT_EQ(reinterpret_cast<std::intptr_t>(tag), expected);
+      return ok;
+    };
+    call->StartCall(reinterpret_cast<void*>(1));
+    EXPECT_TRUE(step(1));
+    call->Write(ToByteBuffer(request), reinterpret_cast<void*>(2));
+    EXPECT_TRUE(step(2));
+    call->WritesDone(reinterpret_cast<void*>(3));
+    EXPECT_TRUE(step(3));
+    grpc::ByteBuffer response;
+    call->Read(&response, reinterpret_cast<void*>(4));
+    EXPECT_TRUE(step(4));
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(5));
+    step(5);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    auto fields = std::make_unique<UnknownFieldSet>();
+    EXPECT_TRUE(fields->ParseFromString(FromByteBuffer(response)));
+    EXPECT_TRUE(Fields(*fields, kErrorResponse).empty()) << "reflection error response";
+    return fields;
+  }
+
+  std::set<std::string> ListServices() {
+    auto response = Reflect(StringField(kListServices, "*"));
+    std::set<std::string> names;
+    for (const UnknownField* list : Fields(*response, kListServicesResponse)) {
+      UnknownFieldSet services;
+      services.ParseFromString(list->length_delimited());
+      for (const UnknownField* service : Fields(services, 1)) {
+        UnknownFieldSet service_fields;
+        service_fields.ParseFromString(service->length_delimited());
+        for (const UnknownField* name : Fields(service_fields, 1)) {
+          names.insert(name->length_delimited());
+        }
+      }
+    }
+    return names;
+  }
+
+  // Adds the file (and, first, its dependencies) to pool_, asking the daemon for each.
+  void AddFile(const std::string& request, const std::string& name_hint) {
+    auto response = Reflect(request);
+    for (const UnknownField* files : Fields(*response, kFileDescriptorResponse)) {
+      UnknownFieldSet protos;
+      protos.ParseFromString(files->length_delimited());
+      for (const UnknownField* bytes : Fields(protos, 1)) {
+        google::protobuf::FileDescriptorProto file;
+        ASSERT_TRUE(file.ParseFromString(bytes->length_delimited())) << name_hint;
+        if (pool_.FindFileByName(file.name()) != nullptr) continue;
+        for (const std::string& dependency : file.dependency()) {
+          if (pool_.FindFileByName(dependency) == nullptr) {
+            AddFile(StringField(kFileByFilename, dependency), dependency);
+          }
+        }
+        ASSERT_NE(pool_.BuildFile(file), nullptr) << file.name();
+      }
+    }
+  }
+
+  std::unique_ptr<DaemonProcess> daemon_;
+  std::shared_ptr<grpc::Channel> channel_;
+  google::protobuf::DescriptorPool pool_;  // Only what the daemon sent.
+};
+
+TEST_F(ReflectionTest, ListsTheServices) {
+  const std::set<std::string> services = ListServices();
+  EXPECT_TRUE(services.contains("hurray.v1.Exchange"));
+  EXPECT_TRUE(services.contains("grpc.health.v1.Health"));
+  EXPECT_TRUE(services.contains("grpc.reflection.v1alpha.ServerReflection"));
+}
+
+TEST_F(ReflectionTest, DescribesTheExchangeServiceWithNoProtoFiles) {
+  AddFile(StringField(kFileContainingSymbol, "hurray.v1.Exchange"), "hurray.v1.Exchange");
+  const auto* service = pool_.FindServiceByName("hurray.v1.Exchange");
+  ASSERT_NE(service, nullptr);
+  std::set<std::string> methods;
+  for (int i = 0; i < service->method_count(); ++i) methods.insert(service->method(i)->name());
+  EXPECT_EQ(methods, (std::set<std::string>{"Allocate", "CancelAllocation", "Publish", "Acquire",
+                                            "BatchAcquire", "Release", "Delete", "List",
+                                            "Describe", "Watch", "Stats"}));
+  const auto* watch = service->FindMethodByName("Watch");
+  EXPECT_TRUE(watch->server_streaming());
+  const auto* acquire = service->FindMethodByName("Acquire")->input_type();
+  ASSERT_NE(acquire->FindFieldByName("wait_timeout_ms"), nullptr);
+  // The descriptor message arrived with its dependency, field for field.
+  const auto* descriptor = pool_.FindMessageTypeByName("hurray.v1.TensorDescriptor");
+  ASSERT_NE(descriptor, nullptr);
+  EXPECT_NE(descriptor->FindFieldByName("buffers"), nullptr);
+  EXPECT_NE(pool_.FindEnumTypeByName("hurray.v1.ElementType"), nullptr);
+}
+
+TEST_F(ReflectionTest, CallsStatsWithDynamicMessages) {
+  AddFile(StringField(kFileContainingSymbol, "hurray.v1.Exchange"), "hurray.v1.Exchange");
+  const auto* method = pool_.FindMethodByName("hurray.v1.Exchange.Stats");
+  ASSERT_NE(method, nullptr);
+  google::protobuf::DynamicMessageFactory factory(&pool_);
+  std::unique_ptr<google::protobuf::Message> request(
+      factory.GetPrototype(method->input_type())->New());
+  std::unique_ptr<google::protobuf::Message> response(
+      factory.GetPrototype(method->output_type())->New());
+
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  grpc::CompletionQueue queue;
+  auto call = stub.PrepareUnaryCall(&context, "/hurray.v1.Exchange/Stats",
+                                    ToByteBuffer(request->SerializeAsString()), &queue);
+  call->StartCall();
+  grpc::ByteBuffer reply;
+  grpc::Status status;
+  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(queue.Next(&tag, &ok));
+  ASSERT_TRUE(ok && status.ok()) << status.error_message();
+  ASSERT_TRUE(response->ParseFromString(FromByteBuffer(reply)));
+
+  const auto* reflection = response->GetReflection();
+  const auto* pools = response->GetDescriptor()->FindFieldByName("pools");
+  ASSERT_EQ(reflection->FieldSize(*response, pools), 1);
+  const auto& pool = reflection->GetRepeatedMessage(*response, pools, 0);
+  const auto* name = pool.GetDescriptor()->FindFieldByName("name");
+  const auto* capacity = pool.GetDescriptor()->FindFieldByName("capacity_bytes");
+  EXPECT_EQ(pool.GetReflection()->GetString(pool, name), "cpu");
+  EXPECT_EQ(pool.GetReflection()->GetUInt64(pool, capacity), daemon_->pool_capacity_bytes());
+}
+
+}  // namespace
+}  // namespace hurray::integration
