@@ -73,10 +73,8 @@ Result<std::uint32_t> WaitMilliseconds(std::chrono::milliseconds wait) {
 Status ReleaseLease(Connection& connection, std::uint64_t lease_id) {
   v1::ReleaseRequest request;
   request.add_lease_ids(lease_id);
-  v1::ReleaseResponse response;
-  auto context = connection.SessionContext();
-  grpc::Status status = connection.stub().Release(context.get(), request, &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Release"));
+  auto released = connection.Release(request);
+  if (!released) return std::unexpected(released.error());
   return {};
 }
 
@@ -117,24 +115,19 @@ Result<PublishedTensor> WritableTensor::Publish(std::string_view name) {
   v1::PublishRequest request;
   request.set_allocation_id(state_->allocation_id);
   request.set_name(std::string(name));
-  v1::PublishResponse response;
-  auto context = state_->connection->SessionContext();
-  grpc::Status status = state_->connection->stub().Publish(context.get(), request, &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Publish"));
+  auto response = state_->connection->Publish(request);
+  if (!response) return std::unexpected(response.error());
   state_.reset();
-  return PublishedTensor{.name = response.name(), .version = response.version()};
+  return PublishedTensor{.name = response->name(), .version = response->version()};
 }
 
 Status WritableTensor::Cancel() {
   if (!state_) return {};
   v1::CancelAllocationRequest request;
   request.set_allocation_id(state_->allocation_id);
-  v1::CancelAllocationResponse response;
-  auto context = state_->connection->SessionContext();
-  grpc::Status status =
-      state_->connection->stub().CancelAllocation(context.get(), request, &response);
+  auto cancelled = state_->connection->CancelAllocation(request);
   state_.reset();
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "CancelAllocation"));
+  if (!cancelled) return std::unexpected(cancelled.error());
   return {};
 }
 
@@ -206,7 +199,9 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
 
 Result<std::unique_ptr<Client>> Client::Connect(Options options) {
-  auto connection = Connection::Open(std::move(options.socket_path), options.client_name);
+  auto connection =
+      Connection::Open(std::move(options.socket_path), options.client_name,
+                       options.hot_path == Options::HotPath::kSessionSocket);
   if (!connection) return std::unexpected(connection.error());
   return std::unique_ptr<Client>(new Client(std::move(*connection)));
 }
@@ -220,14 +215,12 @@ Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor,
   v1::AllocateRequest request;
   *request.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
   request.set_pool(std::string(pool));
-  v1::AllocateResponse response;
-  auto context = connection_->SessionContext();
-  grpc::Status status = connection_->stub().Allocate(context.get(), request, &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Allocate"));
+  auto response = connection_->Allocate(request);
+  if (!response) return std::unexpected(response.error());
   auto state = std::make_unique<WritableTensor::State>(WritableTensor::State{
       .connection = connection_, .descriptor = descriptor,
-      .allocation_id = response.allocation_id(), .buffers = {}});
-  auto buffers = MapBuffers(*connection_, response.buffers(), descriptor, true);
+      .allocation_id = response->allocation_id(), .buffers = {}});
+  auto buffers = MapBuffers(*connection_, response->buffers(), descriptor, true);
   if (!buffers) {
     WritableTensor abandoned(std::move(state));  // Cancels the allocation.
     return std::unexpected(buffers.error());
@@ -243,12 +236,10 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   auto wait = WaitMilliseconds(options.wait);
   if (!wait) return std::unexpected(wait.error());
   request.set_wait_timeout_ms(*wait);
-  v1::AcquireResponse response;
-  auto context = connection_->SessionContext();
-  grpc::Status status = connection_->stub().Acquire(context.get(), request, &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Acquire"));
-  auto view = TensorView::FromResponse(connection_, response);
-  if (!view) (void)ReleaseLease(*connection_, response.lease_id());
+  auto response = connection_->Acquire(request);
+  if (!response) return std::unexpected(response.error());
+  auto view = TensorView::FromResponse(connection_, *response);
+  if (!view) (void)ReleaseLease(*connection_, response->lease_id());
   return view;
 }
 

@@ -11,6 +11,7 @@ namespace hurray::client_internal {
 namespace {
 
 constexpr char kSessionMetadataKey[] = "x-hurray-session";
+constexpr std::uint64_t kHugePageBytes = std::uint64_t{2} << 20;
 
 }  // namespace
 
@@ -25,14 +26,16 @@ Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
 }
 
 Connection::Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,
-                       std::shared_ptr<grpc::Channel> channel)
+                       std::shared_ptr<grpc::Channel> channel, bool use_session_socket)
     : socket_path_(std::move(socket_path)),
+      use_session_socket_(use_session_socket),
       session_(std::move(session)),
       channel_(std::move(channel)),
       stub_(v1::Exchange::NewStub(channel_)) {}
 
 Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
-                                                     std::string_view client_name) {
+                                                     std::string_view client_name,
+                                                     bool use_session_socket) {
   if (socket_path.empty()) socket_path = DefaultClientSocketPath();
   auto session = client::SessionConnection::Connect(SessionSocketPath(socket_path), client_name);
   if (!session) return std::unexpected(session.error());
@@ -40,8 +43,65 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
   arguments.SetMaxReceiveMessageSize(-1);
   auto channel = grpc::CreateCustomChannel("unix:" + socket_path,
                                            grpc::InsecureChannelCredentials(), arguments);
-  return std::shared_ptr<Connection>(
-      new Connection(std::move(socket_path), std::move(*session), std::move(channel)));
+  return std::shared_ptr<Connection>(new Connection(std::move(socket_path), std::move(*session),
+                                                    std::move(channel), use_session_socket));
+}
+
+template <typename Request, typename Response>
+Result<Response> Connection::Call(const Request& request,
+                                  Request* (v1::SessionMessage::*request_body)(),
+                                  Response* (v1::SessionMessage::*reply_body)(),
+                                  v1::SessionMessage::BodyCase reply_case,
+                                  grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*,
+                                                                          const Request&,
+                                                                          Response*),
+                                  std::string_view name, bool session_socket) {
+  if (session_socket) {
+    v1::SessionMessage message;
+    *(message.*request_body)() = request;
+    auto reply = session_->Exchange(std::move(message), reply_case);
+    if (!reply) return std::unexpected(reply.error());
+    return std::move(*((*reply).*reply_body)());
+  }
+  Response response;
+  auto context = SessionContext();
+  grpc::Status status = ((*stub_).*rpc)(context.get(), request, &response);
+  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, name));
+  return response;
+}
+
+Result<v1::AllocateResponse> Connection::Allocate(const v1::AllocateRequest& request) {
+  return Call(request, &v1::SessionMessage::mutable_allocate,
+              &v1::SessionMessage::mutable_allocate_reply, v1::SessionMessage::kAllocateReply,
+              &v1::Exchange::Stub::Allocate, "Allocate", use_session_socket_);
+}
+
+Result<v1::PublishResponse> Connection::Publish(const v1::PublishRequest& request) {
+  return Call(request, &v1::SessionMessage::mutable_publish,
+              &v1::SessionMessage::mutable_publish_reply, v1::SessionMessage::kPublishReply,
+              &v1::Exchange::Stub::Publish, "Publish", use_session_socket_);
+}
+
+Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& request) {
+  // A wait would hold the session socket, which the whole process shares: gRPC serves it.
+  return Call(request, &v1::SessionMessage::mutable_acquire,
+              &v1::SessionMessage::mutable_acquire_reply, v1::SessionMessage::kAcquireReply,
+              &v1::Exchange::Stub::Acquire, "Acquire",
+              use_session_socket_ && request.wait_timeout_ms() == 0);
+}
+
+Result<v1::ReleaseResponse> Connection::Release(const v1::ReleaseRequest& request) {
+  return Call(request, &v1::SessionMessage::mutable_release,
+              &v1::SessionMessage::mutable_release_reply, v1::SessionMessage::kReleaseReply,
+              &v1::Exchange::Stub::Release, "Release", use_session_socket_);
+}
+
+Result<v1::CancelAllocationResponse> Connection::CancelAllocation(
+    const v1::CancelAllocationRequest& request) {
+  return Call(request, &v1::SessionMessage::mutable_cancel_allocation,
+              &v1::SessionMessage::mutable_cancel_allocation_reply,
+              v1::SessionMessage::kCancelAllocationReply, &v1::Exchange::Stub::CancelAllocation,
+              "CancelAllocation", use_session_socket_);
 }
 
 std::unique_ptr<grpc::ClientContext> Connection::SessionContext() const {
@@ -63,6 +123,9 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
     return InternalError("mmap segment " + std::to_string(segment_id) + ": " +
                          std::strerror(errno));
   }
+  // A pool with huge pages: ask for huge page mappings of them. Only advice: a kernel that
+  // declines (hugetlbfs needs none, a tmpfs policy may refuse) leaves a working mapping.
+  if (granted->page_size >= kHugePageBytes) (void)::madvise(base, granted->size, MADV_HUGEPAGE);
   auto mapping = std::make_shared<Mapping>(base, granted->size, writable);
   mappings_.emplace(key, mapping);
   return mapping;

@@ -41,8 +41,20 @@ class Mapping {
 
 class Connection {
  public:
+  // `use_session_socket`: send the hot path (allocate, publish, acquire without a wait,
+  // release, cancel) over the session socket rather than gRPC.
   [[nodiscard]] static Result<std::shared_ptr<Connection>> Open(std::string socket_path,
-                                                                std::string_view client_name);
+                                                                std::string_view client_name,
+                                                                bool use_session_socket);
+
+  // The exchange's hot path, over the session socket or gRPC (see Open). Acquires that
+  // wait always go through gRPC.
+  [[nodiscard]] Result<v1::AllocateResponse> Allocate(const v1::AllocateRequest& request);
+  [[nodiscard]] Result<v1::PublishResponse> Publish(const v1::PublishRequest& request);
+  [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
+  [[nodiscard]] Result<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request);
+  [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
+      const v1::CancelAllocationRequest& request);
 
   // A context for a session call: carries the session token as metadata.
   [[nodiscard]] std::unique_ptr<grpc::ClientContext> SessionContext() const;
@@ -59,9 +71,20 @@ class Connection {
 
  private:
   Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,
-             std::shared_ptr<grpc::Channel> channel);
+             std::shared_ptr<grpc::Channel> channel, bool use_session_socket);
+
+  // One hot-path call: on the session socket as request body `request_body` answered by
+  // `reply_body`, or as the gRPC rpc `rpc`.
+  template <typename Request, typename Response>
+  Result<Response> Call(const Request& request, Request* (v1::SessionMessage::*request_body)(),
+                        Response* (v1::SessionMessage::*reply_body)(),
+                        v1::SessionMessage::BodyCase reply_case,
+                        grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*,
+                                                                const Request&, Response*),
+                        std::string_view name, bool session_socket);
 
   const std::string socket_path_;
+  const bool use_session_socket_;
   std::unique_ptr<client::SessionConnection> session_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Exchange::Stub> stub_;

@@ -9,22 +9,11 @@
 namespace hurray::client {
 namespace {
 
+// The name of the message's body field ("map_segment"), from the message's own descriptor.
 std::string BodyName(const v1::SessionMessage& message) {
-  switch (message.body_case()) {
-    case v1::SessionMessage::kHello:
-      return "hello";
-    case v1::SessionMessage::kWelcome:
-      return "welcome";
-    case v1::SessionMessage::kMapSegment:
-      return "map_segment";
-    case v1::SessionMessage::kSegmentGranted:
-      return "segment_granted";
-    case v1::SessionMessage::kError:
-      return "error";
-    case v1::SessionMessage::BODY_NOT_SET:
-      break;
-  }
-  return "no body";
+  const auto* body = message.GetReflection()->GetOneofFieldDescriptor(
+      message, message.GetDescriptor()->FindOneofByName("body"));
+  return body == nullptr ? "no body" : body->name();
 }
 
 // The daemon's SessionError as an Error of the same code.
@@ -115,46 +104,65 @@ Error SessionConnection::BreakLocked(Error cause) {
   return cause;
 }
 
-Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, bool writable) {
-  std::lock_guard lock(mutex_);
+Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
+    v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, UniqueFd* fd,
+    std::string_view context) {
   if (broken_) {
     return UnavailableError("the session connection is closed after: " + broken_->ToString());
   }
   const std::uint64_t request_id = next_request_id_++;
-  const std::string context = "map_segment " + std::to_string(segment_id);
-
-  v1::SessionMessage request;
   request.set_request_id(request_id);
-  request.mutable_map_segment()->set_segment_id(segment_id);
-  request.mutable_map_segment()->set_writable(writable);
   if (auto sent = Send(socket_.get(), request); !sent) {
     return std::unexpected(BreakLocked(sent.error().WithContext(context)));
   }
   auto reply = Receive(socket_.get(), context);
   if (!reply) return std::unexpected(BreakLocked(reply.error()));
-  const v1::SessionMessage& message = reply->message;
+  v1::SessionMessage& message = reply->message;
   if (message.request_id() != request_id) {
     return std::unexpected(
-        BreakLocked(Error(StatusCode::kInternal, context + ": the reply carries request_id " +
+        BreakLocked(Error(StatusCode::kInternal, std::string(context) +
+                                                     ": the reply carries request_id " +
                                                      std::to_string(message.request_id()) +
                                                      ", expected " + std::to_string(request_id))));
   }
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
-  if (!message.has_segment_granted()) {
-    return std::unexpected(
-        BreakLocked(Error(StatusCode::kInternal, context + ": the daemon answered with " +
-                                                     BodyName(message) + ", not segment_granted")));
+  if (message.body_case() != reply_case) {
+    return std::unexpected(BreakLocked(Error(
+        StatusCode::kInternal, std::string(context) + ": the daemon answered with " +
+                                   BodyName(message) + ", not the reply of the request")));
   }
-  const v1::SegmentGranted& granted = message.segment_granted();
-  if (granted.segment_id() != segment_id || !reply->fd || (writable && !granted.writable())) {
+  if (fd != nullptr) *fd = std::move(reply->fd);
+  return std::move(message);
+}
+
+Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, bool writable) {
+  std::lock_guard lock(mutex_);
+  const std::string context = "map_segment " + std::to_string(segment_id);
+  v1::SessionMessage request;
+  request.mutable_map_segment()->set_segment_id(segment_id);
+  request.mutable_map_segment()->set_writable(writable);
+  UniqueFd fd;
+  auto reply = RoundTripLocked(request, v1::SessionMessage::kSegmentGranted, &fd, context);
+  if (!reply) return std::unexpected(reply.error());
+  const v1::SegmentGranted& granted = reply->segment_granted();
+  if (granted.segment_id() != segment_id || !fd || (writable && !granted.writable())) {
     return std::unexpected(BreakLocked(
         Error(StatusCode::kInternal, context + ": the daemon granted segment " +
                                          std::to_string(granted.segment_id()) +
                                          (granted.writable() ? " read-write" : " read-only") +
-                                         (reply->fd ? " with" : " without") + " a descriptor")));
+                                         (fd ? " with" : " without") + " a descriptor")));
   }
   return GrantedSegment{
-      .fd = std::move(reply->fd), .size = granted.segment_size(), .writable = granted.writable()};
+      .fd = std::move(fd),
+      .size = granted.segment_size(),
+      .writable = granted.writable(),
+      .page_size = granted.page_size()};
+}
+
+Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage request,
+                                                       v1::SessionMessage::BodyCase reply_case) {
+  std::lock_guard lock(mutex_);
+  return RoundTripLocked(request, reply_case, nullptr, BodyName(request));
 }
 
 }  // namespace hurray::client

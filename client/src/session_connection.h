@@ -12,6 +12,7 @@
 #include "hurray/error.h"
 #include "hurray/session_wire.h"
 #include "hurray/unique_fd.h"
+#include "hurray/v1/session.pb.h"
 
 namespace hurray::client {
 
@@ -20,6 +21,9 @@ struct GrantedSegment {
   UniqueFd fd;             // O_CLOEXEC; read-only unless `writable`.
   std::uint64_t size = 0;  // Bytes of the segment.
   bool writable = false;
+  // Bytes of one page of the segment's pool (2 MiB and up: huge pages); 0 when the daemon
+  // did not say.
+  std::uint64_t page_size = 0;
 };
 
 // A connected session: hello sent, welcome received. Destroying it closes the socket,
@@ -53,6 +57,13 @@ class SessionConnection {
   // has ended) and every later call fails with UNAVAILABLE.
   [[nodiscard]] Result<GrantedSegment> MapSegment(std::uint64_t segment_id, bool writable);
 
+  // One exchange request on the session socket (allocate, publish, acquire without a wait,
+  // release, cancel_allocation; request_id is set here) and its reply, which must have body
+  // `reply_case`. The daemon's error with its code when it refuses; the same failures of
+  // the connection as MapSegment.
+  [[nodiscard]] Result<v1::SessionMessage> Exchange(v1::SessionMessage request,
+                                                    v1::SessionMessage::BodyCase reply_case);
+
  private:
   SessionConnection(UniqueFd socket, std::string token, std::uint64_t session_id,
                     std::uint64_t daemon_epoch, PeerCredentials credentials);
@@ -65,6 +76,12 @@ class SessionConnection {
   // Closes the socket after a failure that leaves the stream unusable; later calls fail
   // with UNAVAILABLE naming `cause`. Returns `cause`.
   Error BreakLocked(Error cause);
+
+  // Sends `request` with a fresh request_id and receives its reply of body `reply_case`,
+  // taking the descriptor that came with it into *fd when fd is not null.
+  [[nodiscard]] Result<v1::SessionMessage> RoundTripLocked(v1::SessionMessage& request,
+                                                           v1::SessionMessage::BodyCase reply_case,
+                                                           UniqueFd* fd, std::string_view context);
 
   std::mutex mutex_;
   UniqueFd socket_;                    // Guarded by mutex_. Invalid once broken.

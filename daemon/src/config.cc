@@ -64,6 +64,12 @@ Status ApplyCpuPool(Config::CpuPool& pool, const toml::table& table) {
       HURRAY_ASSIGN(pool.page_size, SizeOf(node, name));
     } else if (key == "shm_prefix") {
       HURRAY_ASSIGN(pool.shm_prefix, StringOf(node, name));
+    } else if (key == "huge_pages") {
+      std::string mode;
+      HURRAY_ASSIGN(mode, StringOf(node, name));
+      Result<HugePages> parsed = ParseHugePages(mode);
+      if (!parsed) return std::unexpected(parsed.error().WithContext(name));
+      pool.huge_pages = *parsed;
     } else {
       return InvalidArgumentError("unknown setting " + name);
     }
@@ -156,7 +162,8 @@ std::string ToToml(const Config& config) {
   toml::table pool{{"capacity", static_cast<std::int64_t>(config.cpu_pool.capacity_bytes)},
                    {"segment_size", static_cast<std::int64_t>(config.cpu_pool.segment_bytes)},
                    {"page_size", static_cast<std::int64_t>(config.cpu_pool.page_size)},
-                   {"shm_prefix", config.cpu_pool.shm_prefix}};
+                   {"shm_prefix", config.cpu_pool.shm_prefix},
+                   {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))}};
   toml::table document{{"socket", config.socket_path},
                        {"tcp_address", config.tcp_address},
                        {"log_level", config.log_level},

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "huge_pages.h"
 #include "hurray/error.h"
 
 namespace hurray::daemon {
@@ -21,8 +22,10 @@ struct Config {
   struct CpuPool {
     std::uint64_t capacity_bytes = 0;  // 0 until defaults are applied.
     std::uint64_t segment_bytes = 0;   // 0: one segment of the whole capacity.
-    std::uint64_t page_size = 4096;
+    std::uint64_t page_size = 4096;    // Raised to the huge page size when huge pages are on.
     std::string shm_prefix = "hurray";
+    // off, transparent, explicit or auto; Daemon::Start resolves auto (ChooseHugePages).
+    HugePages huge_pages = HugePages::kOff;
   } cpu_pool;
 
   // Most bytes one session may hold in unpublished allocations; 0: no limit.

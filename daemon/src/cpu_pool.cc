@@ -1,10 +1,14 @@
 #include "cpu_pool.h"
 
+#include <linux/magic.h>
 #include <spdlog/spdlog.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 namespace hurray::daemon {
@@ -24,6 +28,39 @@ std::optional<std::uint64_t> RoundUpTo(std::uint64_t value, std::uint64_t granul
 
 std::string Bytes(std::uint64_t value) { return std::to_string(value); }
 
+// OK when `backing` can back a pool: a resolved mode, a page size, and for explicit huge
+// pages a hugetlbfs mount of that page size.
+Status ValidateBacking(const HugePageBacking& backing, const std::string& where) {
+  if (backing.mode == HugePages::kAuto) {
+    return InvalidArgumentError(where + "huge_pages auto is not a backing: choose one first");
+  }
+  if (backing.mode == HugePages::kOff) return {};
+  if (backing.page_size < kMinPageSize || !IsPowerOfTwo(backing.page_size)) {
+    return InvalidArgumentError(where + "huge page size " + Bytes(backing.page_size) +
+                                " is not a power of two of at least " + Bytes(kMinPageSize));
+  }
+  if (backing.mode != HugePages::kExplicit) return {};
+  const std::string& directory = backing.hugetlbfs_directory;
+  if (directory.empty()) {
+    return InvalidArgumentError(where + "huge_pages explicit: hugetlbfs_directory is empty");
+  }
+  struct statfs file_system {};
+  if (::statfs(directory.c_str(), &file_system) != 0) {
+    return FailedPreconditionError(where + "huge_pages explicit: statfs " + directory + ": " +
+                                   std::strerror(errno));
+  }
+  if (static_cast<std::uint64_t>(file_system.f_type) != HUGETLBFS_MAGIC) {
+    return FailedPreconditionError(where + "huge_pages explicit: " + directory +
+                                   " is not a hugetlbfs mount");
+  }
+  if (static_cast<std::uint64_t>(file_system.f_bsize) != backing.page_size) {
+    return FailedPreconditionError(where + "huge_pages explicit: " + directory + " has pages of " +
+                                   Bytes(static_cast<std::uint64_t>(file_system.f_bsize)) +
+                                   " bytes, not " + Bytes(backing.page_size));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
@@ -35,6 +72,14 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   }
   if (Status prefix = ShmSegment::ValidatePrefix(options.shm_prefix); !prefix) {
     return std::unexpected(prefix.error().WithContext("pool " + options.name));
+  }
+  if (Status backing = ValidateBacking(options.huge_pages, where); !backing) {
+    return std::unexpected(backing.error());
+  }
+  // Both are powers of two: the larger is a multiple of the huge page size, so every range
+  // and every segment covers whole huge pages.
+  if (options.huge_pages.mode != HugePages::kOff) {
+    options.page_size = std::max(options.page_size, options.huge_pages.page_size);
   }
   if (options.capacity_bytes == 0) {
     return InvalidArgumentError(where + "capacity 0: the capacity must be above 0");
@@ -75,11 +120,19 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   segments.reserve(segment_count);
   for (std::uint64_t index = 0; index < segment_count; ++index) {
     const std::uint64_t size = std::min(segment_bytes, *capacity - index * segment_bytes);
-    Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size);
+    Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size, options.huge_pages);
     if (!segment) {
       // The segments created so far are removed as `segments` goes out of scope.
-      return std::unexpected(segment.error().WithContext(
-          where + "segment " + std::to_string(options.first_segment_id + index)));
+      Error error = segment.error().WithContext(where + "segment " +
+                                                std::to_string(options.first_segment_id + index));
+      if (options.huge_pages.mode == HugePages::kExplicit &&
+          error.code() == StatusCode::kResourceExhausted) {
+        const std::optional<std::uint64_t> free =
+            MeminfoValue(ReadHostHugePageFacts().meminfo, "HugePages_Free");
+        error = Error(error.code(), error.message() + " (HugePages_Free is " +
+                                        (free ? std::to_string(*free) : "unknown") + " now)");
+      }
+      return std::unexpected(std::move(error));
     }
     segments.push_back(std::move(*segment));
   }
@@ -89,6 +142,7 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
 CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment> segments)
     : name_(std::move(options.name)),
       page_size_(options.page_size),
+      huge_pages_(options.huge_pages.mode),
       capacity_(capacity),
       first_segment_id_(options.first_segment_id),
       max_segment_bytes_(segments.front().size()),
@@ -164,7 +218,10 @@ Result<SegmentAccess> CpuPool::OpenSegment(std::uint64_t segment_id, bool writab
     return std::unexpected(
         fd.error().WithContext("pool " + name_ + ": segment " + std::to_string(segment_id)));
   }
-  return SegmentAccess{.fd = std::move(*fd), .segment_size = segment.size(), .writable = writable};
+  return SegmentAccess{.fd = std::move(*fd),
+                       .segment_size = segment.size(),
+                       .writable = writable,
+                       .page_size = page_size_};
 }
 
 std::optional<std::uint64_t> CpuPool::SegmentSize(std::uint64_t segment_id) const {
@@ -179,9 +236,19 @@ std::optional<std::string> CpuPool::SegmentName(std::uint64_t segment_id) const 
   return segments_[*index].name();
 }
 
+std::optional<std::string> CpuPool::SegmentPath(std::uint64_t segment_id) const {
+  const std::optional<std::size_t> index = IndexOf(segment_id);
+  if (!index) return std::nullopt;
+  return segments_[*index].path();
+}
+
 PoolUsage CpuPool::Usage() const {
-  PoolUsage usage{
-      .name = name_, .kind = "cpu", .capacity_bytes = capacity_, .segment_count = segment_count()};
+  PoolUsage usage{.name = name_,
+                  .kind = "cpu",
+                  .capacity_bytes = capacity_,
+                  .segment_count = segment_count(),
+                  .page_size = page_size_,
+                  .huge_pages = std::string(HugePagesName(huge_pages_))};
   std::uint64_t free_total = 0;
   {
     const std::lock_guard lock(mutex_);

@@ -1,4 +1,4 @@
-// CpuPool: the pool of page-aligned POSIX shared memory that CPU tensors live in.
+// CpuPool: the pool of page-aligned shared memory that CPU tensors live in.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "huge_pages.h"
 #include "hurray/error.h"
 #include "pool.h"
 #include "range_allocator.h"
@@ -16,16 +17,18 @@
 
 namespace hurray::daemon {
 
-// A Pool over one or more ShmSegments of /dev/shm, all created (and their space reserved) by
-// Create. Segment ids are consecutive from Options::first_segment_id, so that pools of one
-// daemon can share one id space. Allocate tries the segments in id order and takes the best
-// fitting free range inside the first segment that has one; every range starts at a
-// multiple of page_size and reserves its size rounded up to page_size.
+// A Pool over one or more ShmSegments — of /dev/shm, or of a hugetlbfs mount with explicit
+// huge pages — all created (and their space reserved) by Create. Segment ids are consecutive
+// from Options::first_segment_id, so that pools of one daemon can share one id space.
+// Allocate tries the segments in id order and takes the best fitting free range inside the
+// first segment that has one; every range starts at a multiple of page_size and reserves its
+// size rounded up to page_size.
 //
 // The allocator's bookkeeping lives in the daemon's private memory, never in the segments.
-// The daemon never maps a segment; clients map the descriptors that OpenSegment returns.
-// Destroying the pool removes the segments' names from /dev/shm (memory that clients still
-// map stays valid until they unmap it).
+// The daemon keeps no mapping of a segment (with transparent huge pages it maps each one
+// only while Create faults its pages in); clients map the descriptors that OpenSegment
+// returns. Destroying the pool removes the segments' names (memory that clients still map
+// stays valid until they unmap it).
 //
 // Thread-safe: every method may be called from any thread.
 class CpuPool final : public Pool {
@@ -39,19 +42,27 @@ class CpuPool final : public Pool {
     // The last segment holds what remains when capacity is not a multiple of it. No range
     // can be larger than one segment. At most kMaxSegments segments.
     std::uint64_t segment_bytes = 0;
-    // Alignment and granule of every range: a power of two, at least 4096.
+    // Alignment and granule of every range: a power of two, at least 4096. Raised to
+    // huge_pages.page_size when that is larger.
     std::uint64_t page_size = 4096;
     // Segments are named "/<shm_prefix>-<32 random hex digits>"; [A-Za-z0-9._-], 1..200.
     std::string shm_prefix = "hurray";
     // Id of the first segment (> 0; 0 means "no segment"); the others follow in order.
     std::uint64_t first_segment_id = 1;
+    // How the segments are backed, as ChooseHugePages chose it (the pool does not check
+    // the kernel's transparent huge page policy; ChooseHugePages does). Never mode auto.
+    // Explicit: hugetlbfs_directory must be a hugetlbfs mount whose page size is
+    // huge_pages.page_size.
+    HugePageBacking huge_pages;
   };
 
   static constexpr std::uint64_t kMaxSegments = 4096;
 
   // Validates `options` (INVALID_ARGUMENT naming the field and value) and creates every
-  // segment. RESOURCE_EXHAUSTED when /dev/shm cannot hold them; no segment is left behind
-  // on any failure.
+  // segment. FAILED_PRECONDITION when an explicit backing's directory is not a hugetlbfs
+  // mount of its page size; RESOURCE_EXHAUSTED when /dev/shm cannot hold the segments, or
+  // the huge page pool cannot (naming HugePages_Free); no segment is left behind on any
+  // failure.
   [[nodiscard]] static Result<std::unique_ptr<CpuPool>> Create(Options options);
 
   CpuPool(const CpuPool&) = delete;
@@ -80,8 +91,14 @@ class CpuPool final : public Pool {
 
   [[nodiscard]] PoolUsage Usage() const override;
 
-  // The POSIX shm name of a segment ("/hurray-0123…"), if it belongs to this pool.
+  // The name of a segment ("/hurray-0123…"), if it belongs to this pool: its POSIX shm
+  // name, or its file's name in the hugetlbfs mount.
   [[nodiscard]] std::optional<std::string> SegmentName(std::uint64_t segment_id) const;
+  // The file of a segment ("/dev/shm/hurray-0123…", "/dev/hugepages/hurray-0123…").
+  [[nodiscard]] std::optional<std::string> SegmentPath(std::uint64_t segment_id) const;
+
+  // The huge pages in effect: off, transparent or explicit.
+  [[nodiscard]] HugePages huge_pages() const { return huge_pages_; }
 
   [[nodiscard]] std::uint64_t first_segment_id() const { return first_segment_id_; }
   [[nodiscard]] std::uint32_t segment_count() const {
@@ -97,6 +114,7 @@ class CpuPool final : public Pool {
   // Immutable after construction: read without the lock.
   const std::string name_;
   const std::uint64_t page_size_;
+  const HugePages huge_pages_;
   const std::uint64_t capacity_;
   const std::uint64_t first_segment_id_;
   const std::uint64_t max_segment_bytes_;

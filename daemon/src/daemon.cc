@@ -103,17 +103,24 @@ Status Daemon::StartParts() {
     if (auto prepared = PrepareSocketPath(path); !prepared) return prepared;
   }
 
+  // Explicit or transparent that the host cannot honour stops the start; only auto falls
+  // back, and says why.
+  auto huge_pages = ChooseHugePages(config_.cpu_pool.huge_pages, config_.cpu_pool.capacity_bytes,
+                                    ReadHostHugePageFacts());
+  if (!huge_pages) return std::unexpected(huge_pages.error().WithContext("cpu_pool"));
+  spdlog::info("cpu pool: huge pages: {}", huge_pages->explanation);
   auto cpu_pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
                                                    .capacity_bytes = config_.cpu_pool.capacity_bytes,
                                                    .segment_bytes = config_.cpu_pool.segment_bytes,
                                                    .page_size = config_.cpu_pool.page_size,
                                                    .shm_prefix = config_.cpu_pool.shm_prefix,
-                                                   .first_segment_id = 1});
+                                                   .first_segment_id = 1,
+                                                   .huge_pages = huge_pages->backing});
   if (!cpu_pool) return std::unexpected(cpu_pool.error().WithContext("cpu_pool"));
   for (std::uint32_t i = 0; i < (*cpu_pool)->segment_count(); ++i) {
     const std::uint64_t segment = (*cpu_pool)->first_segment_id() + i;
-    spdlog::info("cpu pool: segment {} is /dev/shm{} ({} MiB)", segment,
-                 (*cpu_pool)->SegmentName(segment).value_or("?"),
+    spdlog::info("cpu pool: segment {} is {} ({} MiB)", segment,
+                 (*cpu_pool)->SegmentPath(segment).value_or("?"),
                  (*cpu_pool)->SegmentSize(segment).value_or(0) >> 20);
   }
   pools_ = std::make_unique<PoolSet>();

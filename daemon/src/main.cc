@@ -14,11 +14,14 @@ int main(int argc, char** argv) {
   std::string socket;
   std::string log_level;
   std::string capacity;
+  std::string huge_pages;
   bool print_config = false;
   app.add_option("--config", config_file, "TOML configuration file");
   app.add_option("--socket", socket, "gRPC unix socket path (session socket: PATH.session)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--cpu-pool-capacity", capacity, "CPU pool size, e.g. 4GiB");
+  app.add_option("--cpu-pool-huge-pages", huge_pages,
+                 "Huge pages for the CPU pool: off, transparent, explicit or auto");
   app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -38,6 +41,11 @@ int main(int argc, char** argv) {
     auto bytes = hurray::daemon::ParseByteSize(capacity);
     if (!bytes) return fail(bytes.error().WithContext("--cpu-pool-capacity"));
     config.cpu_pool.capacity_bytes = *bytes;
+  }
+  if (!huge_pages.empty()) {
+    auto mode = hurray::daemon::ParseHugePages(huge_pages);
+    if (!mode) return fail(mode.error().WithContext("--cpu-pool-huge-pages"));
+    config.cpu_pool.huge_pages = *mode;
   }
   if (print_config) {
     std::fputs(hurray::daemon::ToToml(config).c_str(), stdout);

@@ -27,6 +27,9 @@ struct SegmentAccess {
   UniqueFd fd;
   std::uint64_t segment_size = 0;
   bool writable = false;
+  // The pool's page size in bytes (4096, or the huge page size with huge pages): clients
+  // advise the kernel to map huge pages (MADV_HUGEPAGE) from 2 MiB on.
+  std::uint64_t page_size = 0;
 };
 
 // What Stats reports of a pool.
@@ -39,6 +42,8 @@ struct PoolUsage {
   double fragmentation = 0.0;           // 1 - largest_free / free; 0 when nothing is free.
   std::uint32_t segment_count = 0;
   std::uint64_t allocation_count = 0;
+  std::uint64_t page_size = 0;  // Bytes; the alignment and granule of every allocation.
+  std::string huge_pages;       // In effect: "off", "transparent" or "explicit"; "" for cuda.
 };
 
 // Thread-safe: every method may be called from any thread.

@@ -503,6 +503,18 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
                          std::move(try_complete), std::move(fail));
 }
 
+Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
+                                                 const v1::AcquireRequest& request) {
+  if (request.wait_timeout_ms() != 0) {
+    return InvalidArgumentError("wait_timeout_ms " + Str(request.wait_timeout_ms()) +
+                                ": an acquire that waits goes through gRPC");
+  }
+  std::optional<Result<v1::AcquireResponse>> result;
+  Acquire(session_id, request,
+          [&result](Result<v1::AcquireResponse> done) { result = std::move(done); });
+  return std::move(*result);  // Without a wait, Acquire completes before it returns.
+}
+
 Result<v1::BatchAcquireResponse> Registry::BatchAcquireLocked(
     std::uint64_t session_id, const v1::BatchAcquireRequest& request) {
   // First find every version, then take the leases: all or none.
@@ -808,6 +820,8 @@ v1::StatsResponse Registry::Stats() const {
     stats.set_fragmentation(usage.fragmentation);
     stats.set_segment_count(usage.segment_count);
     stats.set_allocation_count(usage.allocation_count);
+    stats.set_page_size(usage.page_size);
+    stats.set_huge_pages(usage.huge_pages);
   }
   std::lock_guard lock(mutex_);
   response.set_session_count(static_cast<std::uint32_t>(sessions_.size()));

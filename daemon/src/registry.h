@@ -68,12 +68,12 @@ class Registry final : public SessionHost {
 
   // ---- Exchange ----
 
-  [[nodiscard]] Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,
-                                                      const v1::AllocateRequest& request);
+  [[nodiscard]] Result<v1::AllocateResponse> Allocate(
+      std::uint64_t session_id, const v1::AllocateRequest& request) override;
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
-      std::uint64_t session_id, const v1::CancelAllocationRequest& request);
+      std::uint64_t session_id, const v1::CancelAllocationRequest& request) override;
   [[nodiscard]] Result<v1::PublishResponse> Publish(std::uint64_t session_id,
-                                                    const v1::PublishRequest& request);
+                                                    const v1::PublishRequest& request) override;
 
   using AcquireDone = std::function<void(Result<v1::AcquireResponse>)>;
   using BatchAcquireDone = std::function<void(Result<v1::BatchAcquireResponse>)>;
@@ -86,12 +86,16 @@ class Registry final : public SessionHost {
   // All listed names (and prefix matches) or none, with the same waiting rules.
   std::uint64_t BatchAcquire(std::uint64_t session_id, const v1::BatchAcquireRequest& request,
                              BatchAcquireDone done);
+  // Acquire without a wait (the session socket's path): INVALID_ARGUMENT when
+  // wait_timeout_ms is not 0.
+  [[nodiscard]] Result<v1::AcquireResponse> AcquireNow(
+      std::uint64_t session_id, const v1::AcquireRequest& request) override;
   // Drops a waiting acquire without running its `done`. False when it already completed
   // (or is completing): then `done` runs (or ran) as usual.
   bool CancelWait(std::uint64_t wait_id);
 
   [[nodiscard]] Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
-                                                    const v1::ReleaseRequest& request);
+                                                    const v1::ReleaseRequest& request) override;
   [[nodiscard]] Result<v1::DeleteResponse> Delete(const v1::DeleteRequest& request);
 
   // ---- Inspection (no session needed) ----

@@ -8,6 +8,7 @@
 
 #include "hurray/error.h"
 #include "hurray/session_wire.h"
+#include "hurray/v1/exchange.pb.h"
 #include "pool.h"
 
 namespace hurray::daemon {
@@ -38,6 +39,48 @@ class SessionHost {
   // error (NOT_FOUND, PERMISSION_DENIED, ...) is sent to the client with its code.
   virtual Result<SegmentAccess> GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
                                              bool writable) = 0;
+
+  // The exchange's hot path, for the session that owns the connection: the same rules as
+  // the gRPC service. A host that does not serve them answers UNIMPLEMENTED.
+  virtual Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,
+                                                const v1::AllocateRequest& request);
+  virtual Result<v1::PublishResponse> Publish(std::uint64_t session_id,
+                                              const v1::PublishRequest& request);
+  // Only without a wait: completes before returning.
+  virtual Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
+                                                 const v1::AcquireRequest& request);
+  virtual Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
+                                              const v1::ReleaseRequest& request);
+  virtual Result<v1::CancelAllocationResponse> CancelAllocation(
+      std::uint64_t session_id, const v1::CancelAllocationRequest& request);
 };
+
+namespace session_host_internal {
+inline std::unexpected<Error> NotServed(std::string_view what) {
+  return std::unexpected(
+      Error(StatusCode::kUnimplemented, std::string(what) + " is not served on this socket"));
+}
+}  // namespace session_host_internal
+
+inline Result<v1::AllocateResponse> SessionHost::Allocate(std::uint64_t,
+                                                          const v1::AllocateRequest&) {
+  return session_host_internal::NotServed("allocate");
+}
+inline Result<v1::PublishResponse> SessionHost::Publish(std::uint64_t,
+                                                        const v1::PublishRequest&) {
+  return session_host_internal::NotServed("publish");
+}
+inline Result<v1::AcquireResponse> SessionHost::AcquireNow(std::uint64_t,
+                                                           const v1::AcquireRequest&) {
+  return session_host_internal::NotServed("acquire");
+}
+inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t,
+                                                        const v1::ReleaseRequest&) {
+  return session_host_internal::NotServed("release");
+}
+inline Result<v1::CancelAllocationResponse> SessionHost::CancelAllocation(
+    std::uint64_t, const v1::CancelAllocationRequest&) {
+  return session_host_internal::NotServed("cancel_allocation");
+}
 
 }  // namespace hurray::daemon

@@ -44,22 +44,11 @@ constexpr std::chrono::milliseconds kLastDrainDelay{100};
 constexpr mode_t kSocketFileMode = 0660;
 constexpr mode_t kDirectoryMode = 0755;
 
-std::string_view BodyName(const v1::SessionMessage& message) {
-  switch (message.body_case()) {
-    case v1::SessionMessage::kHello:
-      return "hello";
-    case v1::SessionMessage::kWelcome:
-      return "welcome";
-    case v1::SessionMessage::kMapSegment:
-      return "map_segment";
-    case v1::SessionMessage::kSegmentGranted:
-      return "segment_granted";
-    case v1::SessionMessage::kError:
-      return "error";
-    case v1::SessionMessage::BODY_NOT_SET:
-      break;
-  }
-  return "no body";
+// The name of the message's body field ("map_segment"), from the message's own descriptor.
+std::string BodyName(const v1::SessionMessage& message) {
+  const auto* body = message.GetReflection()->GetOneofFieldDescriptor(
+      message, message.GetDescriptor()->FindOneofByName("body"));
+  return body == nullptr ? "no body" : body->name();
 }
 
 // mkdir with mode 0755 (whatever the umask), or nothing when it exists.
@@ -225,6 +214,11 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   void Handle(Frame frame);
   void HandleHello(const v1::SessionMessage& request);
   void HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
+  void HandleMapSegment(std::uint64_t session_id, const v1::SessionMessage& request);
+  // Answers an exchange request with its result: the reply body `body`, or an error.
+  template <typename Response>
+  void ReplyWith(std::uint64_t request_id, Result<Response> result,
+                 Response* (v1::SessionMessage::*body)());
   // Logs a protocol violation, answers it with INVALID_ARGUMENT and closes.
   void RejectProtocol(std::uint64_t request_id, const std::string& message);
   void ReplyError(std::uint64_t request_id, const Error& error, bool close_after);
@@ -597,12 +591,54 @@ void SessionServer::Connection::HandleHello(const v1::SessionMessage& request) {
 
 void SessionServer::Connection::HandleRequest(std::uint64_t session_id,
                                               const v1::SessionMessage& request) {
-  if (request.body_case() != v1::SessionMessage::kMapSegment) {
-    RejectProtocol(request.request_id(),
-                   fmt::format("session message {}: {} is not a request this daemon serves",
-                               request.request_id(), BodyName(request)));
+  SessionHost& host = core_->host();
+  switch (request.body_case()) {
+    case v1::SessionMessage::kMapSegment:
+      HandleMapSegment(session_id, request);
+      return;
+    case v1::SessionMessage::kAllocate:
+      ReplyWith(request.request_id(), host.Allocate(session_id, request.allocate()),
+                &v1::SessionMessage::mutable_allocate_reply);
+      return;
+    case v1::SessionMessage::kPublish:
+      ReplyWith(request.request_id(), host.Publish(session_id, request.publish()),
+                &v1::SessionMessage::mutable_publish_reply);
+      return;
+    case v1::SessionMessage::kAcquire:
+      ReplyWith(request.request_id(), host.AcquireNow(session_id, request.acquire()),
+                &v1::SessionMessage::mutable_acquire_reply);
+      return;
+    case v1::SessionMessage::kRelease:
+      ReplyWith(request.request_id(), host.Release(session_id, request.release()),
+                &v1::SessionMessage::mutable_release_reply);
+      return;
+    case v1::SessionMessage::kCancelAllocation:
+      ReplyWith(request.request_id(),
+                host.CancelAllocation(session_id, request.cancel_allocation()),
+                &v1::SessionMessage::mutable_cancel_allocation_reply);
+      return;
+    default:
+      RejectProtocol(request.request_id(),
+                     fmt::format("session message {}: {} is not a request this daemon serves",
+                                 request.request_id(), BodyName(request)));
+  }
+}
+
+template <typename Response>
+void SessionServer::Connection::ReplyWith(std::uint64_t request_id, Result<Response> result,
+                                          Response* (v1::SessionMessage::*body)()) {
+  if (!result) {
+    ReplyError(request_id, result.error(), /*close_after=*/false);
     return;
   }
+  v1::SessionMessage reply;
+  reply.set_request_id(request_id);
+  *(reply.*body)() = std::move(*result);
+  Reply(reply, UniqueFd(), std::nullopt);
+}
+
+void SessionServer::Connection::HandleMapSegment(std::uint64_t session_id,
+                                                 const v1::SessionMessage& request) {
   const v1::MapSegmentRequest& map = request.map_segment();
   auto access = core_->host().GrantSegment(session_id, map.segment_id(), map.writable());
   if (access && !access->fd.valid()) {
@@ -621,6 +657,7 @@ void SessionServer::Connection::HandleRequest(std::uint64_t session_id,
   granted.set_segment_id(map.segment_id());
   granted.set_segment_size(access->segment_size);
   granted.set_writable(access->writable);
+  granted.set_page_size(access->page_size);
   Reply(reply, std::move(access->fd), std::nullopt);
 }
 

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <boost/interprocess/exceptions.hpp>
@@ -21,6 +23,11 @@ namespace bip = boost::interprocess;
 constexpr std::size_t kMaxPrefixLength = 200;
 constexpr std::size_t kNameRandomBytes = 16;  // 128 bits.
 constexpr unsigned kSegmentPermissions = 0600;
+constexpr std::string_view kShmDirectory = "/dev/shm";
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C library headers lack it.
+#endif
 
 std::string ErrnoText(int error_number) {
   return std::error_code(error_number, std::generic_category()).message();
@@ -97,6 +104,30 @@ Result<std::string> RandomName(std::string_view prefix) {
   return name;
 }
 
+// The file of segment `name` ("/hurray-…") in `directory` ("" for /dev/shm).
+std::string FilePath(std::string_view directory, std::string_view name) {
+  if (directory.empty()) directory = kShmDirectory;
+  // A directory that ends with '/' ("/") must not double the name's leading one.
+  if (directory.ends_with('/')) directory.remove_suffix(1);
+  std::string path(directory);
+  path += name;
+  return path;
+}
+
+// A tmpfs mounted huge=advise backs a file with transparent huge pages only where its pages
+// are faulted in through a mapping advised MADV_HUGEPAGE; fallocate alone takes small pages
+// (and huge=always or shmem_enabled=force take huge ones either way). Best effort: whatever
+// fails here (an old kernel without MADV_POPULATE_WRITE, a full tmpfs) is left to
+// posix_fallocate, which reserves what is still missing and reports a full tmpfs.
+void FaultInAsHugePages(int fd, std::uint64_t size) {
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return;
+  if (::madvise(base, size, MADV_HUGEPAGE) == 0) {
+    (void)::madvise(base, size, MADV_POPULATE_WRITE);
+  }
+  ::munmap(base, size);
+}
+
 }  // namespace
 
 Status ShmSegment::ValidatePrefix(std::string_view prefix) {
@@ -114,7 +145,8 @@ Status ShmSegment::ValidatePrefix(std::string_view prefix) {
   return {};
 }
 
-Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t size) {
+Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t size,
+                                      const HugePageBacking& backing) {
   if (Status valid = ValidatePrefix(prefix); !valid) {
     return std::unexpected(std::move(valid).error());
   }
@@ -122,8 +154,24 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     return InvalidArgumentError("segment size " + std::to_string(size) + " is outside 1.." +
                                 std::to_string(std::numeric_limits<bip::offset_t>::max()));
   }
+  if (backing.mode == HugePages::kAuto) {
+    return InvalidArgumentError("huge_pages auto is not a backing: choose one first");
+  }
+  if (backing.mode == HugePages::kExplicit) {
+    if (backing.hugetlbfs_directory.empty()) {
+      return InvalidArgumentError("huge_pages explicit: hugetlbfs_directory is empty");
+    }
+    if (backing.page_size == 0 || size % backing.page_size != 0) {
+      return InvalidArgumentError("segment size " + std::to_string(size) +
+                                  " is not a multiple of the huge page size " +
+                                  std::to_string(backing.page_size));
+    }
+  }
   Result<std::string> name = RandomName(prefix);
   if (!name) return std::unexpected(std::move(name).error());
+  if (backing.mode == HugePages::kExplicit) {
+    return CreateFile(std::move(*name), backing.hugetlbfs_directory, size);
+  }
 
   // Boost.Interprocess throws; this is the edge where its errors become values.
   bip::shared_memory_object object;
@@ -136,22 +184,31 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
         InterprocessError("shared_memory_object(create_only)", *name, exception));
   }
   // From here on, a failure must remove the name again.
-  ShmSegment segment(std::move(*name), size);
-  try {
-    object.truncate(static_cast<bip::offset_t>(size));
-  } catch (const bip::interprocess_exception& exception) {
-    const Error error =
-        InterprocessError("shared_memory_object::truncate", segment.name_, exception);
-    if (error.code() == StatusCode::kResourceExhausted) {
-      return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
-                                    " bytes of shared memory: " + error.message());
+  ShmSegment segment(std::move(*name), std::string(), size);
+  const int fd = object.get_mapping_handle().handle;
+  if (backing.mode == HugePages::kTransparent) {
+    // Boost's truncate reserves the pages itself (posix_fallocate), as small pages: size the
+    // file without reserving anything, so that FaultInAsHugePages takes the pages first.
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      return std::unexpected(ErrnoError("ftruncate", segment.name_, errno));
     }
-    return std::unexpected(error);
+    FaultInAsHugePages(fd, size);
+  } else {
+    try {
+      object.truncate(static_cast<bip::offset_t>(size));
+    } catch (const bip::interprocess_exception& exception) {
+      const Error error =
+          InterprocessError("shared_memory_object::truncate", segment.name_, exception);
+      if (error.code() == StatusCode::kResourceExhausted) {
+        return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
+                                      " bytes of shared memory: " + error.message());
+      }
+      return std::unexpected(error);
+    }
   }
   // Reserve every page now: a tmpfs that cannot back the segment fails here (ENOSPC), not
   // with SIGBUS in a client that touches the page later. Boost's truncate may already have
   // done it, depending on its configuration; this call does not depend on that.
-  const int fd = object.get_mapping_handle().handle;
   int result = EINTR;
   while (result == EINTR) {
     result = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
@@ -167,13 +224,51 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
   return segment;
 }
 
+Result<ShmSegment> ShmSegment::CreateFile(std::string name, const std::string& directory,
+                                          std::uint64_t size) {
+  const std::string path = FilePath(directory, name);
+  // O_EXCL: never adopt a file someone else made; O_NOFOLLOW: never follow a planted link.
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                     kSegmentPermissions));
+  if (!fd) return std::unexpected(ErrnoError("open(O_CREAT | O_EXCL)", path, errno));
+  // From here on, a failure must remove the file again.
+  ShmSegment segment(std::move(name), directory, size);
+  // The umask may have narrowed the mode; it must be exactly 0600.
+  if (::fchmod(fd.get(), kSegmentPermissions) != 0) {
+    return std::unexpected(ErrnoError("fchmod", path, errno));
+  }
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    return std::unexpected(ErrnoError("ftruncate", path, errno));
+  }
+  // On hugetlbfs, fallocate takes the huge pages from the kernel's pool now (an empty pool is
+  // ENOSPC here, not SIGBUS in a client later). posix_fallocate is not used: where the file
+  // system lacks fallocate it falls back to writing, which hugetlbfs does not support.
+  int result = -1;
+  do {
+    result = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(size));
+  } while (result != 0 && errno == EINTR);
+  if (result != 0) {
+    const int error_number = errno;
+    if (CodeForErrno(error_number) == StatusCode::kResourceExhausted) {
+      return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
+                                    " bytes of huge pages: fallocate " + path + ": " +
+                                    ErrnoText(error_number));
+    }
+    return std::unexpected(ErrnoError("fallocate", path, error_number));
+  }
+  return segment;
+}
+
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
-    : name_(std::exchange(other.name_, std::string())), size_(std::exchange(other.size_, 0)) {}
+    : name_(std::exchange(other.name_, std::string())),
+      directory_(std::exchange(other.directory_, std::string())),
+      size_(std::exchange(other.size_, 0)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   if (this != &other) {
     Remove();
     name_ = std::exchange(other.name_, std::string());
+    directory_ = std::exchange(other.directory_, std::string());
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
@@ -181,16 +276,32 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
 
 ShmSegment::~ShmSegment() { Remove(); }
 
+std::string ShmSegment::path() const { return FilePath(directory_, name_); }
+
 void ShmSegment::Remove() noexcept {
   if (name_.empty()) return;
-  // remove() catches everything itself; the name is ours, so a failure (ENOENT because some
-  // process with our uid unlinked it) leaves nothing to clean up.
-  (void)bip::shared_memory_object::remove(name_.c_str());
+  if (directory_.empty()) {
+    // remove() catches everything itself; the name is ours, so a failure (ENOENT because
+    // some process with our uid unlinked it) leaves nothing to clean up.
+    (void)bip::shared_memory_object::remove(name_.c_str());
+  } else {
+    // The same holds for the file; unlinking it returns its huge pages to the pool once no
+    // client maps it any more.
+    (void)::unlink(path().c_str());
+  }
   name_.clear();
 }
 
 Result<UniqueFd> ShmSegment::Open(bool writable) const {
   const int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  if (!directory_.empty()) {
+    const std::string file = path();
+    UniqueFd fd(::open(file.c_str(), flags | O_NOFOLLOW));
+    if (!fd.valid()) {
+      return std::unexpected(ErrnoError(writable ? "open(O_RDWR)" : "open(O_RDONLY)", file, errno));
+    }
+    return fd;
+  }
   // No mode: the object exists, O_CREAT is not given.
   UniqueFd fd(::shm_open(name_.c_str(), flags, 0));
   if (!fd.valid()) {

@@ -1,4 +1,5 @@
-// ShmSegment: one named POSIX shared-memory segment owned by the daemon.
+// ShmSegment: one shared-memory segment owned by the daemon: a named POSIX shm object in
+// /dev/shm, or a file on a hugetlbfs mount.
 #pragma once
 
 #include <cstdint>
@@ -6,30 +7,43 @@
 #include <string_view>
 #include <utility>
 
+#include "huge_pages.h"
 #include "hurray/error.h"
 #include "hurray/unique_fd.h"
 
 namespace hurray::daemon {
 
-// A POSIX shared-memory object created through Boost.Interprocess, named
-// "/<prefix>-<32 hex digits>" from 128 random bits so that no client can guess it, with mode
-// 0600 so that only the daemon's user can open it by name. Clients get in only through a
-// descriptor the daemon chose to send (Open).
+// A segment named "/<prefix>-<32 hex digits>" from 128 random bits so that no client can
+// guess it, with mode 0600 so that only the daemon's user can open it by name. Clients get
+// in only through a descriptor the daemon chose to send (Open). Its backing
+// (HugePageBacking) decides where it lives:
 //
-// Its whole size is reserved at creation (posix_fallocate), so a full /dev/shm is an error of
-// Create rather than a SIGBUS in a client that touches a page later. The daemon never maps
-// the segment and keeps no descriptor of it open: the name is the handle.
+// - off: a POSIX shared-memory object, created through Boost.Interprocess, the file
+//   /dev/shm/<name>;
+// - transparent: the same, with its pages faulted in through a MADV_HUGEPAGE mapping, so
+//   that a tmpfs whose policy allows it (huge=advise and up) backs them with transparent
+//   huge pages; the mapping is gone when Create returns;
+// - explicit: the file <hugetlbfs_directory>/<name>, whose pages come from the kernel's
+//   pool of huge pages.
+//
+// Its whole size is reserved at creation (fallocate), so a full /dev/shm or an empty huge
+// page pool is an error of Create rather than a SIGBUS in a client that touches a page
+// later. The daemon keeps no mapping and no descriptor of the segment: the name is the
+// handle.
 //
 // Owns the name: the destructor removes it from the namespace (descriptors and mappings that
 // clients hold stay valid until they close them). Move-only. Not thread-safe to move or
 // destroy; the const methods may be called from any thread.
 class ShmSegment {
  public:
-  // Creates a segment of `size` bytes (> 0). `prefix` is 1 to 200 characters of [A-Za-z0-9._-].
-  // INVALID_ARGUMENT for a bad prefix or size 0; RESOURCE_EXHAUSTED naming the size and the
-  // errno text when /dev/shm cannot hold `size` bytes; other failures name the failed call.
-  // Nothing is left behind in /dev/shm on failure.
-  [[nodiscard]] static Result<ShmSegment> Create(std::string_view prefix, std::uint64_t size);
+  // Creates a segment of `size` bytes (> 0; with an explicit backing, a multiple of its
+  // page_size). `prefix` is 1 to 200 characters of [A-Za-z0-9._-]. INVALID_ARGUMENT for a
+  // bad prefix or size, or a backing of mode auto or explicit without a directory;
+  // RESOURCE_EXHAUSTED naming the size and the errno text when /dev/shm (or the huge page
+  // pool) cannot hold `size` bytes; other failures name the failed call. Nothing is left
+  // behind on failure.
+  [[nodiscard]] static Result<ShmSegment> Create(std::string_view prefix, std::uint64_t size,
+                                                 const HugePageBacking& backing = {});
 
   // OK when `prefix` may start a segment name: 1 to 200 characters of [A-Za-z0-9._-];
   // otherwise INVALID_ARGUMENT naming shm_prefix and its value.
@@ -45,17 +59,26 @@ class ShmSegment {
   // refuses PROT_WRITE shared mappings and writes) or O_RDWR. The caller owns it.
   [[nodiscard]] Result<UniqueFd> Open(bool writable) const;
 
-  // The POSIX name, with its leading slash ("/hurray-0123…"); the file is /dev/shm/<name>.
+  // The name, with its leading slash ("/hurray-0123…"): the POSIX shm name, or the file's
+  // name in the hugetlbfs directory.
   [[nodiscard]] const std::string& name() const { return name_; }
+  // The file: "/dev/shm/hurray-0123…" or "/dev/hugepages/hurray-0123…".
+  [[nodiscard]] std::string path() const;
   [[nodiscard]] std::uint64_t size() const { return size_; }
 
  private:
-  ShmSegment(std::string name, std::uint64_t size) : name_(std::move(name)), size_(size) {}
+  ShmSegment(std::string name, std::string directory, std::uint64_t size)
+      : name_(std::move(name)), directory_(std::move(directory)), size_(size) {}
+
+  // The explicit backing's Create: a file in `directory`.
+  static Result<ShmSegment> CreateFile(std::string name, const std::string& directory,
+                                       std::uint64_t size);
 
   // Removes the name, if this object still owns one.
   void Remove() noexcept;
 
-  std::string name_;  // Empty once moved from.
+  std::string name_;       // Empty once moved from.
+  std::string directory_;  // The hugetlbfs mount point; empty for POSIX shm.
   std::uint64_t size_ = 0;
 };
 

@@ -71,11 +71,41 @@ TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
   Config config = DefaultConfig();
   config.socket_path = "/run/x.sock";
   config.cpu_pool.capacity_bytes = std::uint64_t{3} << 30;
+  config.cpu_pool.huge_pages = HugePages::kAuto;
   auto again = ApplyToml(Config{}, ToToml(config), "printed");
   ASSERT_OK(again);
   EXPECT_EQ(again->socket_path, config.socket_path);
   EXPECT_EQ(again->cpu_pool.capacity_bytes, config.cpu_pool.capacity_bytes);
+  EXPECT_EQ(again->cpu_pool.huge_pages, HugePages::kAuto);
   EXPECT_EQ(again->max_message_bytes, config.max_message_bytes);
+  EXPECT_NE(ToToml(config).find("huge_pages = 'auto'"), std::string::npos) << ToToml(config);
+}
+
+TEST(ConfigTest, HugePagesAreOffUnlessAModeIsNamed) {
+  EXPECT_EQ(DefaultConfig().cpu_pool.huge_pages, HugePages::kOff);
+  const std::pair<std::string, HugePages> kModes[] = {{"off", HugePages::kOff},
+                                                      {"transparent", HugePages::kTransparent},
+                                                      {"explicit", HugePages::kExplicit},
+                                                      {"auto", HugePages::kAuto}};
+  for (const auto& [text, mode] : kModes) {
+    Config base = DefaultConfig();
+    base.cpu_pool.huge_pages = mode == HugePages::kOff ? HugePages::kAuto : HugePages::kOff;
+    auto config = ApplyToml(base, "[cpu_pool]\nhuge_pages = \"" + text + "\"", "t");
+    ASSERT_OK(config);
+    EXPECT_EQ(config->cpu_pool.huge_pages, mode) << text;
+  }
+}
+
+TEST(ConfigTest, HugePagesMistakesNameTheKeyAndTheValue) {
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cpu_pool]\nhuge_pages = \"on\"", "t"),
+               StatusCode::kInvalidArgument,
+               {"cpu_pool.huge_pages: \"on\" is not off, transparent, explicit or auto"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cpu_pool]\nhuge_pages = \"Transparent\"", "t"),
+               StatusCode::kInvalidArgument, {"cpu_pool.huge_pages: \"Transparent\""});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cpu_pool]\nhuge_pages = true", "t"),
+               StatusCode::kInvalidArgument, {"cpu_pool.huge_pages must be a string"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "huge_pages = \"auto\"", "t"),
+               StatusCode::kInvalidArgument, {"unknown setting huge_pages"});
 }
 
 TEST(ConfigTest, ShippedExampleConfigParses) {

@@ -129,7 +129,10 @@ class TestHost final : public SessionHost {
     UniqueFd access(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC));
     if (!access) return InternalError("open " + path + " failed");
     return SegmentAccess{
-        .fd = std::move(access), .segment_size = kSegmentSize, .writable = writable};
+        .fd = std::move(access),
+        .segment_size = kSegmentSize,
+        .writable = writable,
+        .page_size = segment_id == 1 ? std::uint64_t{2} << 20 : 4096};
   }
 
   std::size_t open_count() const {
@@ -298,6 +301,7 @@ TEST_F(SessionServerTest, GrantedReadOnlyDescriptorMapsForReadingOnly) {
   auto segment = connection->MapSegment(1, /*writable=*/false);
   ASSERT_OK(segment);
   EXPECT_EQ(segment->size, kSegmentSize);
+  EXPECT_EQ(segment->page_size, std::uint64_t{2} << 20);  // The pool's, as the host said.
   EXPECT_FALSE(segment->writable);
   ASSERT_TRUE(segment->fd.valid());
   EXPECT_EQ(::fcntl(segment->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
@@ -341,6 +345,7 @@ TEST_F(SessionServerTest, RefusalsArriveWithCodeAndMessageAndSessionGoesOn) {
   auto segment = connection->MapSegment(2, /*writable=*/false);
   ASSERT_OK(segment);
   EXPECT_EQ(segment->size, kSegmentSize);
+  EXPECT_EQ(segment->page_size, 4096u);
   EXPECT_EQ(host_.close_count(connection->session_id()), 0);
 }
 

@@ -128,6 +128,11 @@ class Client {
     std::string socket_path;
     // Shown in the daemon's logs.
     std::string client_name = "hurray-client";
+    // Which channel carries allocate, publish, acquire (without a wait), release and
+    // cancel: the session socket (the default: no gRPC round trip on the hot path) or gRPC.
+    // Both give the same results; everything else always uses gRPC.
+    enum class HotPath { kSessionSocket, kGrpc };
+    HotPath hot_path = HotPath::kSessionSocket;
   };
 
   // Opens the session socket (the session lives as long as the client) and the gRPC
