@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages hurray builds and tests with. Idempotent and
-# non-interactive: packages already present are left alone, and apt-get runs only when
-# something is missing.
+# Installs the Debian 12 packages hurray builds and tests with, or, given package names,
+# those (`make bench` passes its own). Idempotent and non-interactive: packages already
+# present are left alone, and apt-get runs only when something is missing.
 set -euo pipefail
 
-packages=(
+packages=("$@")
+[[ ${#packages[@]} -gt 0 ]] || packages=(
   build-essential cmake ninja-build pkg-config
   protobuf-compiler libprotobuf-dev
   libgrpc++-dev protobuf-compiler-grpc

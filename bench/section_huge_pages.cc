@@ -1,0 +1,62 @@
+// Section 6, huge pages: sections 1 and 2 again with the CPU pool backed by huge pages.
+//
+// HOOK: the pool option (cpu_pool.huge_pages) is being added to hurrayd in another change.
+// This section runs only with --huge-pages and only when `hurrayd --print-config` shows the
+// option; otherwise it says why it was skipped. The daemon's config then carries
+// `huge_pages = "auto"` (--huge-pages-mode; or `true` if the option turns out a boolean)
+// under [cpu_pool] (hurray_daemon.cc), and the figures are reported here under keys
+// starting "huge_pages.", beside the same figures without huge pages.
+#include <sstream>
+
+#include "sections.h"
+
+namespace hurray::bench {
+
+Status RunHugePages(Harness& harness) {
+  constexpr int kSection = 6;
+  Report& report = harness.report();
+  auto setting =
+      HugePagesSetting(harness.options().hurrayd_path, harness.options().huge_pages_mode);
+  if (!setting) return std::unexpected(setting.error());
+  if (!*setting) {
+    report.AddNote(kSection,
+                   "skipped: this hurrayd has no cpu_pool.huge_pages option (hurrayd "
+                   "--print-config does not show it); once it has, run with --huge-pages");
+    return {};
+  }
+  if (!harness.options().huge_pages) {
+    report.AddNote(kSection,
+                   "skipped: hurrayd has cpu_pool.huge_pages; run with --huge-pages to measure "
+                   "sections 1-2 with it");
+    return {};
+  }
+  harness.set_huge_pages_setting(**setting);
+  harness.Progress("section 6: sections 1-2 again with huge pages");
+  auto daemon = harness.FreshDaemon(/*huge_pages=*/true);
+  if (!daemon) return std::unexpected(daemon.error());
+  // What the daemon made of the setting: its start-up line about huge pages.
+  std::string outcome = "(the daemon's log says nothing about huge pages)";
+  std::istringstream log((*daemon)->Log(1 << 16));
+  for (std::string line; std::getline(log, line);) {
+    if (line.find("huge pages") != std::string::npos) outcome = "; its log: " + line;
+  }
+  report.AddNote(kSection, "hurrayd ran with [cpu_pool] huge_pages = " + **setting + outcome);
+  const SectionRun run{.section = kSection,
+                       .key_prefix = "huge_pages.",
+                       .label_suffix = " [huge pages]",
+                       .huge_pages = true,
+                       .baselines = false};
+  if (auto size = RunSizeIndependence(harness, run); !size) return size;
+  if (auto bytes = RunGettingTheBytes(harness, run); !bytes) return bytes;
+  for (const std::string figure : {"bytes.hurray_first_total", "bytes.hurray_repeat_total",
+                                   "size.consumer_first.4KiB", "size.producer_steady.4KiB"}) {
+    report.AddRatio(RatioSpec{.key = "huge_pages.ratio." + figure,
+                              .section = kSection,
+                              .label = figure + ": huge pages / 4 KiB pages",
+                              .numerator = "huge_pages." + figure,
+                              .denominator = figure});
+  }
+  return harness.StopDaemon();
+}
+
+}  // namespace hurray::bench

@@ -1,0 +1,56 @@
+// The benchmark's sections (issue 4; DESIGN §9), each in its own file, and the worker roles
+// each starts. A section measures its figures in both placements and adds them, with the
+// ratios between them and its notes, to the harness's report. A section that fails returns
+// the error; the run reports it and goes on with the next one.
+//
+//   1 section_size.cc        size independence: allocate+publish, acquire+map+release
+//   2 section_bytes.cc       getting the bytes: hurray vs local memory, memcpy, gRPC, redis
+//   3 section_control.cc     control plane: acquire+release vs an empty gRPC call vs a socket
+//   4 section_throughput.cc  acquire+release pairs/s with 1, 4, 16 processes; publish rate
+//   5 section_scale.cc       100k tensors: daemon memory, list, describe; a model-like set
+//   6 section_huge_pages.cc  sections 1-2 again with huge pages (when hurrayd has them)
+//   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
+#pragma once
+
+#include <string>
+
+#include "harness.h"
+#include "report.h"
+#include "worker.h"
+
+namespace hurray::bench {
+
+// One run of a section: sections 1 and 2 run again under section 6 with huge pages.
+struct SectionRun {
+  int section = 0;           // Where its figures are reported.
+  std::string key_prefix;    // Put before every figure key: "" or "huge_pages.".
+  std::string label_suffix;  // Put after every label: "" or " [huge pages]".
+  bool huge_pages = false;   // The daemon's cpu_pool.huge_pages.
+  bool baselines = true;     // Section 2: measure the baselines too (once is enough).
+};
+
+[[nodiscard]] Status RunSizeIndependence(Harness& harness, const SectionRun& run);
+[[nodiscard]] Status RunGettingTheBytes(Harness& harness, const SectionRun& run);
+[[nodiscard]] Status RunControlPlane(Harness& harness);
+[[nodiscard]] Status RunThroughput(Harness& harness);
+[[nodiscard]] Status RunScaleAndMemory(Harness& harness);
+[[nodiscard]] Status RunHugePages(Harness& harness);
+
+// Adds the peer's reference figures (constants, not measured here) beside ours.
+void AddPeerReferences(Harness& harness);
+
+// ---- Worker roles (the usage of each is in its section's file) ----
+
+[[nodiscard]] int SizeProducerRole(const WorkerArgs& args);
+[[nodiscard]] int SizeConsumerRole(const WorkerArgs& args);
+[[nodiscard]] int BytesHurrayRole(const WorkerArgs& args);
+[[nodiscard]] int BytesLocalRole(const WorkerArgs& args);
+[[nodiscard]] int ControlAcquireReleaseRole(const WorkerArgs& args);
+[[nodiscard]] int ThroughputAcquireRole(const WorkerArgs& args);
+[[nodiscard]] int ThroughputPublishRole(const WorkerArgs& args);
+[[nodiscard]] int ScalePublishRole(const WorkerArgs& args);
+[[nodiscard]] int ScaleInspectRole(const WorkerArgs& args);
+[[nodiscard]] int ModelPublishRole(const WorkerArgs& args);
+[[nodiscard]] int ModelBatchAcquireRole(const WorkerArgs& args);
+
+}  // namespace hurray::bench
