@@ -20,30 +20,14 @@
 namespace hurray::integration {
 namespace {
 
-class BadInputTest : public IntegrationTest {
+class BadInputTest : public RawGrpcTest {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(IntegrationTest::SetUp());
-    channel_ = grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Exchange::NewStub(channel_);
-  }
-  void TearDown() override {
-    // An open gRPC connection holds the daemon's shutdown for its whole grace period;
-    // ShutdownTest covers that case.
-    stub_.reset();
-    channel_.reset();
-    IntegrationTest::TearDown();
-  }
-
   grpc::Status RawAllocate(const std::optional<std::string>& token,
                            const v1::AllocateRequest& request,
                            v1::AllocateResponse* response = nullptr) {
     v1::AllocateResponse ignored;
     return stub_->Allocate(RawContext(token).get(), request, response ? response : &ignored);
   }
-
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Exchange::Stub> stub_;
 };
 
 v1::AllocateRequest AllocateOf(TensorKind kind) {

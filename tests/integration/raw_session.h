@@ -15,7 +15,9 @@
 
 #include "hurray/session_wire.h"
 #include "hurray/unique_fd.h"
+#include "hurray/v1/exchange.grpc.pb.h"
 #include "hurray/v1/session.pb.h"
+#include "integration_test.h"
 
 namespace hurray::integration {
 
@@ -56,5 +58,26 @@ class RawSession {
 [[nodiscard]] ::testing::AssertionResult GrpcFails(
     const grpc::Status& status, grpc::StatusCode code,
     std::initializer_list<std::string_view> fragments = {});
+
+// An integration test that also holds a raw gRPC stub on the daemon's socket, for calls the
+// client library would never make.
+class RawGrpcTest : public IntegrationTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(IntegrationTest::SetUp());
+    channel_ = grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials());
+    stub_ = v1::Exchange::NewStub(channel_);
+  }
+  void TearDown() override {
+    // An open gRPC connection holds the daemon's shutdown for its whole grace period;
+    // ShutdownTest covers that case.
+    stub_.reset();
+    channel_.reset();
+    IntegrationTest::TearDown();
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Exchange::Stub> stub_;
+};
 
 }  // namespace hurray::integration

@@ -17,19 +17,8 @@
 namespace hurray::integration {
 namespace {
 
-class SessionSocketTest : public IntegrationTest {
+class SessionSocketTest : public RawGrpcTest {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(IntegrationTest::SetUp());
-    channel_ = grpc::CreateChannel("unix:" + socket(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Exchange::NewStub(channel_);
-  }
-  void TearDown() override {
-    stub_.reset();
-    channel_.reset();
-    IntegrationTest::TearDown();
-  }
-
   static v1::SessionMessage MapSegment(std::uint64_t request_id, std::uint64_t segment_id,
                                        bool writable) {
     v1::SessionMessage message;
@@ -38,9 +27,6 @@ class SessionSocketTest : public IntegrationTest {
     message.mutable_map_segment()->set_writable(writable);
     return message;
   }
-
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Exchange::Stub> stub_;
 };
 
 TEST_F(SessionSocketTest, ConsumerGetsOnlyAReadOnlyDescriptorAndOnlyWhileItHoldsALease) {
