@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <linux/sockios.h>
+#include <poll.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
@@ -20,6 +23,8 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -113,12 +118,12 @@ struct FileIdentity {
 
 }  // namespace
 
-// The server's state, shared by the SessionServer, the accept loop's handlers and every
-// connection. Thread-safe; everything mutable is guarded by mutex_.
+// The server's state, shared by the SessionServer, the accept loop's handlers and the thread
+// of every connection. Thread-safe; everything mutable is guarded by mutex_.
 class SessionServer::Core : public std::enable_shared_from_this<Core> {
  public:
-  // Counts a running handler so that Stop() can wait for it. entered() is false once the
-  // server is stopped: the handler must then do nothing.
+  // Counts a running accept handler so that Stop() can wait for it. entered() is false once
+  // the server is stopped: the handler must then do nothing.
   class HandlerScope {
    public:
     explicit HandlerScope(Core& core) : core_(core), entered_(core.EnterHandler()) {}
@@ -149,14 +154,22 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   [[nodiscard]] Status Listen(UniqueFd listener);
   void Stop();
   [[nodiscard]] std::size_t connection_count() const;
-  // A closed connection leaves the set.
-  void Forget(std::uint64_t connection_id);
+  // The last call of a connection's thread: the connection leaves the set. Its thread is
+  // joined by the next connection's thread to end, or by Stop(), so at most one ended
+  // thread waits to be joined.
+  void Finished(std::uint64_t connection_id);
 
   [[nodiscard]] const std::string& socket_path() const { return socket_path_; }
   [[nodiscard]] SessionHost& host() const { return host_; }
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
 
  private:
+  // An open connection and the thread that serves it.
+  struct Served {
+    std::shared_ptr<Connection> connection;
+    std::thread thread;
+  };
+
   [[nodiscard]] bool EnterHandler();
   void LeaveHandler();
   void ArmAcceptLocked();
@@ -171,87 +184,92 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   const std::uint64_t daemon_epoch_;
   const FileIdentity socket_file_;
 
+  std::mutex stop_mutex_;  // Held by Stop(), so that a second call waits for the first.
   mutable std::mutex mutex_;
-  stream_protocol::acceptor acceptor_;                                // Guarded by mutex_.
-  boost::asio::steady_timer retry_timer_;                             // Guarded by mutex_.
-  std::map<std::uint64_t, std::shared_ptr<Connection>> connections_;  // Guarded by mutex_.
-  std::uint64_t next_connection_id_ = 1;                              // Guarded by mutex_.
-  bool stopped_ = false;                                              // Guarded by mutex_.
-  std::size_t running_handlers_ = 0;                                  // Guarded by mutex_.
-  std::condition_variable handlers_finished_;
+  stream_protocol::acceptor acceptor_;             // Guarded by mutex_.
+  boost::asio::steady_timer retry_timer_;          // Guarded by mutex_.
+  std::map<std::uint64_t, Served> connections_;    // Guarded by mutex_.
+  std::vector<std::thread> ended_threads_;         // Guarded by mutex_. Not joined yet.
+  std::uint64_t next_connection_id_ = 1;           // Guarded by mutex_.
+  bool stopped_ = false;                           // Guarded by mutex_.
+  std::size_t running_handlers_ = 0;               // Guarded by mutex_.
+  std::condition_variable handlers_finished_;      // running_handlers_ fell to 0.
+  std::condition_variable connections_finished_;   // connections_ became empty.
 };
 
-// One client connection: reads a request, answers it, reads the next. Thread-safe: its
-// handlers never overlap (one outstanding wait at a time), and Close() may come from any
-// thread; the socket and the session state are guarded by mutex_.
-class SessionServer::Connection : public std::enable_shared_from_this<Connection> {
+// One client connection, served by a thread of its own that reads a request (blocking),
+// answers it and reads the next. A blocked thread per connection costs one wake-up per
+// request: the client's write wakes the very thread that handles it. (On an event loop that
+// several threads run, the thread that sees the socket ready hands the handler to another,
+// which costs a second wake-up and most of a small request's time.) One process holds one
+// session connection, so this is one thread per client process.
+// Run() belongs to the connection's thread; Shutdown() may be called from any thread.
+class SessionServer::Connection {
  public:
-  Connection(std::shared_ptr<Core> core, std::uint64_t id, stream_protocol::socket socket,
-             PeerCredentials peer)
-      : core_(std::move(core)),
-        id_(id),
-        peer_(peer),
-        socket_(std::move(socket)),
-        drain_timer_(socket_.get_executor()) {}
+  Connection(Core& core, std::uint64_t id, UniqueFd socket, PeerCredentials peer)
+      : core_(core), id_(id), peer_(peer), socket_fd_(socket.get()), socket_(std::move(socket)) {}
 
-  // Waits for the hello.
-  void Start();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
-  // Closes the socket and reports the end of the session to the host, at once or, when a
-  // handler of this connection is running, when it finishes. Idempotent.
-  void Close(std::string_view reason);
+  // Serves requests until the connection ends (end of stream, error, protocol error,
+  // Shutdown()), then reports the end of its session to the host, if it had one, and closes
+  // the socket. Called once, on the connection's own thread.
+  void Run();
+
+  // Wakes the connection's thread from whatever it waits on (a request, room to write, the
+  // client reading earlier replies); the thread then ends the connection. Idempotent.
+  void Shutdown();
+
+  [[nodiscard]] std::uint64_t id() const { return id_; }
 
  private:
-  // Marks a handler as running; false when the connection is already closed.
-  [[nodiscard]] bool Begin();
-  // Ends a handler; reports the session's end if the connection closed meanwhile.
-  void End();
+  // The answer to one request.
+  struct Reply {
+    v1::SessionMessage message;
+    UniqueFd fd;                              // Travels with the reply when valid.
+    std::optional<std::string> close_reason;  // Set: close the connection once it is sent.
+  };
 
-  void ArmRead();
-  void OnReadable(const boost::system::error_code& error);
-  void OnWritable(const boost::system::error_code& error);
-  void ReadRequest();
-  void Handle(Frame frame);
-  void HandleHello(const v1::SessionMessage& request);
-  void HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
-  void HandleMapSegment(std::uint64_t session_id, const v1::SessionMessage& request);
-  // Answers an exchange request with its result: the reply body `body`, or an error.
+  // Serves requests until the connection ends; returns why it ended.
+  [[nodiscard]] std::string Serve();
+  [[nodiscard]] Reply Handle(Frame frame);
+  [[nodiscard]] Reply HandleHello(const v1::SessionMessage& request);
+  [[nodiscard]] Reply HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
+  [[nodiscard]] Reply HandleMapSegment(std::uint64_t session_id,
+                                       const v1::SessionMessage& request);
+  // The reply to an exchange request: its result in the body `body`, or the error.
   template <typename Response>
-  void ReplyWith(std::uint64_t request_id, Result<Response> result,
-                 Response* (v1::SessionMessage::*body)());
-  // Logs a protocol violation, answers it with INVALID_ARGUMENT and closes.
-  void RejectProtocol(std::uint64_t request_id, const std::string& message);
-  void ReplyError(std::uint64_t request_id, const Error& error, bool close_after);
-  // Sends `message` (with `fd`, if valid); then reads the next request, or closes when
-  // `close_reason` is set.
-  void Reply(const v1::SessionMessage& message, UniqueFd fd,
-             std::optional<std::string> close_reason);
-  void ContinueWrite();
-  void OnDrainTimer(const boost::system::error_code& error);
-  // Bytes of earlier replies that the client has not read yet.
-  [[nodiscard]] int UnreadReplyBytesLocked();
+  [[nodiscard]] static Reply ReplyWith(std::uint64_t request_id, Result<Response> result,
+                                       Response* (v1::SessionMessage::*body)());
+  // Logs a protocol violation; the reply is INVALID_ARGUMENT and closes the connection.
+  [[nodiscard]] Reply RejectProtocol(std::uint64_t request_id, const std::string& message) const;
+  [[nodiscard]] static Reply ErrorReply(std::uint64_t request_id, const Error& error,
+                                        bool close_after);
+  // Writes `reply`, blocking until the socket has taken all of it. A reply that carries a
+  // descriptor is sent only once the client has read every earlier reply: a descriptor in
+  // a reply the client has not read is charged to the daemon (in-flight SCM_RIGHTS count
+  // against our RLIMIT_NOFILE), so a client that sends requests without reading the
+  // replies could starve every other session. Well-behaved clients, which read each reply
+  // before the next request, never wait for that.
+  [[nodiscard]] Status Send(const Reply& reply);
+  [[nodiscard]] Status WaitUntilEarlierRepliesAreRead();
+  [[nodiscard]] bool shutting_down() const {
+    return shutting_down_.load(std::memory_order_relaxed);
+  }
 
-  const std::shared_ptr<Core> core_;
+  Core& core_;  // Outlives the connection's thread (which holds a reference to it).
   const std::uint64_t id_;
   const PeerCredentials peer_;
+  const int socket_fd_;  // socket_'s descriptor, used by the connection's thread.
 
-  std::mutex mutex_;
-  stream_protocol::socket socket_;           // Guarded by mutex_.
-  boost::asio::steady_timer drain_timer_;    // Guarded by mutex_.
-  bool closed_ = false;                      // Guarded by mutex_.
-  bool handler_running_ = false;             // Guarded by mutex_.
-  std::optional<std::uint64_t> session_id_;  // Guarded by mutex_. Set once the host opened it.
-  bool session_close_reported_ = false;      // Guarded by mutex_.
+  std::mutex socket_mutex_;
+  UniqueFd socket_;  // Guarded by socket_mutex_; closed by the thread when it ends.
+  std::atomic<bool> shutting_down_{false};
 
-  // Used only by the running handler (reads and writes never overlap); the socket calls on
-  // them happen under mutex_.
-  FrameReceiver receiver_;
+  // Used by the connection's thread only.
+  std::optional<std::uint64_t> session_id_;  // Set once the host opened the session.
   std::vector<std::uint8_t> reply_payload_;
-  UniqueFd reply_fd_;
-  std::optional<FrameSender> sender_;
-  bool reply_started_ = false;  // Some of the reply is written.
-  std::chrono::milliseconds drain_delay_ = kFirstDrainDelay;
-  std::optional<std::string> close_after_reply_;
 };
 
 // ---- Core ----
@@ -267,7 +285,8 @@ Status SessionServer::Core::Listen(UniqueFd listener) {
 }
 
 void SessionServer::Core::Stop() {
-  std::map<std::uint64_t, std::shared_ptr<Connection>> connections;
+  std::lock_guard stopping(stop_mutex_);
+  std::vector<std::shared_ptr<Connection>> open;
   bool stopping_now = false;
   {
     std::lock_guard lock(mutex_);
@@ -278,15 +297,25 @@ void SessionServer::Core::Stop() {
       acceptor_.close(ignored);
       retry_timer_.cancel();
     }
-    connections.swap(connections_);
+    for (auto& [id, served] : connections_) open.push_back(served.connection);
   }
   if (stopping_now) {
     RemoveSocketFile();
     spdlog::debug("session server on {}: stopped", socket_path_);
   }
-  for (auto& [id, connection] : connections) connection->Close("the server stopped");
-  // A handler that already runs may still call the host; wait for it, unless it could be
-  // our caller (waiting would never end).
+  for (const auto& connection : open) connection->Shutdown();
+  open.clear();
+  std::vector<std::thread> ended;
+  {
+    std::unique_lock lock(mutex_);
+    connections_finished_.wait(lock, [this] { return connections_.empty(); });
+    ended.swap(ended_threads_);
+  }
+  // A thread in `ended` may still be joining the one that ended before it: joining it
+  // waits for that too.
+  for (std::thread& thread : ended) thread.join();
+  // An accept handler that already runs may still be adding a connection (it finds the
+  // server stopped); wait for it, unless it could be our caller (waiting would never end).
   if (!io_context_.get_executor().running_in_this_thread()) {
     std::unique_lock lock(mutex_);
     handlers_finished_.wait(lock, [this] { return running_handlers_ == 0; });
@@ -298,9 +327,18 @@ std::size_t SessionServer::Core::connection_count() const {
   return connections_.size();
 }
 
-void SessionServer::Core::Forget(std::uint64_t connection_id) {
-  std::lock_guard lock(mutex_);
-  connections_.erase(connection_id);
+void SessionServer::Core::Finished(std::uint64_t connection_id) {
+  std::vector<std::thread> earlier;
+  {
+    std::lock_guard lock(mutex_);
+    earlier.swap(ended_threads_);
+    if (auto served = connections_.find(connection_id); served != connections_.end()) {
+      ended_threads_.push_back(std::move(served->second.thread));
+      connections_.erase(served);
+    }
+    if (connections_.empty()) connections_finished_.notify_all();
+  }
+  for (std::thread& thread : earlier) thread.join();
 }
 
 bool SessionServer::Core::EnterHandler() {
@@ -346,8 +384,8 @@ void SessionServer::Core::OnListenerReady(const boost::system::error_code& error
       retry_later = true;
     } else {
       for (int i = 0; i < kMaxAcceptsPerWakeup; ++i) {
-        const int socket =
-            ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        // Blocking: the connection's thread waits in recvmsg and sendmsg.
+        const int socket = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
         if (socket >= 0) {
           accepted.emplace_back(socket);
           continue;
@@ -376,24 +414,24 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
                  peer.error().ToString());
     return;
   }
-  stream_protocol::socket stream(io_context_);
-  boost::system::error_code error;
-  stream.assign(stream_protocol(), socket.get(), error);
-  if (error) {
-    spdlog::warn("session server on {}: dropped a connection: assign: {}", socket_path_,
-                 error.message());
-    return;
+  std::lock_guard lock(mutex_);
+  if (stopped_) return;  // `socket` closes.
+  const std::uint64_t id = next_connection_id_++;
+  auto connection = std::make_shared<Connection>(*this, id, std::move(socket), *peer);
+  std::thread thread;
+  try {
+    // Started under mutex_, so the thread's Finished() finds it in connections_.
+    thread = std::thread([core = shared_from_this(), connection] {
+      connection->Run();
+      core->Finished(connection->id());
+    });
+  } catch (const std::system_error& error) {
+    spdlog::warn("session server on {}: dropped a connection (pid {}): no thread to serve it: {}",
+                 socket_path_, peer->pid, error.what());
+    return;  // `connection` closes its socket.
   }
-  static_cast<void>(socket.Release());  // `stream` owns it now.
-  std::shared_ptr<Connection> connection;
-  {
-    std::lock_guard lock(mutex_);
-    if (stopped_) return;  // `stream` closes the socket.
-    const std::uint64_t id = next_connection_id_++;
-    connection = std::make_shared<Connection>(shared_from_this(), id, std::move(stream), *peer);
-    connections_.emplace(id, connection);
-  }
-  connection->Start();
+  ::pthread_setname_np(thread.native_handle(), "hurrayd-session");
+  connections_.emplace(id, Served{.connection = std::move(connection), .thread = std::move(thread)});
 }
 
 void SessionServer::Core::RemoveSocketFile() const {
@@ -411,115 +449,53 @@ void SessionServer::Core::RemoveSocketFile() const {
 
 // ---- Connection ----
 
-void SessionServer::Connection::Start() {
+void SessionServer::Connection::Run() {
   spdlog::debug("session connection {}: connected (pid {}, uid {}, gid {})", id_, peer_.pid,
                 peer_.uid, peer_.gid);
-  ArmRead();
-}
-
-void SessionServer::Connection::Close(std::string_view reason) {
-  std::optional<std::uint64_t> ended_session;
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    closed_ = true;
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-    drain_timer_.cancel();
-    if (!handler_running_ && session_id_ && !session_close_reported_) {
-      session_close_reported_ = true;
-      ended_session = session_id_;
-    }
-  }
+  const std::string reason = Serve();
   spdlog::debug("session connection {} (pid {}): closed: {}", id_, peer_.pid, reason);
-  if (ended_session) core_->host().CloseSession(*ended_session);
-  core_->Forget(id_);
+  // Before the socket closes, so that a client that sees the end of stream finds its
+  // leases and allocations already returned.
+  if (session_id_) core_.host().CloseSession(*session_id_);
+  std::lock_guard lock(socket_mutex_);
+  socket_.Reset();
 }
 
-bool SessionServer::Connection::Begin() {
-  std::lock_guard lock(mutex_);
-  if (closed_) return false;
-  handler_running_ = true;
-  return true;
+void SessionServer::Connection::Shutdown() {
+  shutting_down_.store(true, std::memory_order_relaxed);
+  std::lock_guard lock(socket_mutex_);
+  // Not close(): the thread may be inside a call on the descriptor. shutdown() wakes it
+  // (recvmsg sees the end of stream, sendmsg EPIPE, poll POLLHUP), and the client sees the
+  // end of stream.
+  if (socket_) ::shutdown(socket_.get(), SHUT_RDWR);
 }
 
-void SessionServer::Connection::End() {
-  std::optional<std::uint64_t> ended_session;
-  {
-    std::lock_guard lock(mutex_);
-    handler_running_ = false;
-    if (closed_ && session_id_ && !session_close_reported_) {
-      session_close_reported_ = true;
-      ended_session = session_id_;
+std::string SessionServer::Connection::Serve() {
+  while (true) {
+    auto frame = ReceiveFrame(socket_fd_);
+    if (!frame) {
+      if (shutting_down()) return "the server stopped";
+      // The client went away (exit, crash, kill -9): the normal end of a session.
+      if (frame.error().code() != StatusCode::kUnavailable) {
+        spdlog::warn("session connection {} (pid {}): {}; closing", id_, peer_.pid,
+                     frame.error().ToString());
+      }
+      return frame.error().message();
     }
-  }
-  if (ended_session) core_->host().CloseSession(*ended_session);
-}
-
-void SessionServer::Connection::ArmRead() {
-  std::lock_guard lock(mutex_);
-  if (closed_) return;
-  socket_.async_wait(stream_protocol::socket::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& error) {
-                       self->OnReadable(error);
-                     });
-}
-
-void SessionServer::Connection::OnReadable(const boost::system::error_code& error) {
-  if (error == boost::asio::error::operation_aborted) return;
-  Core::HandlerScope scope(*core_);
-  if (!scope.entered() || !Begin()) return;
-  if (error) {
-    spdlog::warn("session connection {} (pid {}): waiting for a request failed: {}", id_, peer_.pid,
-                 error.message());
-    Close(error.message());
-  } else {
-    ReadRequest();
-  }
-  End();
-}
-
-void SessionServer::Connection::OnWritable(const boost::system::error_code& error) {
-  if (error == boost::asio::error::operation_aborted) return;
-  Core::HandlerScope scope(*core_);
-  if (!scope.entered() || !Begin()) return;
-  if (error) {
-    spdlog::warn("session connection {} (pid {}): waiting to reply failed: {}", id_, peer_.pid,
-                 error.message());
-    Close(error.message());
-  } else {
-    ContinueWrite();
-  }
-  End();
-}
-
-void SessionServer::Connection::ReadRequest() {
-  Result<std::optional<Frame>> frame = std::nullopt;
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    frame = receiver_.Continue(socket_.native_handle());
-    if (frame && !frame->has_value()) {
-      socket_.async_wait(stream_protocol::socket::wait_read,
-                         [self = shared_from_this()](const boost::system::error_code& error) {
-                           self->OnReadable(error);
-                         });
-      return;
+    Reply reply = Handle(std::move(*frame));
+    if (auto sent = Send(reply); !sent) {
+      if (shutting_down()) return "the server stopped";
+      if (sent.error().code() != StatusCode::kUnavailable) {
+        spdlog::warn("session connection {} (pid {}): reply not sent: {}", id_, peer_.pid,
+                     sent.error().ToString());
+      }
+      return sent.error().message();
     }
+    if (reply.close_reason) return *std::move(reply.close_reason);
   }
-  if (!frame) {
-    // The client went away (exit, crash, kill -9): the normal end of a session.
-    if (frame.error().code() != StatusCode::kUnavailable) {
-      spdlog::warn("session connection {} (pid {}): {}; closing", id_, peer_.pid,
-                   frame.error().ToString());
-    }
-    Close(frame.error().message());
-    return;
-  }
-  Handle(std::move(**frame));
 }
 
-void SessionServer::Connection::Handle(Frame frame) {
+SessionServer::Connection::Reply SessionServer::Connection::Handle(Frame frame) {
   if (frame.fd) {
     spdlog::warn("session connection {} (pid {}): the client sent a file descriptor; closed it",
                  id_, peer_.pid);
@@ -527,120 +503,97 @@ void SessionServer::Connection::Handle(Frame frame) {
   }
   v1::SessionMessage request;
   if (!request.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
-    RejectProtocol(0, fmt::format("session message of {} bytes does not parse as a "
-                                  "hurray.v1.SessionMessage",
-                                  frame.payload.size()));
-    return;
+    return RejectProtocol(0, fmt::format("session message of {} bytes does not parse as a "
+                                         "hurray.v1.SessionMessage",
+                                         frame.payload.size()));
   }
-  std::optional<std::uint64_t> session_id;
-  {
-    std::lock_guard lock(mutex_);
-    session_id = session_id_;
-  }
-  if (session_id) {
-    HandleRequest(*session_id, request);
-  } else {
-    HandleHello(request);
-  }
+  if (session_id_) return HandleRequest(*session_id_, request);
+  return HandleHello(request);
 }
 
-void SessionServer::Connection::HandleHello(const v1::SessionMessage& request) {
+SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
+    const v1::SessionMessage& request) {
   if (request.body_case() != v1::SessionMessage::kHello) {
-    RejectProtocol(
+    return RejectProtocol(
         request.request_id(),
         fmt::format("the first session message must be a hello, not {}", BodyName(request)));
-    return;
   }
   const v1::SessionHello& hello = request.hello();
   if (hello.protocol_version() != kSessionProtocolVersion) {
-    RejectProtocol(request.request_id(),
-                   fmt::format("hello.protocol_version {} is not supported; this daemon speaks {}",
-                               hello.protocol_version(), kSessionProtocolVersion));
-    return;
+    return RejectProtocol(
+        request.request_id(),
+        fmt::format("hello.protocol_version {} is not supported; this daemon speaks {}",
+                    hello.protocol_version(), kSessionProtocolVersion));
   }
   if (hello.client_name().size() > kMaxSessionClientNameBytes) {
-    RejectProtocol(request.request_id(),
-                   fmt::format("hello.client_name is {} bytes; the limit is {}",
-                               hello.client_name().size(), kMaxSessionClientNameBytes));
-    return;
+    return RejectProtocol(request.request_id(),
+                          fmt::format("hello.client_name is {} bytes; the limit is {}",
+                                      hello.client_name().size(), kMaxSessionClientNameBytes));
   }
-  auto grant = core_->host().OpenSession(peer_, hello.client_name());
+  auto grant = core_.host().OpenSession(peer_, hello.client_name());
   if (!grant) {
     spdlog::info("session connection {} (pid {}, uid {}): session refused: {}", id_, peer_.pid,
                  peer_.uid, grant.error().ToString());
-    ReplyError(request.request_id(), grant.error(), /*close_after=*/true);
-    return;
+    return ErrorReply(request.request_id(), grant.error(), /*close_after=*/true);
   }
-  {
-    std::lock_guard lock(mutex_);
-    session_id_ = grant->session_id;
-  }
+  session_id_ = grant->session_id;
   spdlog::debug("session connection {} (pid {}): session {} opened for '{}'", id_, peer_.pid,
                 grant->session_id, hello.client_name());
-  v1::SessionMessage reply;
-  reply.set_request_id(request.request_id());
-  v1::SessionWelcome& welcome = *reply.mutable_welcome();
+  Reply reply;
+  reply.message.set_request_id(request.request_id());
+  v1::SessionWelcome& welcome = *reply.message.mutable_welcome();
   welcome.set_token(std::move(grant->token));
   welcome.set_session_id(grant->session_id);
-  welcome.set_daemon_epoch(core_->daemon_epoch());
+  welcome.set_daemon_epoch(core_.daemon_epoch());
   welcome.set_pid(static_cast<std::uint32_t>(peer_.pid));
   welcome.set_uid(peer_.uid);
   welcome.set_gid(peer_.gid);
-  Reply(reply, UniqueFd(), std::nullopt);
+  return reply;
 }
 
-void SessionServer::Connection::HandleRequest(std::uint64_t session_id,
-                                              const v1::SessionMessage& request) {
-  SessionHost& host = core_->host();
+SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
+    std::uint64_t session_id, const v1::SessionMessage& request) {
+  SessionHost& host = core_.host();
   switch (request.body_case()) {
     case v1::SessionMessage::kMapSegment:
-      HandleMapSegment(session_id, request);
-      return;
+      return HandleMapSegment(session_id, request);
     case v1::SessionMessage::kAllocate:
-      ReplyWith(request.request_id(), host.Allocate(session_id, request.allocate()),
-                &v1::SessionMessage::mutable_allocate_reply);
-      return;
+      return ReplyWith(request.request_id(), host.Allocate(session_id, request.allocate()),
+                       &v1::SessionMessage::mutable_allocate_reply);
     case v1::SessionMessage::kPublish:
-      ReplyWith(request.request_id(), host.Publish(session_id, request.publish()),
-                &v1::SessionMessage::mutable_publish_reply);
-      return;
+      return ReplyWith(request.request_id(), host.Publish(session_id, request.publish()),
+                       &v1::SessionMessage::mutable_publish_reply);
     case v1::SessionMessage::kAcquire:
-      ReplyWith(request.request_id(), host.AcquireNow(session_id, request.acquire()),
-                &v1::SessionMessage::mutable_acquire_reply);
-      return;
+      return ReplyWith(request.request_id(), host.AcquireNow(session_id, request.acquire()),
+                       &v1::SessionMessage::mutable_acquire_reply);
     case v1::SessionMessage::kRelease:
-      ReplyWith(request.request_id(), host.Release(session_id, request.release()),
-                &v1::SessionMessage::mutable_release_reply);
-      return;
+      return ReplyWith(request.request_id(), host.Release(session_id, request.release()),
+                       &v1::SessionMessage::mutable_release_reply);
     case v1::SessionMessage::kCancelAllocation:
-      ReplyWith(request.request_id(),
-                host.CancelAllocation(session_id, request.cancel_allocation()),
-                &v1::SessionMessage::mutable_cancel_allocation_reply);
-      return;
+      return ReplyWith(request.request_id(),
+                       host.CancelAllocation(session_id, request.cancel_allocation()),
+                       &v1::SessionMessage::mutable_cancel_allocation_reply);
     default:
-      RejectProtocol(request.request_id(),
-                     fmt::format("session message {}: {} is not a request this daemon serves",
-                                 request.request_id(), BodyName(request)));
+      return RejectProtocol(request.request_id(),
+                            fmt::format("session message {}: {} is not a request this daemon serves",
+                                        request.request_id(), BodyName(request)));
   }
 }
 
 template <typename Response>
-void SessionServer::Connection::ReplyWith(std::uint64_t request_id, Result<Response> result,
-                                          Response* (v1::SessionMessage::*body)()) {
-  if (!result) {
-    ReplyError(request_id, result.error(), /*close_after=*/false);
-    return;
-  }
-  v1::SessionMessage reply;
-  reply.set_request_id(request_id);
-  *(reply.*body)() = std::move(*result);
-  Reply(reply, UniqueFd(), std::nullopt);
+SessionServer::Connection::Reply SessionServer::Connection::ReplyWith(
+    std::uint64_t request_id, Result<Response> result, Response* (v1::SessionMessage::*body)()) {
+  if (!result) return ErrorReply(request_id, result.error(), /*close_after=*/false);
+  Reply reply;
+  reply.message.set_request_id(request_id);
+  *(reply.message.*body)() = std::move(*result);
+  return reply;
 }
 
-void SessionServer::Connection::HandleMapSegment(std::uint64_t session_id,
-                                                 const v1::SessionMessage& request) {
+SessionServer::Connection::Reply SessionServer::Connection::HandleMapSegment(
+    std::uint64_t session_id, const v1::SessionMessage& request) {
   const v1::MapSegmentRequest& map = request.map_segment();
-  auto access = core_->host().GrantSegment(session_id, map.segment_id(), map.writable());
+  auto access = core_.host().GrantSegment(session_id, map.segment_id(), map.writable());
   if (access && !access->fd.valid()) {
     access = InternalError(
         fmt::format("segment {}: the daemon granted no descriptor", map.segment_id()));
@@ -648,112 +601,66 @@ void SessionServer::Connection::HandleMapSegment(std::uint64_t session_id,
   if (!access) {
     spdlog::debug("session connection {} (pid {}): map_segment {}: {}", id_, peer_.pid,
                   map.segment_id(), access.error().ToString());
-    ReplyError(request.request_id(), access.error(), /*close_after=*/false);
-    return;
+    return ErrorReply(request.request_id(), access.error(), /*close_after=*/false);
   }
-  v1::SessionMessage reply;
-  reply.set_request_id(request.request_id());
-  v1::SegmentGranted& granted = *reply.mutable_segment_granted();
+  Reply reply;
+  reply.message.set_request_id(request.request_id());
+  v1::SegmentGranted& granted = *reply.message.mutable_segment_granted();
   granted.set_segment_id(map.segment_id());
   granted.set_segment_size(access->segment_size);
   granted.set_writable(access->writable);
   granted.set_page_size(access->page_size);
-  Reply(reply, std::move(access->fd), std::nullopt);
+  reply.fd = std::move(access->fd);
+  return reply;
 }
 
-void SessionServer::Connection::RejectProtocol(std::uint64_t request_id,
-                                               const std::string& message) {
+SessionServer::Connection::Reply SessionServer::Connection::RejectProtocol(
+    std::uint64_t request_id, const std::string& message) const {
   spdlog::warn("session connection {} (pid {}): {}; closing", id_, peer_.pid, message);
-  ReplyError(request_id, Error(StatusCode::kInvalidArgument, message), /*close_after=*/true);
+  return ErrorReply(request_id, Error(StatusCode::kInvalidArgument, message),
+                    /*close_after=*/true);
 }
 
-void SessionServer::Connection::ReplyError(std::uint64_t request_id, const Error& error,
-                                           bool close_after) {
-  v1::SessionMessage reply;
-  reply.set_request_id(request_id);
-  v1::SessionError& body = *reply.mutable_error();
+SessionServer::Connection::Reply SessionServer::Connection::ErrorReply(std::uint64_t request_id,
+                                                                       const Error& error,
+                                                                       bool close_after) {
+  Reply reply;
+  reply.message.set_request_id(request_id);
+  v1::SessionError& body = *reply.message.mutable_error();
   body.set_code(static_cast<std::uint32_t>(error.code()));
   body.set_message(error.message());
-  Reply(reply, UniqueFd(),
-        close_after ? std::optional<std::string>(error.ToString()) : std::nullopt);
+  if (close_after) reply.close_reason = error.ToString();
+  return reply;
 }
 
-void SessionServer::Connection::Reply(const v1::SessionMessage& message, UniqueFd fd,
-                                      std::optional<std::string> close_reason) {
-  reply_payload_.resize(message.ByteSizeLong());
-  message.SerializeWithCachedSizesToArray(reply_payload_.data());
-  reply_fd_ = std::move(fd);
-  close_after_reply_ = std::move(close_reason);
-  sender_.emplace(reply_payload_, reply_fd_.get());
-  reply_started_ = false;
-  drain_delay_ = kFirstDrainDelay;
-  ContinueWrite();
-}
-
-void SessionServer::Connection::ContinueWrite() {
-  Result<bool> done = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (closed_) return;
-    // A descriptor in a reply that the client has not read is charged to the daemon
-    // (in-flight SCM_RIGHTS count against our RLIMIT_NOFILE), so a client that sends
-    // requests without reading the replies could starve every other session. Send one only
-    // once the client has read all that came before; well-behaved clients, which read each
-    // reply before the next request, never wait here.
-    if (!reply_started_ && reply_fd_ && UnreadReplyBytesLocked() > 0) {
-      if (drain_delay_ == kFirstDrainDelay) {
-        spdlog::debug(
-            "session connection {} (pid {}): waiting for the client to read its "
-            "earlier replies",
-            id_, peer_.pid);
-      }
-      drain_timer_.expires_after(drain_delay_);
-      drain_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-        self->OnDrainTimer(error);
-      });
-      drain_delay_ = std::min(drain_delay_ * 2, kLastDrainDelay);
-      return;
-    }
-    reply_started_ = true;
-    done = sender_->Continue(socket_.native_handle());
-    if (done && !*done) {
-      socket_.async_wait(stream_protocol::socket::wait_write,
-                         [self = shared_from_this()](const boost::system::error_code& error) {
-                           self->OnWritable(error);
-                         });
-      return;
-    }
+Status SessionServer::Connection::Send(const Reply& reply) {
+  reply_payload_.resize(reply.message.ByteSizeLong());
+  reply.message.SerializeWithCachedSizesToArray(reply_payload_.data());
+  if (reply.fd) {
+    if (auto drained = WaitUntilEarlierRepliesAreRead(); !drained) return drained;
   }
-  sender_.reset();
-  reply_fd_.Reset();  // The kernel holds the client's reference to it now.
-  if (!done) {
-    if (done.error().code() != StatusCode::kUnavailable) {
-      spdlog::warn("session connection {} (pid {}): reply not sent: {}", id_, peer_.pid,
-                   done.error().ToString());
+  return SendFrame(socket_fd_, reply_payload_, reply.fd ? reply.fd.get() : -1);
+}
+
+Status SessionServer::Connection::WaitUntilEarlierRepliesAreRead() {
+  std::chrono::milliseconds delay = kFirstDrainDelay;
+  while (true) {
+    int unread = 0;
+    // On a unix socket, SIOCOUTQ counts the bytes sent and not yet read by the peer.
+    if (::ioctl(socket_fd_, SIOCOUTQ, &unread) != 0 || unread == 0) return {};
+    if (delay == kFirstDrainDelay) {
+      spdlog::debug(
+          "session connection {} (pid {}): waiting for the client to read its earlier replies",
+          id_, peer_.pid);
     }
-    Close(done.error().message());
-    return;
+    // Sleeps for `delay`, or less when the connection hangs up (the client closed it, or
+    // Shutdown()): poll reports POLLHUP and POLLERR whatever the events asked for.
+    pollfd entry{.fd = socket_fd_, .events = 0, .revents = 0};
+    if (::poll(&entry, 1, static_cast<int>(delay.count())) > 0) {
+      return UnavailableError("the connection ended while a reply waited for the client");
+    }
+    delay = std::min(delay * 2, kLastDrainDelay);
   }
-  if (close_after_reply_) {
-    Close(*close_after_reply_);
-    return;
-  }
-  ArmRead();
-}
-
-void SessionServer::Connection::OnDrainTimer(const boost::system::error_code& error) {
-  if (error == boost::asio::error::operation_aborted) return;
-  Core::HandlerScope scope(*core_);
-  if (!scope.entered() || !Begin()) return;
-  ContinueWrite();
-  End();
-}
-
-int SessionServer::Connection::UnreadReplyBytesLocked() {
-  int unread = 0;
-  // On a unix socket, SIOCOUTQ counts the bytes sent and not yet read by the peer.
-  if (::ioctl(socket_.native_handle(), SIOCOUTQ, &unread) != 0) return 0;
-  return unread;
 }
 
 // ---- SessionServer ----

@@ -13,26 +13,29 @@
 
 namespace hurray::daemon {
 
-// Listens on a unix stream socket and drives the session protocol of every connection on
-// the caller's io_context:
-//   - reads the peer's credentials (SO_PEERCRED) when it accepts a connection;
-//   - the first frame must be a hello of protocol version kSessionProtocolVersion with a
+// Listens on a unix stream socket (accepting on the caller's io_context) and serves each
+// connection on a thread of its own, which blocks in recvmsg for the next request: a
+// request then costs one wake-up, of the thread that handles it. Each connection:
+//   - has the peer's credentials (SO_PEERCRED) read when it is accepted;
+//   - must begin with a hello of protocol version kSessionProtocolVersion with a
 //     client_name of at most kMaxSessionClientNameBytes (anything else is answered
 //     with an INVALID_ARGUMENT SessionError and the connection is closed); the host's
 //     OpenSession decides, and the client gets a welcome or the host's error (and is
 //     closed);
-//   - then answers each map_segment with segment_granted plus the descriptor
-//     (SCM_RIGHTS), or with an error of the host's code; anything else, or a frame that
+//   - then gets each map_segment answered with segment_granted plus the descriptor
+//     (SCM_RIGHTS), and each hot-path request (allocate, publish, acquire, release,
+//     cancel_allocation) with the host's reply or error; anything else, or a frame that
 //     does not parse, is a protocol error as above; an oversized or truncated frame closes
 //     the connection at once;
-//   - when a connection closes, for whatever reason (end of stream, error, protocol error,
-//     Stop()), calls host.CloseSession exactly once for its session, if it had one. No
-//     other host call for that session follows, and none runs concurrently with it.
+//   - when it closes, for whatever reason (end of stream, error, protocol error, Stop()),
+//     calls host.CloseSession exactly once for its session, if it had one, before the
+//     socket closes. No other host call for that session follows, and none runs
+//     concurrently with it.
 // A connection reads one request at a time and answers it before it reads the next, so a
 // client that does not read its replies stalls only itself; a reply that carries a
 // descriptor waits until the client has read every earlier reply, so a client never holds
 // more than one descriptor in flight (they count against the daemon's descriptor limit).
-// No lock is held while the host is called.
+// No lock is held while the host is called; calls for different sessions run concurrently.
 //
 // Thread-safe: every method may be called from any thread, io_context threads included;
 // the io_context may be run by any number of threads. The io_context and the host must
@@ -57,13 +60,12 @@ class SessionServer {
   SessionServer(const SessionServer&) = delete;
   SessionServer& operator=(const SessionServer&) = delete;
 
-  // Stops accepting, closes every connection (calling CloseSession for each open session)
-  // and removes the socket file (if it is still the one this server created). Idempotent.
-  // Called from a thread that is not running the io_context, it returns after every
-  // handler already running has finished, so the host is not called after it returns.
-  // Called from an io_context thread, a handler running concurrently (possibly the
-  // caller's own) may still make its last host calls, CloseSession included, just after.
-  // Never call it while holding a lock that the host's methods take.
+  // Stops accepting, closes every connection, waits until each connection's thread has
+  // called CloseSession for its session and ended, and removes the socket file (if it is
+  // still the one this server created). Idempotent; a second concurrent call returns once
+  // the first is done. Called from a thread that is not running the io_context, it also
+  // waits for an accept handler already running, so the host is not called after it
+  // returns. Never call it from the host's methods, nor while holding a lock that they take.
   void Stop();
 
   // Connections accepted and not yet closed.
