@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -20,6 +21,10 @@ using internal::StrCat;
 // Room for a few descriptors per recvmsg: a frame carries at most one, and the kernel drops
 // (closes) any that do not fit, so a peer that sends many cannot exhaust ours.
 constexpr std::size_t kMaxDescriptorsPerReceive = 4;
+// FrameReader's buffer: what one read asks for at least, and the most it keeps between
+// frames (a larger frame grows it for as long as it takes).
+constexpr std::size_t kReaderChunkBytes = std::size_t{16} << 10;
+constexpr std::size_t kReaderKeptBytes = std::size_t{64} << 10;
 
 std::string ErrnoText(int error_number) {
   std::array<char, 256> buffer{};
@@ -279,6 +284,115 @@ Result<Frame> ReceiveFrame(int socket) {
       return std::unexpected(std::move(ready).error());
     }
   }
+}
+
+Result<Frame> FrameReader::Next(int socket) {
+  while (true) {
+    auto frame = TakeFrame();
+    if (!frame) return std::unexpected(std::move(frame).error());
+    if (frame->has_value()) return std::move(**frame);
+    const std::size_t available = end_ - begin_;
+    std::size_t frame_bytes = kSessionFrameHeaderBytes;
+    if (available >= kSessionFrameHeaderBytes) {
+      std::uint8_t header[kSessionFrameHeaderBytes];
+      std::memcpy(header, buffer_.data() + begin_, kSessionFrameHeaderBytes);
+      frame_bytes += DecodeLength(header);  // TakeFrame() checked it against the limit.
+    }
+    auto received = Receive(socket, frame_bytes);
+    if (!received) return std::unexpected(std::move(received).error());
+    if (!*received) {
+      if (auto ready = WaitUntilReady(socket, POLLIN); !ready) {
+        return std::unexpected(std::move(ready).error());
+      }
+    }
+  }
+}
+
+Result<std::optional<Frame>> FrameReader::TakeFrame() {
+  const std::size_t available = end_ - begin_;
+  if (available < kSessionFrameHeaderBytes) return std::nullopt;
+  std::uint8_t header[kSessionFrameHeaderBytes];
+  std::memcpy(header, buffer_.data() + begin_, kSessionFrameHeaderBytes);
+  const std::uint32_t length = DecodeLength(header);
+  if (length > kMaxSessionFrameBytes) return FrameTooLargeError(length);
+  if (available - kSessionFrameHeaderBytes < length) return std::nullopt;
+
+  const auto start = static_cast<std::ptrdiff_t>(begin_);
+  const auto stop = static_cast<std::ptrdiff_t>(begin_ + kSessionFrameHeaderBytes + length);
+  Frame frame;
+  const auto* payload = buffer_.data() + begin_ + kSessionFrameHeaderBytes;
+  frame.payload.assign(payload, payload + length);
+  // This frame owns a descriptor whose read holds the frame's first byte, unless a later
+  // frame also begins in that read. A descriptor whose read ends before the next frame
+  // begins can belong to no frame any more.
+  std::erase_if(descriptors_, [&](PendingDescriptor& pending) {
+    if (pending.read_begin <= start && start < pending.read_end && stop >= pending.read_end) {
+      if (!frame.fd.valid()) frame.fd = std::move(pending.fd);
+      return true;  // A second one is closed with its entry.
+    }
+    return pending.read_end <= stop;
+  });
+  begin_ = static_cast<std::size_t>(stop);
+  if (begin_ == end_) {
+    begin_ = 0;
+    end_ = 0;
+    // After a large frame, give the memory back.
+    if (buffer_.size() > kReaderKeptBytes) std::vector<std::uint8_t>().swap(buffer_);
+  }
+  return frame;
+}
+
+Result<bool> FrameReader::Receive(int socket, std::size_t frame_bytes) {
+  if (begin_ > 0 && buffer_.size() - begin_ < std::max(frame_bytes, kReaderChunkBytes)) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    for (PendingDescriptor& pending : descriptors_) {
+      pending.read_begin -= static_cast<std::ptrdiff_t>(begin_);
+      pending.read_end -= static_cast<std::ptrdiff_t>(begin_);
+    }
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  const std::size_t wanted = std::max(begin_ + frame_bytes, kReaderChunkBytes);
+  if (buffer_.size() < wanted) buffer_.resize(wanted);
+
+  iovec space{.iov_base = buffer_.data() + end_, .iov_len = buffer_.size() - end_};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerReceive)>
+      control{};
+  msghdr message{};
+  message.msg_iov = &space;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  ssize_t received = 0;
+  do {
+    received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  if (received < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    return std::unexpected(SystemCallError("recvmsg", errno));
+  }
+  UniqueFd descriptor;
+  TakeDescriptors(message, descriptor);  // Owned (and closed) whatever happens next.
+  if (received == 0) {
+    const std::size_t available = end_ - begin_;
+    if (available == 0) return UnavailableError("session socket closed by peer");
+    if (available < kSessionFrameHeaderBytes) {
+      return UnavailableError(
+          StrCat("session socket closed by peer in the middle of a frame (length prefix: ",
+                 available, " of ", kSessionFrameHeaderBytes, " bytes)"));
+    }
+    return UnavailableError(StrCat(
+        "session socket closed by peer in the middle of a frame (payload: ",
+        available - kSessionFrameHeaderBytes, " of ", frame_bytes - kSessionFrameHeaderBytes,
+        " bytes)"));
+  }
+  if (descriptor.valid()) {
+    descriptors_.push_back(PendingDescriptor{.read_begin = static_cast<std::ptrdiff_t>(end_),
+                                             .read_end = static_cast<std::ptrdiff_t>(end_) + received,
+                                             .fd = std::move(descriptor)});
+  }
+  end_ += static_cast<std::size_t>(received);
+  return true;
 }
 
 Result<PeerCredentials> ReadPeerCredentials(int socket) {

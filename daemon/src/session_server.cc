@@ -269,6 +269,7 @@ class SessionServer::Connection {
 
   // Used by the connection's thread only.
   std::optional<std::uint64_t> session_id_;  // Set once the host opened the session.
+  FrameReader reader_;  // One recvmsg per request, usually.
   std::vector<std::uint8_t> reply_payload_;
 };
 
@@ -472,7 +473,7 @@ void SessionServer::Connection::Shutdown() {
 
 std::string SessionServer::Connection::Serve() {
   while (true) {
-    auto frame = ReceiveFrame(socket_fd_);
+    auto frame = reader_.Next(socket_fd_);
     if (!frame) {
       if (shutting_down()) return "the server stopped";
       // The client went away (exit, crash, kill -9): the normal end of a session.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -230,6 +231,170 @@ TEST_F(SessionWireTest, ReceiverResumesAcrossPiecesAndStopsAtFrameEnd) {
   frame = receiver.Continue(receiver_.get());
   ASSERT_OK(frame);
   EXPECT_FALSE(frame->has_value());
+}
+
+// ---- FrameReader ----
+
+// A pipe whose write end travels in frames: the read end tells which copy arrived (bytes
+// written through it come out here) and whether every copy is closed (it hangs up).
+struct TracerPipe {
+  TracerPipe() {
+    std::array<int, 2> ends{};
+    EXPECT_EQ(::pipe2(ends.data(), O_CLOEXEC), 0);
+    read_end.Reset(ends[0]);
+    write_end.Reset(ends[1]);
+  }
+  UniqueFd read_end;
+  UniqueFd write_end;
+};
+
+// Whether `fd` is a write end of `pipe`: a byte written through it comes out of its read end.
+bool IsWriteEndOf(int fd, const TracerPipe& pipe) {
+  if (::write(fd, "t", 1) != 1) return false;
+  char byte = 0;
+  return Readable(pipe.read_end.get()) && ::read(pipe.read_end.get(), &byte, 1) == 1 &&
+         byte == 't';
+}
+
+// Sends `bytes` as one sendmsg with `fd` attached.
+void SendWithDescriptor(int socket, const std::vector<std::uint8_t>& bytes, int fd) {
+  iovec buffer{.iov_base = const_cast<std::uint8_t*>(bytes.data()), .iov_len = bytes.size()};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+  msghdr message{};
+  message.msg_iov = &buffer;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  ASSERT_EQ(::sendmsg(socket, &message, 0), static_cast<ssize_t>(bytes.size()));
+}
+
+TEST_F(SessionWireTest, ReaderReturnsQueuedFramesInOrderEachWithItsDescriptor) {
+  TracerPipe first_pipe;
+  TracerPipe second_pipe;
+  // Five frames queued before the first read: the reader's first recvmsg takes several.
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("one")));
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("two"), first_pipe.write_end.get()));
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("three")));
+  ASSERT_OK(SendFrame(sender_.get(), {}));
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("five"), second_pipe.write_end.get()));
+  first_pipe.write_end.Reset();
+  second_pipe.write_end.Reset();
+
+  FrameReader reader;
+  std::vector<Frame> frames;
+  for (int i = 0; i < 5; ++i) {
+    auto frame = reader.Next(receiver_.get());
+    ASSERT_OK(frame);
+    frames.push_back(std::move(*frame));
+  }
+  EXPECT_EQ(frames[0].payload, Bytes("one"));
+  EXPECT_EQ(frames[1].payload, Bytes("two"));
+  EXPECT_EQ(frames[2].payload, Bytes("three"));
+  EXPECT_TRUE(frames[3].payload.empty());
+  EXPECT_EQ(frames[4].payload, Bytes("five"));
+  EXPECT_FALSE(frames[0].fd.valid());
+  ASSERT_TRUE(frames[1].fd.valid());
+  EXPECT_TRUE(IsWriteEndOf(frames[1].fd.get(), first_pipe));
+  EXPECT_FALSE(frames[2].fd.valid());
+  EXPECT_FALSE(frames[3].fd.valid());
+  ASSERT_TRUE(frames[4].fd.valid());
+  EXPECT_TRUE(IsWriteEndOf(frames[4].fd.get(), second_pipe));
+  EXPECT_NE(::fcntl(frames[4].fd.get(), F_GETFD) & FD_CLOEXEC, 0);
+  EXPECT_FALSE(Readable(receiver_.get()));
+}
+
+TEST_F(SessionWireTest, ReaderClosesDescriptorThatNoFrameBeginsWith) {
+  TracerPipe pipe;
+  // A frame whose second piece, not its first byte, carries the descriptor.
+  auto first_piece = Header(4);
+  first_piece.push_back('a');
+  WriteAll(sender_.get(), first_piece);
+  FrameReader reader;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    SendWithDescriptor(sender_.get(), Bytes("bcd"), pipe.write_end.get());
+  });
+  auto frame = reader.Next(receiver_.get());
+  late.join();
+  ASSERT_OK(frame);
+  EXPECT_EQ(frame->payload, Bytes("abcd"));
+  EXPECT_FALSE(frame->fd.valid());
+  pipe.write_end.Reset();
+  // Had the reader kept the stray copy, the pipe would not hang up.
+  char byte = 0;
+  EXPECT_TRUE(Readable(pipe.read_end.get()));
+  EXPECT_EQ(::read(pipe.read_end.get(), &byte, 1), 0);
+}
+
+TEST_F(SessionWireTest, ReaderTakesLargestFrameInPiecesThenTheNextOne) {
+  std::vector<std::uint8_t> payload(kMaxSessionFrameBytes);
+  std::iota(payload.begin(), payload.end(), std::uint8_t{3});
+  Status sent;
+  std::thread writer([&] {
+    sent = SendFrame(sender_.get(), payload);
+    if (sent) sent = SendFrame(sender_.get(), Bytes("after"));
+  });
+  FrameReader reader;
+  auto large = reader.Next(receiver_.get());
+  auto small = reader.Next(receiver_.get());
+  writer.join();
+  ASSERT_OK(sent);
+  ASSERT_OK(large);
+  EXPECT_TRUE(large->payload == payload);
+  ASSERT_OK(small);
+  EXPECT_EQ(small->payload, Bytes("after"));
+}
+
+TEST_F(SessionWireTest, ReaderWaitsOnNonBlockingSocket) {
+  MakeNonBlocking(receiver_.get());
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_OK(SendFrame(sender_.get(), Bytes("late")));
+  });
+  FrameReader reader;
+  auto frame = reader.Next(receiver_.get());
+  late.join();
+  ASSERT_OK(frame);
+  EXPECT_EQ(frame->payload, Bytes("late"));
+}
+
+TEST_F(SessionWireTest, ReaderReportsEndOfStreamBetweenAndInsideFrames) {
+  ASSERT_OK(SendFrame(sender_.get(), Bytes("last")));
+  sender_.Reset();
+  FrameReader reader;
+  ASSERT_OK(reader.Next(receiver_.get()));
+  EXPECT_ERROR(reader.Next(receiver_.get()), StatusCode::kUnavailable,
+               {"session socket closed by peer"});
+
+  SetUp();
+  auto bytes = Header(10);
+  bytes.push_back('a');
+  WriteAll(sender_.get(), bytes);
+  sender_.Reset();
+  FrameReader inside;
+  EXPECT_ERROR(inside.Next(receiver_.get()), StatusCode::kUnavailable,
+               {"middle of a frame", "payload: 1 of 10 bytes"});
+
+  SetUp();
+  WriteAll(sender_.get(), {1, 0});
+  sender_.Reset();
+  FrameReader in_prefix;
+  EXPECT_ERROR(in_prefix.Next(receiver_.get()), StatusCode::kUnavailable,
+               {"middle of a frame", "length prefix: 2 of 4 bytes"});
+}
+
+TEST_F(SessionWireTest, ReaderRejectsOversizedLengthPrefix) {
+  auto bytes = Header(kMaxSessionFrameBytes + 1);
+  bytes.resize(64, 'x');  // Payload bytes behind it, in the same read.
+  WriteAll(sender_.get(), bytes);
+  FrameReader reader;
+  EXPECT_ERROR(reader.Next(receiver_.get()), StatusCode::kInvalidArgument,
+               {"session frame length 1048577", "limit of 1048576"});
 }
 
 TEST_F(SessionWireTest, ReadsPeerCredentials) {

@@ -107,6 +107,43 @@ class FrameReceiver {
   std::size_t payload_received_ = 0;
 };
 
+// Reads frames from a connected unix stream socket through a buffer of its own, so that a
+// small frame usually takes one recvmsg (ReceiveFrame takes two: the length prefix, then
+// the payload). Bytes read past the end of a frame are kept for the next call. A received
+// descriptor goes with the frame it was sent with: the kernel ends a read right after bytes
+// that carry descriptors (unix(7): ancillary data "forms a kind of barrier"), so it belongs
+// to the last frame that begins in the read that brought it. Any beyond the first of a
+// frame, and any that no frame can own, are closed. Not thread-safe; one reader per socket,
+// and no other reads on it.
+class FrameReader {
+ public:
+  FrameReader() = default;
+
+  // The next frame, blocking until it is complete (a non-blocking socket is waited on with
+  // poll()). Errors as ReceiveFrame; after an error the reader is spent.
+  [[nodiscard]] Result<Frame> Next(int socket);
+
+ private:
+  // A received descriptor, with the buffer range [read_begin, read_end) of the read that
+  // brought it (read_begin may lie before the buffer's start once bytes are consumed).
+  struct PendingDescriptor {
+    std::ptrdiff_t read_begin = 0;
+    std::ptrdiff_t read_end = 0;
+    UniqueFd fd;
+  };
+
+  // Takes the complete frame at begin_, when there is one.
+  [[nodiscard]] Result<std::optional<Frame>> TakeFrame();
+  // Makes room for at least `frame_bytes` from begin_ (moving the unread bytes to the
+  // front), then receives once. false when the socket would block.
+  [[nodiscard]] Result<bool> Receive(int socket, std::size_t frame_bytes);
+
+  std::vector<std::uint8_t> buffer_;
+  std::size_t begin_ = 0;  // First byte not yet returned.
+  std::size_t end_ = 0;    // One past the last byte received.
+  std::vector<PendingDescriptor> descriptors_;
+};
+
 // Writes one frame to a non-blocking socket a piece at a time, for event loops: call
 // Continue() whenever the socket is writable until it returns true. Borrows `payload` and
 // `fd_to_pass`: both must stay valid until the first Continue() call that writes a byte
