@@ -41,13 +41,15 @@ struct Reply {
   UniqueFd fd;
 };
 
-Result<Reply> Receive(int socket, std::string_view context) {
+// `context()` names the request in an error; it is called only on the error path.
+template <typename Context>
+Result<Reply> Receive(int socket, const Context& context) {
   auto frame = ReceiveFrame(socket);
   if (!frame) return std::unexpected(frame.error());
   Reply reply;
   if (!reply.message.ParseFromArray(frame->payload.data(),
                                     static_cast<int>(frame->payload.size()))) {
-    return InternalError(std::string(context) + ": the daemon's reply of " +
+    return InternalError(context() + ": the daemon's reply of " +
                          std::to_string(frame->payload.size()) +
                          " bytes does not parse as a hurray.v1.SessionMessage");
   }
@@ -74,7 +76,7 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   if (auto sent = Send(socket->get(), hello); !sent) {
     return std::unexpected(sent.error().WithContext("session hello"));
   }
-  auto reply = Receive(socket->get(), "session hello");
+  auto reply = Receive(socket->get(), [] { return std::string("session hello"); });
   if (!reply) return std::unexpected(reply.error());
   const v1::SessionMessage& message = reply->message;
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
@@ -110,26 +112,28 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   if (broken_) {
     return UnavailableError("the session connection is closed after: " + broken_->ToString());
   }
+  // The request's name appears only in errors: a reflection lookup on every request of the
+  // hot path would cost more than nothing.
+  const auto describe = [&] { return context.empty() ? BodyName(request) : std::string(context); };
   const std::uint64_t request_id = next_request_id_++;
   request.set_request_id(request_id);
   if (auto sent = Send(socket_.get(), request); !sent) {
-    return std::unexpected(BreakLocked(sent.error().WithContext(context)));
+    return std::unexpected(BreakLocked(sent.error().WithContext(describe())));
   }
-  auto reply = Receive(socket_.get(), context);
+  auto reply = Receive(socket_.get(), describe);
   if (!reply) return std::unexpected(BreakLocked(reply.error()));
   v1::SessionMessage& message = reply->message;
   if (message.request_id() != request_id) {
     return std::unexpected(
-        BreakLocked(Error(StatusCode::kInternal, std::string(context) +
-                                                     ": the reply carries request_id " +
+        BreakLocked(Error(StatusCode::kInternal, describe() + ": the reply carries request_id " +
                                                      std::to_string(message.request_id()) +
                                                      ", expected " + std::to_string(request_id))));
   }
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (message.body_case() != reply_case) {
-    return std::unexpected(BreakLocked(Error(
-        StatusCode::kInternal, std::string(context) + ": the daemon answered with " +
-                                   BodyName(message) + ", not the reply of the request")));
+    return std::unexpected(BreakLocked(
+        Error(StatusCode::kInternal, describe() + ": the daemon answered with " +
+                                         BodyName(message) + ", not the reply of the request")));
   }
   if (fd != nullptr) *fd = std::move(reply->fd);
   return std::move(message);
@@ -162,7 +166,7 @@ Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, b
 Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage request,
                                                        v1::SessionMessage::BodyCase reply_case) {
   std::lock_guard lock(mutex_);
-  return RoundTripLocked(request, reply_case, nullptr, BodyName(request));
+  return RoundTripLocked(request, reply_case, nullptr, /*context=*/{});
 }
 
 }  // namespace hurray::client

@@ -78,7 +78,8 @@ class SessionConnection {
   Error BreakLocked(Error cause);
 
   // Sends `request` with a fresh request_id and receives its reply of body `reply_case`,
-  // taking the descriptor that came with it into *fd when fd is not null.
+  // taking the descriptor that came with it into *fd when fd is not null. Errors name the
+  // request by `context`, or, when it is empty, by the request's body ("acquire").
   [[nodiscard]] Result<v1::SessionMessage> RoundTripLocked(v1::SessionMessage& request,
                                                            v1::SessionMessage::BodyCase reply_case,
                                                            UniqueFd* fd, std::string_view context);
