@@ -1,5 +1,6 @@
 #include "hurray/client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <thread>
@@ -76,6 +77,29 @@ Status ReleaseLease(Connection& connection, std::uint64_t lease_id) {
   auto released = connection.Release(request);
   if (!released) return std::unexpected(released.error());
   return {};
+}
+
+// Ends `lease_ids` in requests of at most Client::kMaxLeasesPerRelease ids. The daemon stops
+// a request at the first lease it does not know (NOT_FOUND), leaving the rest of it held;
+// then each of that request's leases is released on its own, so one stale id costs the
+// others nothing. Returns the first error.
+Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids) {
+  Status outcome;
+  while (!lease_ids.empty()) {
+    const std::span<const std::uint64_t> chunk =
+        lease_ids.first(std::min(lease_ids.size(), Client::kMaxLeasesPerRelease));
+    lease_ids = lease_ids.subspan(chunk.size());
+    v1::ReleaseRequest request;
+    request.mutable_lease_ids()->Add(chunk.begin(), chunk.end());
+    auto released = connection.Release(request);
+    if (released) continue;
+    if (outcome) outcome = std::unexpected(released.error());
+    // Any other error means the session is gone (and its leases with it) or the daemon
+    // refused the request as a whole: retrying one by one would only repeat it.
+    if (released.error().code() != StatusCode::kNotFound || chunk.size() == 1) continue;
+    for (std::uint64_t lease_id : chunk) (void)ReleaseLease(connection, lease_id);
+  }
+  return outcome;
 }
 
 }  // namespace
@@ -174,6 +198,60 @@ Status TensorView::Release() {
   return status;
 }
 
+Status TensorView::CheckAllOf(const Connection& connection, std::span<const TensorView> views) {
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const State* state = views[i].state_.get();
+    if (state == nullptr || state->connection.get() == &connection) continue;
+    return InvalidArgumentError(
+        "Release: views[" + std::to_string(i) + "] (" + state->name.substr(0, 200) + " version " +
+        std::to_string(state->version) + ", lease " + std::to_string(state->lease_id) +
+        ") was acquired through another client; nothing was released");
+  }
+  return {};
+}
+
+Status TensorView::ReleaseAll(Connection& connection, std::span<TensorView> views) {
+  std::vector<std::uint64_t> lease_ids;
+  lease_ids.reserve(views.size());
+  for (TensorView& view : views) {
+    if (!view.state_) continue;
+    lease_ids.push_back(view.state_->lease_id);
+    view.state_.reset();
+  }
+  return ReleaseLeases(connection, lease_ids);
+}
+
+// ---- TensorViewBatch ----
+
+TensorViewBatch::TensorViewBatch(std::shared_ptr<Connection> connection,
+                                 std::vector<TensorView> views)
+    : connection_(std::move(connection)), views_(std::move(views)) {}
+TensorViewBatch::TensorViewBatch(TensorViewBatch&&) noexcept = default;
+TensorViewBatch& TensorViewBatch::operator=(TensorViewBatch&& other) noexcept {
+  if (this != &other) {
+    clear();
+    connection_ = std::move(other.connection_);
+    views_ = std::move(other.views_);
+  }
+  return *this;
+}
+TensorViewBatch::~TensorViewBatch() { clear(); }
+
+Status TensorViewBatch::Release() {
+  if (views_.empty()) return {};
+  if (auto mine = TensorView::CheckAllOf(*connection_, views_); !mine) return mine;
+  auto status = TensorView::ReleaseAll(*connection_, views_);
+  views_.clear();
+  return status;
+}
+
+void TensorViewBatch::clear() {
+  // A foreign view moved in makes Release refuse; clearing then ends each lease through the
+  // view's own client.
+  (void)Release();
+  views_.clear();
+}
+
 // ---- Client ----
 
 Result<TensorView> TensorView::FromResponse(const std::shared_ptr<Connection>& connection,
@@ -243,9 +321,14 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   return view;
 }
 
-Result<std::vector<TensorView>> Client::BatchAcquire(const std::vector<std::string>& names,
-                                                     std::string_view prefix,
-                                                     std::chrono::milliseconds wait) {
+Status Client::Release(std::span<TensorView> views) {
+  if (auto mine = TensorView::CheckAllOf(*connection_, views); !mine) return mine;
+  return TensorView::ReleaseAll(*connection_, views);
+}
+
+Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& names,
+                                             std::string_view prefix,
+                                             std::chrono::milliseconds wait) {
   v1::BatchAcquireRequest request;
   for (const std::string& name : names) request.add_names(name);
   request.set_prefix(std::string(prefix));
@@ -261,15 +344,20 @@ Result<std::vector<TensorView>> Client::BatchAcquire(const std::vector<std::stri
   for (int i = 0; i < response.tensors_size(); ++i) {
     auto view = TensorView::FromResponse(connection_, response.tensors(i));
     if (!view) {
-      // The views made so far release in their destructors; release the rest here.
-      for (int rest = i; rest < response.tensors_size(); ++rest) {
-        (void)ReleaseLease(*connection_, response.tensors(rest).lease_id());
+      // Every lease of the batch ends, in one request: the views made so far are emptied
+      // without releasing on their own.
+      std::vector<std::uint64_t> lease_ids;
+      lease_ids.reserve(static_cast<std::size_t>(response.tensors_size()));
+      for (const v1::AcquireResponse& taken : response.tensors()) {
+        lease_ids.push_back(taken.lease_id());
       }
+      for (TensorView& made : views) made.state_.reset();
+      (void)ReleaseLeases(*connection_, lease_ids);
       return std::unexpected(view.error());
     }
     views.push_back(std::move(*view));
   }
-  return views;
+  return TensorViewBatch(connection_, std::move(views));
 }
 
 Result<std::uint32_t> Client::Delete(std::string_view name, std::uint64_t version) {

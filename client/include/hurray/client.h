@@ -8,8 +8,12 @@
 //   auto view = client->Acquire("model/embedding").value();  // in another process
 //   std::span<const std::byte> same = view.buffer(0);          // the same memory, read-only
 //
-// Client is thread-safe. WritableTensor and TensorView are move-only values for one thread
-// at a time; each keeps the client's connection alive while it exists.
+//   auto weights = client->BatchAcquire({}, "model/").value();  // every tensor under model/
+//   ... read weights[i].buffer(0) ...
+//   // Dropping `weights` ends all its leases in one request.
+//
+// Client is thread-safe. WritableTensor, TensorView and TensorViewBatch are move-only values
+// for one thread at a time; each keeps the client's connection alive while it exists.
 #pragma once
 
 #include <chrono>
@@ -77,7 +81,9 @@ class WritableTensor {
 
 // A leased, read-only view of a published tensor. The memory is the producer's, mapped
 // read-only: a write faults. The lease ends in the destructor (or Release), after which the
-// daemon may reuse the memory.
+// daemon may reuse the memory. A released or moved-from view is empty: only Release, the
+// destructor and assignment may be called on it. To end many leases in one request, see
+// Client::Release and TensorViewBatch.
 class TensorView {
  public:
   TensorView(TensorView&&) noexcept;
@@ -95,17 +101,70 @@ class TensorView {
   [[nodiscard]] std::uint64_t daemon_epoch() const;
 
   // Ends the lease now; the spans are invalid afterwards. Also done by the destructor.
+  // An empty view: OK, nothing to do. The view is empty afterwards, even on error.
   [[nodiscard]] Status Release();
+
+  // False once released or moved from.
+  [[nodiscard]] bool holds_lease() const { return state_ != nullptr; }
 
  private:
   friend class Client;
+  friend class TensorViewBatch;
   struct State;
   explicit TensorView(std::unique_ptr<State> state);
   // Maps an acquired tensor; the lease is the caller's to release on failure.
   static Result<TensorView> FromResponse(
       const std::shared_ptr<client_internal::Connection>& connection,
       const v1::AcquireResponse& response);
+  // INVALID_ARGUMENT naming the first view that holds a lease of another connection than
+  // `connection`; OK when there is none. Changes nothing.
+  static Status CheckAllOf(const client_internal::Connection& connection,
+                           std::span<const TensorView> views);
+  // Ends the leases of every view that holds one (each of them `connection`'s, as
+  // CheckAllOf checked) in as few requests as Client::Release promises. Every view is empty
+  // afterwards, whatever the outcome.
+  static Status ReleaseAll(client_internal::Connection& connection, std::span<TensorView> views);
   std::unique_ptr<State> state_;
+};
+
+// The views of one BatchAcquire, whose leases end together: the destructor (or Release)
+// ends every lease the batch still holds in one request (a few above
+// Client::kMaxLeasesPerRelease views), where dropping as many single views sends one
+// request each. A view can be read in place (batch[i].buffer(0)), released on its own, or
+// moved out of the batch (it then ends its lease itself); the batch skips the empty views
+// that leaves behind. Move-only; for one thread at a time.
+class TensorViewBatch {
+ public:
+  TensorViewBatch(TensorViewBatch&&) noexcept;
+  // Releases this batch's views first, as the destructor does.
+  TensorViewBatch& operator=(TensorViewBatch&&) noexcept;
+  ~TensorViewBatch();
+
+  // The views, in BatchAcquire's order: listed names first, then prefix matches.
+  [[nodiscard]] std::size_t size() const { return views_.size(); }
+  [[nodiscard]] bool empty() const { return views_.empty(); }
+  [[nodiscard]] TensorView& operator[](std::size_t index) { return views_[index]; }
+  [[nodiscard]] const TensorView& operator[](std::size_t index) const { return views_[index]; }
+  [[nodiscard]] std::span<TensorView> views() { return views_; }
+  [[nodiscard]] std::span<const TensorView> views() const { return views_; }
+  [[nodiscard]] std::vector<TensorView>::iterator begin() { return views_.begin(); }
+  [[nodiscard]] std::vector<TensorView>::iterator end() { return views_.end(); }
+  [[nodiscard]] std::vector<TensorView>::const_iterator begin() const { return views_.begin(); }
+  [[nodiscard]] std::vector<TensorView>::const_iterator end() const { return views_.end(); }
+
+  // Ends every lease the batch still holds, as Client::Release does, and empties the batch
+  // (size() 0). INVALID_ARGUMENT, changing nothing, when a view of another client was
+  // moved into the batch; the destructor then releases each view on its own client.
+  [[nodiscard]] Status Release();
+  // Release, ignoring its outcome (as the destructor does); the batch is empty afterwards.
+  void clear();
+
+ private:
+  friend class Client;
+  TensorViewBatch(std::shared_ptr<client_internal::Connection> connection,
+                  std::vector<TensorView> views);
+  std::shared_ptr<client_internal::Connection> connection_;
+  std::vector<TensorView> views_;
 };
 
 struct AcquireOptions {
@@ -150,9 +209,26 @@ class Client {
   [[nodiscard]] Result<TensorView> Acquire(std::string_view name, AcquireOptions options = {});
 
   // Leases every listed name and every name under `prefix` (when not empty): all or none.
-  [[nodiscard]] Result<std::vector<TensorView>> BatchAcquire(
+  // The leases end together when the batch is dropped (see TensorViewBatch).
+  [[nodiscard]] Result<TensorViewBatch> BatchAcquire(
       const std::vector<std::string>& names, std::string_view prefix = {},
       std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+
+  // Most lease ids one release request carries. Client::Release and TensorViewBatch split
+  // larger sets into requests of this many: each stays far below the session socket's
+  // 1 MiB frame and gRPC's 4 MiB message (a lease id takes at most 11 bytes), and the
+  // daemon's registry is held for a bounded time per request.
+  static constexpr std::size_t kMaxLeasesPerRelease = 10000;
+
+  // Ends the leases of many views in one request (ceil(n / kMaxLeasesPerRelease) for n
+  // views), where releasing each view sends one. Empty views (released or moved from) are
+  // skipped, as TensorView::Release does with them. INVALID_ARGUMENT, before anything is
+  // sent, when a view was acquired through another Client: nothing is released and every
+  // view is as it was. Otherwise every view is empty afterwards, even on error: the
+  // daemon's error (or UNAVAILABLE once the session is gone, which ended every lease
+  // anyway) is returned, and a lease the daemon did not know (NOT_FOUND) does not keep the
+  // others of its request from being released.
+  [[nodiscard]] Status Release(std::span<TensorView> views);
 
   // Deletes a name's versions (all, or one). Returns how many.
   [[nodiscard]] Result<std::uint32_t> Delete(std::string_view name, std::uint64_t version = 0);

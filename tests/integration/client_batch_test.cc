@@ -1,0 +1,233 @@
+// Ending many leases at once (Client::Release, TensorViewBatch), against the real hurrayd,
+// with the tensors published by a separate producer process.
+#include <algorithm>
+
+#include "integration_test.h"
+#include "test_tensors.h"
+#include "testing/status_matchers.h"
+
+namespace hurray::integration {
+namespace {
+
+using HotPath = Client::Options::HotPath;
+
+constexpr int kTensors = 200;
+constexpr std::uint64_t kSeed = 3000;
+
+std::string SetName(int index) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "batch/t%03d", index);
+  return name;
+}
+
+// Whether every view holds a lease, and whether none does.
+bool AllHoldLeases(std::span<const TensorView> views) {
+  return std::ranges::all_of(views, [](const TensorView& view) { return view.holds_lease(); });
+}
+bool NoneHoldsALease(std::span<const TensorView> views) {
+  return std::ranges::none_of(views, [](const TensorView& view) { return view.holds_lease(); });
+}
+
+class ClientBatchTest : public IntegrationTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(IntegrationTest::SetUp());
+    // A model loader in another process publishes batch/t000 .. batch/t199.
+    ASSERT_EQ(RunAgent({"produce-set", "batch/t", std::to_string(kTensors), std::to_string(kSeed)}),
+              "published 200\n");
+  }
+
+  std::uint64_t Leases() { return Stats().lease_count(); }
+
+  // Acquires batch/t<first> .. batch/t<first + count - 1> one by one through `client`.
+  static std::vector<TensorView> AcquireEach(Client& client, int first, int count) {
+    std::vector<TensorView> views;
+    for (int i = first; i < first + count; ++i) {
+      auto view = client.Acquire(SetName(i));
+      EXPECT_OK(view);
+      if (view) views.push_back(std::move(*view));
+    }
+    return views;
+  }
+
+  // Every view reads what the producer wrote into batch/t<index>.
+  static void ExpectContents(const TensorView& view, int index) {
+    EXPECT_EQ(view.name(), SetName(index));
+    EXPECT_EQ(CheckBuffer(view.buffer(0), kSeed + static_cast<std::uint64_t>(index), 0), "")
+        << view.name();
+  }
+};
+
+TEST_F(ClientBatchTest, DroppingABatchEndsEveryLease) {
+  {
+    auto batch = client().BatchAcquire({}, "batch/");
+    ASSERT_OK(batch);
+    ASSERT_EQ(batch->size(), static_cast<std::size_t>(kTensors));
+    for (int i = 0; i < kTensors; ++i) ExpectContents((*batch)[static_cast<std::size_t>(i)], i);
+    EXPECT_EQ(Leases(), static_cast<std::uint64_t>(kTensors));
+  }
+  EXPECT_EQ(Leases(), 0u);
+  auto listed = client().List("batch/", 1000);
+  ASSERT_OK(listed);
+  ASSERT_EQ(listed->tensors_size(), kTensors);
+  for (const auto& tensor : listed->tensors()) EXPECT_EQ(tensor.lease_count(), 0u) << tensor.name();
+}
+
+TEST_F(ClientBatchTest, ReleaseEndsEveryLeaseAndEmptiesTheBatch) {
+  auto batch = client().BatchAcquire({SetName(7)}, "batch/t1");  // t007, then t100..t199.
+  ASSERT_OK(batch);
+  ASSERT_EQ(batch->size(), 101u);
+  ExpectContents((*batch)[0], 7);
+  ExpectContents((*batch)[1], 100);
+  EXPECT_EQ(Leases(), 101u);
+  ASSERT_OK(batch->Release());
+  EXPECT_TRUE(batch->empty());
+  EXPECT_EQ(Leases(), 0u);
+  ASSERT_OK(batch->Release());  // Nothing left: nothing to do.
+
+  // Assigning over a batch ends the leases it held.
+  auto first = client().BatchAcquire({}, "batch/t0");  // t000..t099.
+  auto second = client().BatchAcquire({SetName(150)});
+  ASSERT_OK(first);
+  ASSERT_OK(second);
+  EXPECT_EQ(Leases(), 101u);
+  *first = std::move(*second);
+  EXPECT_EQ(Leases(), 1u);
+  ASSERT_EQ(first->size(), 1u);
+  ExpectContents((*first)[0], 150);
+  first->clear();
+  EXPECT_TRUE(first->empty());
+  EXPECT_EQ(Leases(), 0u);
+}
+
+TEST_F(ClientBatchTest, ViewsReleasedOrMovedOutOfABatchAreSkipped) {
+  auto batch = client().BatchAcquire({}, "batch/");
+  ASSERT_OK(batch);
+  ASSERT_EQ(batch->size(), static_cast<std::size_t>(kTensors));
+  ASSERT_OK((*batch)[0].Release());
+  TensorView kept = std::move((*batch)[1]);
+  EXPECT_EQ(Leases(), static_cast<std::uint64_t>(kTensors - 1));
+
+  ASSERT_OK(batch->Release());
+  EXPECT_EQ(Leases(), 1u);  // Only the view moved out still holds its lease.
+  ExpectContents(kept, 1);
+  ASSERT_OK(kept.Release());
+  EXPECT_EQ(Leases(), 0u);
+}
+
+TEST_F(ClientBatchTest, ClientReleaseEndsTheLeasesOfSeparateAcquires) {
+  std::vector<TensorView> views = AcquireEach(client(), 0, 50);
+  ASSERT_EQ(views.size(), 50u);
+  ASSERT_OK(views[10].Release());  // Already released: skipped, as Release() does.
+  EXPECT_EQ(Leases(), 49u);
+  ASSERT_OK(client().Release(views));
+  EXPECT_TRUE(NoneHoldsALease(views));
+  EXPECT_EQ(Leases(), 0u);
+  ASSERT_OK(client().Release(views));  // Every view empty now: nothing to do.
+  ASSERT_OK(client().Release({}));
+}
+
+TEST_F(ClientBatchTest, AViewOfAnotherClientIsRefusedAndNothingIsReleased) {
+  auto other = Connect("other-client");
+  ASSERT_NE(other, nullptr);
+  std::vector<TensorView> views = AcquireEach(client(), 0, 4);
+  ASSERT_EQ(views.size(), 4u);
+  auto foreign = other->Acquire(SetName(4));
+  ASSERT_OK(foreign);
+  views.insert(views.begin() + 2, std::move(*foreign));
+  ASSERT_OK(views[4].Release());  // An already released view changes nothing either way.
+  EXPECT_EQ(Leases(), 4u);
+
+  EXPECT_ERROR(client().Release(views), StatusCode::kInvalidArgument,
+               {"views[2]", SetName(4), "another client", "nothing was released"});
+  EXPECT_EQ(Leases(), 4u);
+  for (std::size_t i : {0u, 1u, 3u}) {
+    ASSERT_TRUE(views[i].holds_lease()) << i;
+    ExpectContents(views[i], static_cast<int>(i < 2 ? i : i - 1));
+  }
+  ASSERT_TRUE(views[2].holds_lease());
+  ExpectContents(views[2], 4);
+
+  // Each client releases its own.
+  ASSERT_OK(other->Release(std::span(views).subspan(2, 1)));
+  EXPECT_EQ(Leases(), 3u);
+  ASSERT_OK(client().Release(views));
+  EXPECT_TRUE(NoneHoldsALease(views));
+  EXPECT_EQ(Leases(), 0u);
+}
+
+TEST_F(ClientBatchTest, ABatchHoldingAViewOfAnotherClientStillEndsEveryLease) {
+  auto other = Connect("other-client");
+  ASSERT_NE(other, nullptr);
+  {
+    auto batch = client().BatchAcquire({}, "batch/t0");  // t000..t099.
+    ASSERT_OK(batch);
+    auto foreign = other->Acquire(SetName(150));
+    ASSERT_OK(foreign);
+    (*batch)[0] = std::move(*foreign);  // Ends the batch's own lease on t000.
+    EXPECT_EQ(Leases(), 100u);
+    EXPECT_ERROR(batch->Release(), StatusCode::kInvalidArgument,
+                 {"views[0]", "another client", "nothing was released"});
+    EXPECT_EQ(Leases(), 100u);
+    EXPECT_TRUE(AllHoldLeases(batch->views()));
+    ExpectContents((*batch)[0], 150);
+    ExpectContents((*batch)[99], 99);
+  }
+  // Dropped: each view's lease ended through its own client.
+  EXPECT_EQ(Leases(), 0u);
+}
+
+TEST_F(ClientBatchTest, ReleaseSplitsALargeSetIntoSeveralRequests) {
+  // One more view than a request carries; all of one tensor, which a session may lease
+  // many times.
+  const std::size_t count = Client::kMaxLeasesPerRelease + 1;
+  std::vector<TensorView> views;
+  views.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    auto view = client().Acquire(SetName(3));
+    ASSERT_OK(view);
+    views.push_back(std::move(*view));
+  }
+  EXPECT_EQ(Leases(), count);
+  auto described = client().Describe(SetName(3));
+  ASSERT_OK(described);
+  EXPECT_EQ(described->versions(0).lease_count(), count);
+  ASSERT_OK(client().Release(views));
+  EXPECT_TRUE(NoneHoldsALease(views));
+  EXPECT_EQ(Leases(), 0u);
+}
+
+// The same over both channels of the hot path (release goes over the session socket by
+// default, or gRPC).
+class ClientBatchChannelTest : public ClientBatchTest,
+                               public ::testing::WithParamInterface<HotPath> {};
+
+TEST_P(ClientBatchChannelTest, ReleasesEveryLeaseInOneCall) {
+  auto connected = Client::Connect(
+      {.socket_path = socket(), .client_name = "batch-channel", .hot_path = GetParam()});
+  ASSERT_OK(connected);
+  Client& consumer = **connected;
+  auto batch = consumer.BatchAcquire({}, "batch/");
+  ASSERT_OK(batch);
+  std::vector<TensorView> views = AcquireEach(consumer, 0, 20);
+  EXPECT_EQ(Leases(), static_cast<std::uint64_t>(kTensors + 20));
+  ASSERT_OK(consumer.Release(views));
+  EXPECT_EQ(Leases(), static_cast<std::uint64_t>(kTensors));
+  ASSERT_OK(batch->Release());
+  EXPECT_EQ(Leases(), 0u);
+  auto foreign = client().Acquire(SetName(0));
+  ASSERT_OK(foreign);
+  EXPECT_ERROR(consumer.Release(std::span(&*foreign, 1)), StatusCode::kInvalidArgument,
+               {"another client"});
+  EXPECT_EQ(Leases(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothChannels, ClientBatchChannelTest,
+                         ::testing::Values(HotPath::kSessionSocket, HotPath::kGrpc),
+                         [](const ::testing::TestParamInfo<HotPath>& param) {
+                           return param.param == HotPath::kSessionSocket ? "SessionSocket"
+                                                                        : "Grpc";
+                         });
+
+}  // namespace
+}  // namespace hurray::integration
