@@ -255,13 +255,18 @@ void TensorViewBatch::clear() {
 // ---- Client ----
 
 Result<TensorView> TensorView::FromResponse(const std::shared_ptr<Connection>& connection,
-                                            const v1::AcquireResponse& response) {
+                                            const v1::AcquireResponse& response, bool populate) {
   auto descriptor = DescriptorFromProto(response.tensor().tensor_descriptor());
   if (!descriptor) {
     return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
   }
   auto buffers = MapBuffers(*connection, response.tensor().buffers(), *descriptor, false);
   if (!buffers) return std::unexpected(buffers.error());
+  if (populate) {
+    for (const MappedBuffer& buffer : *buffers) {
+      client_internal::PopulateForReading(buffer.data, buffer.size);
+    }
+  }
   return TensorView(std::make_unique<State>(State{.connection = connection,
                                                   .name = response.tensor().name(),
                                                   .version = response.tensor().version(),
@@ -316,7 +321,7 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   request.set_wait_timeout_ms(*wait);
   auto response = connection_->Acquire(request);
   if (!response) return std::unexpected(response.error());
-  auto view = TensorView::FromResponse(connection_, *response);
+  auto view = TensorView::FromResponse(connection_, *response, options.populate);
   if (!view) (void)ReleaseLease(*connection_, response->lease_id());
   return view;
 }
@@ -342,7 +347,7 @@ Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& nam
   std::vector<TensorView> views;
   views.reserve(static_cast<std::size_t>(response.tensors_size()));
   for (int i = 0; i < response.tensors_size(); ++i) {
-    auto view = TensorView::FromResponse(connection_, response.tensors(i));
+    auto view = TensorView::FromResponse(connection_, response.tensors(i), /*populate=*/false);
     if (!view) {
       // Every lease of the batch ends, in one request: the views made so far are emptied
       // without releasing on their own.

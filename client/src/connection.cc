@@ -1,7 +1,9 @@
 #include "connection.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -13,9 +15,34 @@ namespace {
 constexpr char kSessionMetadataKey[] = "x-hurray-session";
 constexpr std::uint64_t kHugePageBytes = std::uint64_t{2} << 20;
 
+// Linux 5.14's advice value; older C libraries do not define it.
+#ifdef MADV_POPULATE_READ
+constexpr int kPopulateRead = MADV_POPULATE_READ;
+#else
+constexpr int kPopulateRead = 22;
+#endif
+
+// Cleared once the kernel answers EINVAL: it does not know the advice, so later calls skip
+// the system call.
+std::atomic<bool> populate_supported{true};
+
 }  // namespace
 
 Mapping::~Mapping() { ::munmap(base_, size_); }
+
+void PopulateForReading(const std::byte* data, std::uint64_t size) {
+  if (size == 0 || !populate_supported.load(std::memory_order_relaxed)) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data) / page * page;
+  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(data) + size;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): madvise takes the page-aligned address.
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, kPopulateRead) != 0 &&
+      errno == EINVAL) {
+    // The range is page-aligned and mapped, so EINVAL means the advice is unknown. Other
+    // failures (EFAULT, ENOMEM, EINTR) leave the mapping as it was: the read faults instead.
+    populate_supported.store(false, std::memory_order_relaxed);
+  }
+}
 
 Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
   std::string message = status.error_message();

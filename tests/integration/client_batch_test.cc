@@ -1,6 +1,12 @@
-// Ending many leases at once (Client::Release, TensorViewBatch), against the real hurrayd,
-// with the tensors published by a separate producer process.
+// Ending many leases at once (Client::Release, TensorViewBatch) and populating a tensor's
+// page tables at acquire (AcquireOptions::populate), against the real hurrayd, with the
+// tensors published by a separate producer process.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include "integration_test.h"
 #include "test_tensors.h"
@@ -228,6 +234,110 @@ INSTANTIATE_TEST_SUITE_P(BothChannels, ClientBatchChannelTest,
                            return param.param == HotPath::kSessionSocket ? "SessionSocket"
                                                                         : "Grpc";
                          });
+
+// ---- AcquireOptions::populate ----------------------------------------------------------
+
+class PopulateTest : public IntegrationTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(IntegrationTest::SetUp());
+    EXPECT_EQ(RunAgent({"produce", "pop/dense", "dense", "5"}), "version 1\n");
+    EXPECT_EQ(RunAgent({"produce", "pop/csr", "csr", "6"}), "version 1\n");
+  }
+
+  // A client with a mapping cache of its own: its first acquire maps the segment afresh.
+  std::unique_ptr<Client> FreshConsumer() { return Connect("populate-consumer"); }
+};
+
+std::uintptr_t PageSize() { return static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE)); }
+
+// The pages [first, last] that `bytes` (not empty) lies on.
+std::pair<std::uintptr_t, std::uintptr_t> PagesUnder(std::span<const std::byte> bytes) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
+  return {begin / PageSize(), (begin + bytes.size() - 1) / PageSize()};
+}
+
+long PageCount(std::span<const std::byte> bytes) {
+  const auto [first, last] = PagesUnder(bytes);
+  return static_cast<long>(last - first + 1);
+}
+
+// Whether this kernel knows MADV_POPULATE_READ (Linux 5.14+).
+bool KernelPopulates() {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;
+#endif
+  const std::size_t page = PageSize();
+  void* probe = ::mmap(nullptr, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) return false;
+  const bool known = ::madvise(probe, page, MADV_POPULATE_READ) == 0;
+  ::munmap(probe, page);
+  return known;
+}
+
+// How many of the pages under `bytes` have a present page-table entry in this process
+// (bit 63 of /proc/self/pagemap, readable without privileges); -1 when it cannot be read.
+long PresentPages(std::span<const std::byte> bytes) {
+  const auto [first, last] = PagesUnder(bytes);
+  std::vector<std::uint64_t> entries(last - first + 1);
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const std::size_t wanted = entries.size() * sizeof(std::uint64_t);
+  const ssize_t got =
+      ::pread(fd, entries.data(), wanted, static_cast<off_t>(first * sizeof(std::uint64_t)));
+  ::close(fd);
+  if (got != static_cast<ssize_t>(wanted)) return -1;
+  return std::ranges::count_if(entries, [](std::uint64_t entry) { return (entry >> 63) != 0; });
+}
+
+TEST_F(PopulateTest, GivesTheSameBytesAsAPlainAcquire) {
+  auto plain_client = FreshConsumer();
+  auto populating_client = FreshConsumer();
+  ASSERT_NE(plain_client, nullptr);
+  ASSERT_NE(populating_client, nullptr);
+  for (const auto& [name, seed] : {std::pair{"pop/dense", 5}, std::pair{"pop/csr", 6}}) {
+    auto plain = plain_client->Acquire(name);
+    auto populated = populating_client->Acquire(name, {.populate = true});
+    ASSERT_OK(plain);
+    ASSERT_OK(populated);
+    ASSERT_EQ(populated->buffer_count(), plain->buffer_count());
+    for (std::size_t i = 0; i < populated->buffer_count(); ++i) {
+      const auto bytes = populated->buffer(i);
+      ASSERT_EQ(bytes.size(), plain->buffer(i).size());
+      EXPECT_NE(bytes.data(), plain->buffer(i).data()) << "two clients share one mapping";
+      EXPECT_EQ(std::memcmp(bytes.data(), plain->buffer(i).data(), bytes.size()), 0);
+      EXPECT_EQ(CheckBuffer(bytes, static_cast<std::uint64_t>(seed), i), "") << name << " " << i;
+    }
+  }
+  // Through gRPC, with a wait: the same option, the same bytes.
+  auto waited = populating_client->Acquire("pop/dense", {.wait = 5s, .populate = true});
+  ASSERT_OK(waited);
+  EXPECT_EQ(CheckBuffer(waited->buffer(0), 5, 0), "");
+}
+
+TEST_F(PopulateTest, FillsThePageTablesOfEveryBufferAtAcquire) {
+  if (!KernelPopulates()) GTEST_SKIP() << "this kernel has no MADV_POPULATE_READ (Linux 5.14+)";
+  auto plain_client = FreshConsumer();
+  auto populating_client = FreshConsumer();
+  ASSERT_NE(plain_client, nullptr);
+  ASSERT_NE(populating_client, nullptr);
+
+  auto plain = plain_client->Acquire("pop/dense");
+  ASSERT_OK(plain);
+  const auto plain_bytes = plain->buffer(0);
+  const long plain_present = PresentPages(plain_bytes);
+  ASSERT_GE(plain_present, 0) << "cannot read /proc/self/pagemap";
+  EXPECT_LT(plain_present, PageCount(plain_bytes)) << "a plain acquire populated the tensor";
+
+  for (const char* name : {"pop/dense", "pop/csr"}) {
+    auto populated = populating_client->Acquire(name, {.populate = true});
+    ASSERT_OK(populated);
+    for (std::size_t i = 0; i < populated->buffer_count(); ++i) {
+      const auto bytes = populated->buffer(i);
+      EXPECT_EQ(PresentPages(bytes), PageCount(bytes)) << name << " buffer " << i;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace hurray::integration
