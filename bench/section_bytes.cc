@@ -5,8 +5,14 @@
 // (page faults, allocation and every copy on the way included); "repeat" is the same
 // process doing it again.
 //
+// The hurray consumer is measured twice, in separate fresh processes: with a plain acquire
+// (every first read of a 64 KiB stretch takes a page fault) and with AcquireOptions::populate
+// (the acquire fills the page tables of the tensor's range with MADV_POPULATE_READ).
+//
 // Worker roles:
-//   bytes-hurray SOCKET NAME BYTES   acquire NAME and read every byte ("first_acquire_ns",
+//   bytes-hurray SOCKET NAME BYTES MODE
+//                                    MODE "plain" or "populate" (AcquireOptions::populate):
+//                                    acquire NAME and read every byte ("first_acquire_ns",
 //                                    "first_read_ns", "first_total_ns"), read it again
 //                                    ("repeat_read_ns"), release, acquire and read again
 //                                    ("repeat_total_ns"); checks the bytes;
@@ -68,11 +74,14 @@ int BytesHurrayRole(const WorkerArgs& args) {
   const std::string& socket = Arg(args, 0, "SOCKET");
   const std::string& name = Arg(args, 1, "NAME");
   const std::uint64_t bytes = ArgNumber(args, 2, "BYTES");
+  const std::string& mode = Arg(args, 3, "MODE");
+  if (mode != "plain" && mode != "populate") WorkerFail("MODE " + mode + ": plain or populate");
+  const AcquireOptions options{.populate = mode == "populate"};
   auto client = ConnectWarm(socket, "bytes-hurray");
   const std::uint64_t expected = PatternChecksum(bytes);
 
   const std::int64_t start = NowNanoseconds();
-  TensorView view = CheckOk(client->Acquire(name), "Acquire");
+  TensorView view = CheckOk(client->Acquire(name, options), "Acquire");
   const std::int64_t acquired = NowNanoseconds();
   const std::uint64_t first_sum = ReadEveryByte(view.buffer(0));
   const std::int64_t first_read = NowNanoseconds();
@@ -84,7 +93,7 @@ int BytesHurrayRole(const WorkerArgs& args) {
   CheckOk(view.Release(), "Release");
 
   const std::int64_t again = NowNanoseconds();
-  TensorView repeat = CheckOk(client->Acquire(name), "Acquire");
+  TensorView repeat = CheckOk(client->Acquire(name, options), "Acquire");
   const std::uint64_t repeat_sum = ReadEveryByte(repeat.buffer(0));
   const std::int64_t repeat_done = NowNanoseconds();
   if (repeat_sum != expected) WorkerFail("acquired " + name + " again: the bytes differ");
@@ -190,14 +199,20 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
 
     harness.Progress(where + "hurray: publish " + size + ", fresh consumers read it");
     WorkerResults hurray;
+    WorkerResults populated;
     for (int i = 0; i < scale.read_repetitions; ++i) {
-      if (auto published = harness.PublishTensor(kTensorName, bytes, /*fill=*/true); !published) {
-        return published;
+      // Plain and populate alternate, each on a fresh publish, so drift hits both alike.
+      for (const std::string mode : {"plain", "populate"}) {
+        if (auto published = harness.PublishTensor(kTensorName, bytes, /*fill=*/true);
+            !published) {
+          return published;
+        }
+        auto results = harness.RunWorker(
+            placement, {"bytes-hurray", socket, kTensorName, std::to_string(bytes), mode},
+            kWorkerTimeout);
+        if (!results) return std::unexpected(results.error());
+        (mode == "plain" ? hurray : populated).Merge(*results);
       }
-      auto results = harness.RunWorker(
-          placement, {"bytes-hurray", socket, kTensorName, std::to_string(bytes)}, kWorkerTimeout);
-      if (!results) return std::unexpected(results.error());
-      hurray.Merge(*results);
     }
     add(prefix + "hurray_first_total", "hurray: acquire + read all, first touch", placement,
         hurray.Values("first_total_ns"));
@@ -205,6 +220,13 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
         hurray.Values("first_acquire_ns"));
     add(prefix + "hurray_first_read", "hurray: the read alone, first touch", placement,
         hurray.Values("first_read_ns"));
+    add(prefix + "hurray_populate_first_total",
+        "hurray: acquire with populate + read all, first touch", placement,
+        populated.Values("first_total_ns"));
+    add(prefix + "hurray_populate_first_acquire", "hurray: acquire with populate alone", placement,
+        populated.Values("first_acquire_ns"));
+    add(prefix + "hurray_populate_first_read", "hurray: the read alone, after populate",
+        placement, populated.Values("first_read_ns"));
     add(prefix + "hurray_repeat_read", "hurray: read all again, same mapping", placement,
         hurray.Values("repeat_read_ns"));
     add(prefix + "hurray_repeat_total", "hurray: release, acquire + read all again", placement,
@@ -244,8 +266,11 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
     report.AddNote(run.section,
                    "first touch: a fresh consumer process acquires the just-published tensor and "
                    "reads it, so the page faults that map the shared pages into it are included; "
-                   "the floor reads pages already mapped. Every method reads every byte with the "
-                   "same AVX2 loop and checks the bytes against the pattern.");
+                   "the floor reads pages already mapped. \"with populate\": the acquire asks for "
+                   "AcquireOptions::populate (madvise MADV_POPULATE_READ on the tensor's range), "
+                   "which fills the page tables inside the acquire instead of faulting during "
+                   "the read. Every method reads every byte with the same AVX2 loop and checks "
+                   "the bytes against the pattern.");
   }
 
   const auto ratio = [&](const std::string& key, const std::string& label,
@@ -262,6 +287,10 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
   const Target twenty_times{.kind = Target::Kind::kAtLeast, .value = 20};
   ratio("hurray_first_over_floor", "hurray first touch / local read", prefix + "hurray_first_total",
         baseline_prefix + "local_read", close_to_floor);
+  ratio("hurray_populate_first_over_floor", "hurray first touch with populate / local read",
+        prefix + "hurray_populate_first_total", baseline_prefix + "local_read", close_to_floor);
+  ratio("hurray_populate_first_over_hurray_first", "hurray first touch: populate / plain",
+        prefix + "hurray_populate_first_total", prefix + "hurray_first_total", std::nullopt);
   ratio("hurray_repeat_over_floor", "hurray repeat / local read", prefix + "hurray_repeat_total",
         baseline_prefix + "local_read", close_to_floor);
   ratio("memcpy_first_over_hurray_first", "memcpy fresh / hurray first touch",

@@ -15,9 +15,12 @@
 //                                             (the calls only), "total_ns" (writing included);
 //   model-batch SOCKET PREFIX COUNT R         R times: BatchAcquire every name under PREFIX
 //                                             ("first_batch_ns" the first time in this process,
-//                                             then "steady_batch_ns") and release all the views
-//                                             ("release_all_ns").
+//                                             then "steady_batch_ns") and release the batch in
+//                                             one request ("release_batch_ns"); then again,
+//                                             releasing the views one by one, a request each
+//                                             ("release_each_ns").
 #include <cstdio>
+#include <iterator>
 #include <thread>
 
 #include "hurray/v1/exchange.pb.h"
@@ -141,18 +144,28 @@ int ModelBatchAcquireRole(const WorkerArgs& args) {
   const std::uint64_t count = ArgNumber(args, 2, "COUNT");
   const auto repetitions = static_cast<int>(ArgNumber(args, 3, "R"));
   auto client = ConnectWarm(socket, "model-batch");
-  for (int i = 0; i < repetitions; ++i) {
+  const auto acquire_all = [&](std::string_view key) {
     const std::int64_t start = NowNanoseconds();
-    std::vector<TensorView> views = CheckOk(client->BatchAcquire({}, prefix), "BatchAcquire");
-    const std::int64_t acquired = NowNanoseconds();
-    if (views.size() != count) {
-      WorkerFail("BatchAcquire found " + std::to_string(views.size()) + " of " +
+    TensorViewBatch batch = CheckOk(client->BatchAcquire({}, prefix), "BatchAcquire");
+    EmitValue(key, static_cast<double>(NowNanoseconds() - start));
+    if (batch.size() != count) {
+      WorkerFail("BatchAcquire found " + std::to_string(batch.size()) + " of " +
                  std::to_string(count));
     }
-    views.clear();  // Each view ends its lease.
-    const std::int64_t released = NowNanoseconds();
-    EmitValue(i == 0 ? "first_batch_ns" : "steady_batch_ns", static_cast<double>(acquired - start));
-    EmitValue("release_all_ns", static_cast<double>(released - acquired));
+    return batch;
+  };
+  for (int i = 0; i < repetitions; ++i) {
+    TensorViewBatch batch = acquire_all(i == 0 ? "first_batch_ns" : "steady_batch_ns");
+    std::int64_t start = NowNanoseconds();
+    CheckOk(batch.Release(), "TensorViewBatch::Release");  // One request.
+    EmitValue("release_batch_ns", static_cast<double>(NowNanoseconds() - start));
+
+    TensorViewBatch again = acquire_all("steady_batch_ns");
+    std::vector<TensorView> views(std::make_move_iterator(again.begin()),
+                                  std::make_move_iterator(again.end()));
+    start = NowNanoseconds();
+    views.clear();  // Each view ends its own lease: a request each.
+    EmitValue("release_each_ns", static_cast<double>(NowNanoseconds() - start));
   }
   return 0;
 }
@@ -281,7 +294,8 @@ Status RunScaleAndMemory(Harness& harness) {
     };
     add("model.batch_acquire_first", "BatchAcquire all, first in process", "first_batch_ns");
     add("model.batch_acquire_steady", "BatchAcquire all, steady", "steady_batch_ns");
-    add("model.release_all", "release all the views", "release_all_ns");
+    add("model.release_batch", "release the batch (one request)", "release_batch_ns");
+    add("model.release_all", "release the views one by one", "release_each_ns");
   }
   return harness.StopDaemon();
 }
