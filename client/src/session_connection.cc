@@ -43,8 +43,8 @@ struct Reply {
 
 // `context()` names the request in an error; it is called only on the error path.
 template <typename Context>
-Result<Reply> Receive(int socket, const Context& context) {
-  auto frame = ReceiveFrame(socket);
+Result<Reply> Receive(int socket, FrameReader& reader, const Context& context) {
+  auto frame = reader.Next(socket);
   if (!frame) return std::unexpected(frame.error());
   Reply reply;
   if (!reply.message.ParseFromArray(frame->payload.data(),
@@ -76,7 +76,8 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   if (auto sent = Send(socket->get(), hello); !sent) {
     return std::unexpected(sent.error().WithContext("session hello"));
   }
-  auto reply = Receive(socket->get(), [] { return std::string("session hello"); });
+  FrameReader reader;
+  auto reply = Receive(socket->get(), reader, [] { return std::string("session hello"); });
   if (!reply) return std::unexpected(reply.error());
   const v1::SessionMessage& message = reply->message;
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
@@ -88,17 +89,19 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const PeerCredentials credentials{
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
   return std::unique_ptr<SessionConnection>(
-      new SessionConnection(std::move(*socket), welcome.token(), welcome.session_id(),
+      new SessionConnection(std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
                             welcome.daemon_epoch(), credentials));
 }
 
-SessionConnection::SessionConnection(UniqueFd socket, std::string token, std::uint64_t session_id,
-                                     std::uint64_t daemon_epoch, PeerCredentials credentials)
+SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
+                                     std::uint64_t session_id, std::uint64_t daemon_epoch,
+                                     PeerCredentials credentials)
     : token_(std::move(token)),
       session_id_(session_id),
       daemon_epoch_(daemon_epoch),
       credentials_(credentials),
-      socket_(std::move(socket)) {}
+      socket_(std::move(socket)),
+      reader_(std::move(reader)) {}
 
 Error SessionConnection::BreakLocked(Error cause) {
   socket_.Reset();
@@ -120,7 +123,7 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   if (auto sent = Send(socket_.get(), request); !sent) {
     return std::unexpected(BreakLocked(sent.error().WithContext(describe())));
   }
-  auto reply = Receive(socket_.get(), describe);
+  auto reply = Receive(socket_.get(), reader_, describe);
   if (!reply) return std::unexpected(BreakLocked(reply.error()));
   v1::SessionMessage& message = reply->message;
   if (message.request_id() != request_id) {

@@ -65,8 +65,9 @@ class SessionConnection {
                                                     v1::SessionMessage::BodyCase reply_case);
 
  private:
-  SessionConnection(UniqueFd socket, std::string token, std::uint64_t session_id,
-                    std::uint64_t daemon_epoch, PeerCredentials credentials);
+  SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
+                    std::uint64_t session_id, std::uint64_t daemon_epoch,
+                    PeerCredentials credentials);
 
   const std::string token_;
   const std::uint64_t session_id_;
@@ -86,6 +87,7 @@ class SessionConnection {
 
   std::mutex mutex_;
   UniqueFd socket_;                    // Guarded by mutex_. Invalid once broken.
+  FrameReader reader_;                 // Guarded by mutex_. Reads socket_'s replies.
   std::optional<Error> broken_;        // Guarded by mutex_. Why the socket was closed.
   std::uint64_t next_request_id_ = 1;  // Guarded by mutex_.
 };
