@@ -119,6 +119,46 @@ void TakeDescriptors(msghdr& message, UniqueFd& kept) {
   }
 }
 
+// One recvmsg into `space`, retrying EINTR; a descriptor that comes with it goes into `fd`
+// (when that holds none yet; any other is closed). The byte count (0 at end of stream), or
+// std::nullopt when the socket would block.
+Result<std::optional<std::size_t>> ReceiveSome(int socket, std::span<std::uint8_t> space,
+                                               UniqueFd& fd) {
+  iovec buffer{.iov_base = space.data(), .iov_len = space.size()};
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerReceive)>
+      control{};
+  msghdr message{};
+  message.msg_iov = &buffer;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  ssize_t received = 0;
+  do {
+    received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  if (received < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
+    return std::unexpected(SystemCallError("recvmsg", errno));
+  }
+  TakeDescriptors(message, fd);
+  return static_cast<std::size_t>(received);
+}
+
+// The end of stream after `header_received` bytes of a frame's length prefix, or after the
+// whole prefix and `payload_received` of its `payload_size` payload bytes.
+std::unexpected<Error> EndOfStreamError(std::size_t header_received, std::size_t payload_received,
+                       std::size_t payload_size) {
+  if (header_received == 0) return UnavailableError("session socket closed by peer");
+  if (header_received < kSessionFrameHeaderBytes) {
+    return UnavailableError(
+        StrCat("session socket closed by peer in the middle of a frame (length prefix: ",
+               header_received, " of ", kSessionFrameHeaderBytes, " bytes)"));
+  }
+  return UnavailableError(
+      StrCat("session socket closed by peer in the middle of a frame (payload: ",
+             payload_received, " of ", payload_size, " bytes)"));
+}
+
 }  // namespace
 
 Error SystemCallError(std::string_view call, int error_number) {
@@ -174,36 +214,14 @@ Result<std::optional<Frame>> FrameReceiver::Continue(int socket) {
       destination = frame_.payload.data() + payload_received_;
     }
 
-    iovec buffer{.iov_base = destination, .iov_len = wanted};
-    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerReceive)>
-        control{};
-    msghdr message{};
-    message.msg_iov = &buffer;
-    message.msg_iovlen = 1;
-    message.msg_control = control.data();
-    message.msg_controllen = control.size();
-    const ssize_t received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-    if (received < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-      return std::unexpected(SystemCallError("recvmsg", errno));
+    // Descriptors are owned (and closed) whatever happens next.
+    auto received = ReceiveSome(socket, std::span(destination, wanted), frame_.fd);
+    if (!received) return std::unexpected(std::move(received).error());
+    if (!received->has_value()) return std::nullopt;
+    if (**received == 0) {
+      return EndOfStreamError(header_received_, payload_received_, frame_.payload.size());
     }
-    // Descriptors first, so that they are owned (and closed) whatever happens next.
-    TakeDescriptors(message, frame_.fd);
-    if (received == 0) {
-      if (!header_complete_ && header_received_ == 0) {
-        return UnavailableError("session socket closed by peer");
-      }
-      if (!header_complete_) {
-        return UnavailableError(
-            StrCat("session socket closed by peer in the middle of a frame (length prefix: ",
-                   header_received_, " of ", kSessionFrameHeaderBytes, " bytes)"));
-      }
-      return UnavailableError(StrCat(
-          "session socket closed by peer in the middle of a frame (payload: ", payload_received_,
-          " of ", frame_.payload.size(), " bytes)"));
-    }
-    const auto count = static_cast<std::size_t>(received);
+    const std::size_t count = **received;
     if (header_complete_) {
       payload_received_ += count;
       continue;
@@ -355,43 +373,23 @@ Result<bool> FrameReader::Receive(int socket, std::size_t frame_bytes) {
   const std::size_t wanted = std::max(begin_ + frame_bytes, kReaderChunkBytes);
   if (buffer_.size() < wanted) buffer_.resize(wanted);
 
-  iovec space{.iov_base = buffer_.data() + end_, .iov_len = buffer_.size() - end_};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerReceive)>
-      control{};
-  msghdr message{};
-  message.msg_iov = &space;
-  message.msg_iovlen = 1;
-  message.msg_control = control.data();
-  message.msg_controllen = control.size();
-  ssize_t received = 0;
-  do {
-    received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-  } while (received < 0 && errno == EINTR);
-  if (received < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-    return std::unexpected(SystemCallError("recvmsg", errno));
-  }
-  UniqueFd descriptor;
-  TakeDescriptors(message, descriptor);  // Owned (and closed) whatever happens next.
-  if (received == 0) {
+  UniqueFd descriptor;  // Owned (and closed) whatever happens next.
+  auto received = ReceiveSome(socket, std::span(buffer_).subspan(end_), descriptor);
+  if (!received) return std::unexpected(std::move(received).error());
+  if (!received->has_value()) return false;
+  const std::size_t count = **received;
+  if (count == 0) {
     const std::size_t available = end_ - begin_;
-    if (available == 0) return UnavailableError("session socket closed by peer");
-    if (available < kSessionFrameHeaderBytes) {
-      return UnavailableError(
-          StrCat("session socket closed by peer in the middle of a frame (length prefix: ",
-                 available, " of ", kSessionFrameHeaderBytes, " bytes)"));
-    }
-    return UnavailableError(StrCat(
-        "session socket closed by peer in the middle of a frame (payload: ",
-        available - kSessionFrameHeaderBytes, " of ", frame_bytes - kSessionFrameHeaderBytes,
-        " bytes)"));
+    const std::size_t header_received = std::min(available, kSessionFrameHeaderBytes);
+    return EndOfStreamError(header_received, available - header_received,
+                            frame_bytes - kSessionFrameHeaderBytes);
   }
   if (descriptor.valid()) {
     descriptors_.push_back(PendingDescriptor{.read_begin = static_cast<std::ptrdiff_t>(end_),
-                                             .read_end = static_cast<std::ptrdiff_t>(end_) + received,
+                                             .read_end = static_cast<std::ptrdiff_t>(end_ + count),
                                              .fd = std::move(descriptor)});
   }
-  end_ += static_cast<std::size_t>(received);
+  end_ += count;
   return true;
 }
 

@@ -39,6 +39,24 @@ bool Readable(int fd) {
   return ::poll(&entry, 1, 0) > 0;
 }
 
+// Sends `bytes` as one sendmsg with the descriptors `fds` attached (one SCM_RIGHTS message).
+void SendWithDescriptors(int socket, const std::vector<std::uint8_t>& bytes,
+                         std::initializer_list<int> fds) {
+  iovec buffer{.iov_base = const_cast<std::uint8_t*>(bytes.data()), .iov_len = bytes.size()};
+  std::vector<char> control(CMSG_SPACE(fds.size() * sizeof(int)));
+  msghdr message{};
+  message.msg_iov = &buffer;
+  message.msg_iovlen = 1;
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(header), std::data(fds), fds.size() * sizeof(int));
+  ASSERT_EQ(::sendmsg(socket, &message, 0), static_cast<ssize_t>(bytes.size()));
+}
+
 class SessionWireTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -109,20 +127,7 @@ TEST_F(SessionWireTest, ClosesDescriptorsBeyondTheFirst) {
   std::vector<std::uint8_t> bytes = Header(2);
   bytes.push_back('h');
   bytes.push_back('i');
-  iovec buffer{.iov_base = bytes.data(), .iov_len = bytes.size()};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(2 * sizeof(int))> control{};
-  msghdr message{};
-  message.msg_iov = &buffer;
-  message.msg_iovlen = 1;
-  message.msg_control = control.data();
-  message.msg_controllen = control.size();
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(2 * sizeof(int));
-  const std::array<int, 2> fds = {write_end.get(), write_end.get()};
-  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(fds));
-  ASSERT_EQ(::sendmsg(sender_.get(), &message, 0), static_cast<ssize_t>(bytes.size()));
+  SendWithDescriptors(sender_.get(), bytes, {write_end.get(), write_end.get()});
   write_end.Reset();
 
   {
@@ -256,23 +261,6 @@ bool IsWriteEndOf(int fd, const TracerPipe& pipe) {
          byte == 't';
 }
 
-// Sends `bytes` as one sendmsg with `fd` attached.
-void SendWithDescriptor(int socket, const std::vector<std::uint8_t>& bytes, int fd) {
-  iovec buffer{.iov_base = const_cast<std::uint8_t*>(bytes.data()), .iov_len = bytes.size()};
-  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
-  msghdr message{};
-  message.msg_iov = &buffer;
-  message.msg_iovlen = 1;
-  message.msg_control = control.data();
-  message.msg_controllen = control.size();
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
-  ASSERT_EQ(::sendmsg(socket, &message, 0), static_cast<ssize_t>(bytes.size()));
-}
-
 TEST_F(SessionWireTest, ReaderReturnsQueuedFramesInOrderEachWithItsDescriptor) {
   TracerPipe first_pipe;
   TracerPipe second_pipe;
@@ -317,7 +305,7 @@ TEST_F(SessionWireTest, ReaderClosesDescriptorThatNoFrameBeginsWith) {
   FrameReader reader;
   std::thread late([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    SendWithDescriptor(sender_.get(), Bytes("bcd"), pipe.write_end.get());
+    SendWithDescriptors(sender_.get(), Bytes("bcd"), {pipe.write_end.get()});
   });
   auto frame = reader.Next(receiver_.get());
   late.join();
