@@ -1,8 +1,10 @@
 // The registry's rules, on a real CPU pool, without gRPC.
 #include "registry.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <future>
 #include <thread>
@@ -200,6 +202,117 @@ TEST_F(RegistryTest, AcquireReturnsWhatWasPublished) {
   EXPECT_ERROR(Acquire(consumer_, "model/missing"), StatusCode::kNotFound,
                {"model/missing is not published"});
   EXPECT_ERROR(Acquire(consumer_, "model/w", 2), StatusCode::kNotFound, {"version 2"});
+}
+
+// Acquire, BatchAcquire and Describe hand out the TensorInfo Publish made of the request:
+// the descriptor as sent (fields this daemon does not know included), the allocation's
+// locations, the handoff, the pool, and nothing else.
+TEST_F(RegistryTest, RepliesCarryExactlyThePublishedTensorInfo) {
+  TensorDescriptor::Parts parts;
+  parts.element_type = ElementType::kInt8;
+  parts.shape = {64, 100};
+  parts.quantization = PerChannelAffine{.axis = 0, .scale_buffer = 1};
+  parts.buffers = {*BufferHandle::Create(6400, 64, DeviceTag::Cpu(), SyncMode::kEvent),
+                   *BufferHandle::Create(256, 64, DeviceTag::Cpu(), SyncMode::kEvent)};
+  v1::TensorDescriptor descriptor = DescriptorToProto(*TensorDescriptor::Create(parts));
+  (*descriptor.mutable_metadata())["origin"] = "test";
+  descriptor.GetReflection()->MutableUnknownFields(&descriptor)->AddVarint(999, 7);
+  auto allocation = Allocate(producer_, descriptor);
+  ASSERT_OK(allocation);
+  v1::PublishRequest publish;
+  publish.set_allocation_id(allocation->allocation_id());
+  publish.set_name("quant/w");
+  publish.mutable_handoff()->set_sync_mode(1);
+  publish.mutable_handoff()->set_cuda_ipc_event_handle(std::string(64, 'e'));
+  ASSERT_OK(registry_->Publish(producer_, publish));
+
+  auto acquired = Acquire(consumer_, "quant/w");
+  ASSERT_OK(acquired);
+  v1::TensorInfo expected;
+  expected.set_name("quant/w");
+  expected.set_version(1);
+  *expected.mutable_tensor_descriptor() = descriptor;
+  *expected.mutable_buffers() = allocation->buffers();
+  *expected.mutable_handoff() = publish.handoff();
+  expected.set_pool("cpu");
+  EXPECT_GT(acquired->tensor().published_at_ns(), 0);
+  expected.set_published_at_ns(acquired->tensor().published_at_ns());
+  using google::protobuf::util::MessageDifferencer;
+  EXPECT_TRUE(MessageDifferencer::Equals(acquired->tensor(), expected))
+      << acquired->tensor().DebugString();
+  EXPECT_EQ(acquired->tensor().SerializeAsString(), expected.SerializeAsString());
+  const v1::TensorDescriptor& handed_out = acquired->tensor().tensor_descriptor();
+  EXPECT_EQ(handed_out.GetReflection()->GetUnknownFields(handed_out).field_count(), 1);
+
+  v1::DescribeRequest describe;
+  describe.set_name("quant/w");
+  auto described = registry_->Describe(describe);
+  ASSERT_OK(described);
+  EXPECT_EQ(described->tensor().SerializeAsString(), expected.SerializeAsString());
+  ASSERT_EQ(described->versions_size(), 1);
+  EXPECT_EQ(described->versions(0).published_at_ns(), expected.published_at_ns());
+  EXPECT_EQ(described->versions(0).byte_size(), 6400u + 256u);
+  EXPECT_EQ(described->versions(0).lease_count(), 1u);
+
+  v1::BatchAcquireRequest batch;
+  batch.add_names("quant/w");
+  std::promise<Result<v1::BatchAcquireResponse>> promise;
+  registry_->BatchAcquire(consumer_, batch, [&](auto result) { promise.set_value(result); });
+  auto batched = promise.get_future().get();
+  ASSERT_OK(batched);
+  ASSERT_EQ(batched->tensors_size(), 1);
+  EXPECT_EQ(batched->tensors(0).tensor().SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(batched->tensors(0).daemon_epoch(), 42u);
+  EXPECT_NE(batched->tensors(0).lease_id(), acquired->lease_id());
+
+  v1::ListRequest list;
+  list.set_prefix("quant/");
+  auto listed = registry_->List(list);
+  ASSERT_OK(listed);
+  ASSERT_EQ(listed->tensors_size(), 1);
+  EXPECT_EQ(listed->tensors(0).name(), "quant/w");
+  EXPECT_EQ(listed->tensors(0).element_type(), descriptor.element_type());
+  EXPECT_EQ(std::vector<std::uint64_t>(listed->tensors(0).shape().begin(),
+                                       listed->tensors(0).shape().end()),
+            (std::vector<std::uint64_t>{64, 100}));
+  EXPECT_EQ(listed->tensors(0).published_at_ns(), expected.published_at_ns());
+  EXPECT_EQ(listed->tensors(0).lease_count(), 2u);
+}
+
+// Replies are built after the registry's mutex is released. A session that ends meanwhile
+// (its leases released, superseded versions reclaimed) must not pull the version from
+// under a reply being built. Run it under AddressSanitizer to see the point.
+TEST_F(RegistryTest, RepliesSurviveTheirVersionBeingReclaimed) {
+  Put("race/t", 16);
+  std::atomic<bool> stop = false;
+  std::thread publisher([&] {
+    while (!stop) Put("race/t", 16);
+  });
+  for (int round = 0; round < 300; ++round) {
+    const std::uint64_t session = OpenSession();
+    auto consume = [&] {
+      for (int i = 0; i < 20; ++i) {
+        auto acquired = Acquire(session, "race/t");
+        if (!acquired) {
+          EXPECT_EQ(acquired.error().code(), StatusCode::kUnauthenticated);
+          return;
+        }
+        EXPECT_EQ(acquired->tensor().name(), "race/t");
+        EXPECT_EQ(acquired->tensor().buffers_size(), 1);
+        EXPECT_EQ(acquired->tensor().tensor_descriptor().shape(0), 16u);
+      }
+    };
+    std::thread first(consume);
+    std::thread second(consume);
+    registry_->CloseSession(session);
+    first.join();
+    second.join();
+  }
+  stop = true;
+  publisher.join();
+  EXPECT_EQ(registry_->Stats().lease_count(), 0u);
+  EXPECT_EQ(registry_->Stats().version_count(), 1u);
+  EXPECT_EQ(UsedBytes(), 4096u);
 }
 
 TEST_F(RegistryTest, RepublishKeepsOldVersionAliveUntilItsLeaseEnds) {
