@@ -294,6 +294,14 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
     }
   }
 
+  // Copied before the lock is taken: nothing else needs the mutex to wait for it.
+  Allocation allocation{.session_id = session_id,
+                        .pool = pool,
+                        .descriptor = request.tensor_descriptor(),
+                        .buffers = {},
+                        .byte_size = total};
+  allocation.buffers.reserve(descriptor->buffers().size());
+
   std::unique_lock lock(mutex_);
   auto session = sessions_.find(session_id);
   if (session == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
@@ -304,11 +312,6 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                                   Str(options_.session_quota_bytes) + " (" +
                                   Str(session->second.pending_bytes) + " pending)");
   }
-  Allocation allocation{.session_id = session_id,
-                        .pool = pool,
-                        .descriptor = request.tensor_descriptor(),
-                        .buffers = {},
-                        .byte_size = total};
   for (const BufferHandle& buffer : descriptor->buffers()) {
     v1::BufferLocation location;
     location.set_byte_size(buffer.byte_size());
