@@ -1,10 +1,13 @@
 #include "registry.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 
 #include <algorithm>
 #include <array>
+#include <boost/container/small_vector.hpp>
 
 #include "hurray/descriptor_codec.h"
 #include "tensor_name.h"
@@ -82,26 +85,103 @@ Status ValidateHandoff(const v1::SyncHandoff& handoff, const v1::TensorDescripto
   return {};
 }
 
+// Reads the element type and shape of the descriptor in a serialized v1::TensorInfo into
+// `summary`, and nothing else: List shows only these, and parsing whole TensorInfos (buffer
+// tables, layouts, metadata) made a page of 1000 names take about 1.7x as long. The bytes
+// are this daemon's own serialization, which writes known fields in field-number order
+// (unknown ones last), so reading stops at the first field past the one it needs. False on
+// bytes that do not decode.
+bool ReadElementTypeAndShape(const std::string& info, v1::TensorSummary& summary) {
+  using v1::TensorDescriptor;
+  using Wire = google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(info.data()),
+                                            static_cast<int>(info.size()));
+  std::uint32_t tag = 0;
+  while ((tag = in.ReadTag()) != 0 &&
+         Wire::GetTagFieldNumber(tag) < v1::TensorInfo::kTensorDescriptorFieldNumber) {
+    if (!Wire::SkipField(&in, tag)) return false;
+  }
+  if (tag == 0 || Wire::GetTagFieldNumber(tag) > v1::TensorInfo::kTensorDescriptorFieldNumber) {
+    return true;  // No descriptor: the defaults.
+  }
+  if (Wire::GetTagWireType(tag) != Wire::WIRETYPE_LENGTH_DELIMITED) return false;
+  std::uint32_t length = 0;
+  if (!in.ReadVarint32(&length)) return false;
+  in.PushLimit(static_cast<int>(length));
+  while ((tag = in.ReadTag()) != 0 &&
+         Wire::GetTagFieldNumber(tag) <= TensorDescriptor::kShapeFieldNumber) {
+    bool read = false;
+    if (tag == Wire::MakeTag(TensorDescriptor::kElementTypeFieldNumber, Wire::WIRETYPE_VARINT)) {
+      int element_type = 0;
+      read = Wire::ReadPrimitive<int, Wire::TYPE_ENUM>(&in, &element_type);
+      summary.set_element_type(static_cast<v1::ElementType>(element_type));
+    } else if (tag == Wire::MakeTag(TensorDescriptor::kShapeFieldNumber,
+                                    Wire::WIRETYPE_LENGTH_DELIMITED)) {
+      read =
+          Wire::ReadPackedPrimitive<std::uint64_t, Wire::TYPE_UINT64>(&in, summary.mutable_shape());
+    } else {
+      read = Wire::SkipField(&in, tag);
+    }
+    if (!read) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // A published tensor version. Its buffers stay allocated while it lives.
+//
+// A compact record rather than a v1::TensorInfo, since the daemon holds one per published
+// tensor: the TensorInfo that Acquire and Describe hand out is kept serialized once,
+// without its name (the key of the version's names_ entry), and parsed into each reply
+// after the mutex is released. A reply being built holds a shared_ptr to the version, so
+// the immutable part stays valid even if the version is reclaimed meanwhile.
 struct Registry::Version {
-  v1::TensorInfo info;  // What Acquire and Describe hand out.
+  // Set by Publish, then immutable: replies being built read these without the mutex.
+  //
+  // v1::TensorInfo with every field but `name` (field 1), serialized. A message serializes
+  // its fields in field-number order, so the name's field followed by these bytes is the
+  // whole TensorInfo; parsing them after set_name gives the message Publish built.
+  std::string info_without_name;
+  std::uint64_t number = 0;
+  std::int64_t published_at_ns = 0;  // Also in info_without_name; Describe lists it.
+  std::uint64_t byte_size = 0;       // Sum of the buffers' sizes.
+
+  // Set by Publish, then immutable; read under mutex_ only.
+  //
+  // Every buffer's range, in table order (segment_id 0 for an empty buffer): what
+  // GrantSegment checks and what returns to `pool` when the version is reclaimed.
+  boost::container::small_vector<PoolRange, 1> buffers;
   Pool* pool = nullptr;
-  std::uint64_t byte_size = 0;  // Sum of the buffers' sizes.
+  const std::string* name = nullptr;  // The key of its names_ entry (dangles once reclaimed).
+
+  // Guarded by mutex_.
   std::uint64_t lease_count = 0;
   bool superseded = false;  // A newer version of the name exists.
   bool deleted = false;     // Delete named it: no new acquires.
 };
 
+// A lease just taken: what its reply is built from, once the mutex is released.
+struct Registry::Grant {
+  std::uint64_t lease_id = 0;
+  std::shared_ptr<const Version> version;
+};
+
+struct Registry::NamedGrant {
+  std::string name;
+  Grant grant;
+};
+
 struct Registry::NameEntry {
-  std::map<std::uint64_t, std::unique_ptr<Version>> versions;  // By version number.
+  // Live versions, oldest first (version numbers only grow). Almost always one: a
+  // superseded version lives on only while leased.
+  boost::container::small_vector<std::shared_ptr<Version>, 1> versions;
   std::uint64_t next_version = 1;
 
   // The latest version, when it may still be acquired.
   [[nodiscard]] Version* Latest() const {
     if (versions.empty()) return nullptr;
-    Version* latest = versions.rbegin()->second.get();
+    Version* latest = versions.back().get();
     return latest->deleted || latest->superseded ? nullptr : latest;
   }
 };
@@ -223,8 +303,8 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id,
     bool in_lease = false;
     for (std::uint64_t lease_id : session.leases) {
       const Version& version = *leases_.at(lease_id).version;
-      for (const auto& buffer : version.info.buffers()) {
-        if (buffer.segment_id() == segment_id) {
+      for (const PoolRange& buffer : version.buffers) {
+        if (buffer.segment_id == segment_id) {
           in_lease = true;
           pool = version.pool;
         }
@@ -388,18 +468,29 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   if (auto valid = ValidateHandoff(request.handoff(), allocation.descriptor); !valid) {
     return std::unexpected(valid.error());
   }
-  NameEntry& entry = names_[request.name()];
-  auto version = std::make_unique<Version>();
+  auto named = names_.try_emplace(request.name()).first;
+  NameEntry& entry = named->second;
+  auto version = std::make_shared<Version>();
   const std::uint64_t number = entry.next_version++;
-  version->info.set_name(request.name());
-  version->info.set_version(number);
-  *version->info.mutable_tensor_descriptor() = std::move(allocation.descriptor);
-  for (auto& location : allocation.buffers) *version->info.add_buffers() = std::move(location);
-  *version->info.mutable_handoff() = request.handoff();
-  version->info.set_pool(std::string(allocation.pool->name()));
-  version->info.set_published_at_ns(NowNanoseconds());
-  version->pool = allocation.pool;
+  version->number = number;
+  version->published_at_ns = NowNanoseconds();
   version->byte_size = allocation.byte_size;
+  version->pool = allocation.pool;
+  version->name = &named->first;
+  for (const auto& location : allocation.buffers) {
+    version->buffers.push_back(
+        PoolRange{location.segment_id(), location.offset(), location.byte_size()});
+  }
+  {
+    v1::TensorInfo info;  // Without the name: see Version::info_without_name.
+    info.set_version(number);
+    *info.mutable_tensor_descriptor() = std::move(allocation.descriptor);
+    for (auto& location : allocation.buffers) *info.add_buffers() = std::move(location);
+    *info.mutable_handoff() = request.handoff();
+    info.set_pool(std::string(allocation.pool->name()));
+    info.set_published_at_ns(version->published_at_ns);
+    info.SerializeToString(&version->info_without_name);
+  }
 
   // The allocation becomes the version: its memory now belongs to the daemon.
   auto session = sessions_.find(session_id);
@@ -409,13 +500,13 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
 
   // The previous latest is superseded: it lives on only while leased.
   std::vector<Version*> superseded;
-  for (auto& [old_number, old] : entry.versions) {
+  for (const auto& old : entry.versions) {
     if (!old->superseded) {
       old->superseded = true;
       superseded.push_back(old.get());
     }
   }
-  entry.versions.emplace(number, std::move(version));
+  entry.versions.push_back(std::move(version));
   ++version_count_;
   for (Version* old : superseded) ReclaimIfUnusedLocked(old);
 
@@ -439,22 +530,25 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
 
 // ---- Acquire ----
 
-Registry::Version* Registry::FindVersionLocked(const std::string& name,
-                                               std::uint64_t version) const {
+std::shared_ptr<Registry::Version> Registry::FindVersionLocked(const std::string& name,
+                                                               std::uint64_t number) const {
   auto entry = names_.find(name);
   if (entry == names_.end()) return nullptr;
-  if (version == 0) return entry->second.Latest();
-  auto found = entry->second.versions.find(version);
-  if (found == entry->second.versions.end() || found->second->deleted) return nullptr;
-  return found->second.get();
+  if (number == 0) {
+    if (entry->second.Latest() == nullptr) return nullptr;
+    return entry->second.versions.back();
+  }
+  for (const auto& version : entry->second.versions) {
+    if (version->number == number) return version->deleted ? nullptr : version;
+  }
+  return nullptr;
 }
 
-Result<v1::AcquireResponse> Registry::AcquireLocked(std::uint64_t session_id,
-                                                    const std::string& name,
-                                                    std::uint64_t version_number) {
+Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const std::string& name,
+                                                std::uint64_t version_number) {
   auto session = sessions_.find(session_id);
   if (session == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
-  Version* version = FindVersionLocked(name, version_number);
+  std::shared_ptr<Version> version = FindVersionLocked(name, version_number);
   if (version == nullptr) {
     std::string shown = name.substr(0, 200);
     if (version_number != 0) return NotFoundError(shown + " version " + Str(version_number) +
@@ -462,12 +556,28 @@ Result<v1::AcquireResponse> Registry::AcquireLocked(std::uint64_t session_id,
     return NotFoundError(shown + " is not published");
   }
   const std::uint64_t lease_id = next_id_++;
-  leases_.emplace(lease_id, Lease{.session_id = session_id, .version = version});
+  leases_.emplace(lease_id, Lease{.session_id = session_id, .version = version.get()});
   session->second.leases.insert(lease_id);
   ++version->lease_count;
+  return Grant{.lease_id = lease_id, .version = std::move(version)};
+}
+
+void Registry::FillTensorInfo(const std::string& name, const Version& version,
+                              v1::TensorInfo& info) {
+  info.set_name(name);
+  // Bytes this daemon serialized: parsing them cannot fail short of a bug.
+  if (!info.MergeFromString(version.info_without_name)) {
+    spdlog::error("{} version {}: the stored TensorInfo does not parse",
+                  std::string_view(name).substr(0, 200), version.number);
+  }
+}
+
+Result<v1::AcquireResponse> Registry::AcquireReply(const std::string& name,
+                                                   Result<Grant> grant) const {
+  if (!grant) return std::unexpected(std::move(grant.error()));
   v1::AcquireResponse response;
-  response.set_lease_id(lease_id);
-  *response.mutable_tensor() = version->info;
+  response.set_lease_id(grant->lease_id);
+  FillTensorInfo(name, *grant->version, *response.mutable_tensor());
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;
 }
@@ -484,11 +594,10 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
     return 0;
   }
   std::unique_lock lock(mutex_);
-  auto result = AcquireLocked(session_id, request.name(), request.version());
-  if (result || result.error().code() != StatusCode::kNotFound ||
-      request.wait_timeout_ms() == 0) {
+  auto grant = AcquireLocked(session_id, request.name(), request.version());
+  if (grant || grant.error().code() != StatusCode::kNotFound || request.wait_timeout_ms() == 0) {
     lock.unlock();
-    done(std::move(result));
+    done(AcquireReply(request.name(), std::move(grant)));
     return 0;
   }
   auto shared_done = std::make_shared<AcquireDone>(std::move(done));
@@ -496,8 +605,8 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
                        shared_done](Deferred& deferred) {
     auto retry = AcquireLocked(session_id, name, version);
     if (!retry && retry.error().code() == StatusCode::kNotFound) return false;
-    deferred.push_back([shared_done, retry = std::move(retry)]() mutable {
-      (*shared_done)(std::move(retry));
+    deferred.push_back([this, shared_done, name, retry = std::move(retry)]() mutable {
+      (*shared_done)(AcquireReply(name, std::move(retry)));
     });
     return true;
   };
@@ -518,7 +627,7 @@ Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
   return std::move(*result);  // Without a wait, Acquire completes before it returns.
 }
 
-Result<v1::BatchAcquireResponse> Registry::BatchAcquireLocked(
+Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(
     std::uint64_t session_id, const v1::BatchAcquireRequest& request) {
   // First find every version, then take the leases: all or none.
   std::vector<std::string> wanted(request.names().begin(), request.names().end());
@@ -537,16 +646,31 @@ Result<v1::BatchAcquireResponse> Registry::BatchAcquireLocked(
       return NotFoundError(name.substr(0, 200) + " is not published");
     }
   }
-  v1::BatchAcquireResponse response;
+  std::vector<NamedGrant> grants;
+  grants.reserve(wanted.size());
   std::set<std::string, std::less<>> done;
-  for (const std::string& name : wanted) {
+  for (std::string& name : wanted) {
     if (!done.insert(name).second) continue;  // Listed twice: one lease.
     auto acquired = AcquireLocked(session_id, name, 0);
     if (!acquired) {
-      for (const auto& taken : response.tensors()) ReleaseLeaseLocked(taken.lease_id());
+      for (const auto& taken : grants) ReleaseLeaseLocked(taken.grant.lease_id);
       return std::unexpected(acquired.error());
     }
-    *response.add_tensors() = std::move(*acquired);
+    grants.push_back(NamedGrant{.name = std::move(name), .grant = std::move(*acquired)});
+  }
+  return grants;
+}
+
+Result<v1::BatchAcquireResponse> Registry::BatchAcquireReply(
+    Result<std::vector<NamedGrant>> grants) const {
+  if (!grants) return std::unexpected(std::move(grants.error()));
+  v1::BatchAcquireResponse response;
+  response.mutable_tensors()->Reserve(static_cast<int>(grants->size()));
+  for (const NamedGrant& named : *grants) {
+    v1::AcquireResponse& tensor = *response.add_tensors();
+    tensor.set_lease_id(named.grant.lease_id);
+    FillTensorInfo(named.name, *named.grant.version, *tensor.mutable_tensor());
+    tensor.set_daemon_epoch(options_.daemon_epoch);
   }
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;
@@ -576,19 +700,18 @@ std::uint64_t Registry::BatchAcquire(std::uint64_t session_id,
     }
   }
   std::unique_lock lock(mutex_);
-  auto result = BatchAcquireLocked(session_id, request);
-  if (result || result.error().code() != StatusCode::kNotFound ||
-      request.wait_timeout_ms() == 0) {
+  auto grants = BatchAcquireLocked(session_id, request);
+  if (grants || grants.error().code() != StatusCode::kNotFound || request.wait_timeout_ms() == 0) {
     lock.unlock();
-    done(std::move(result));
+    done(BatchAcquireReply(std::move(grants)));
     return 0;
   }
   auto shared_done = std::make_shared<BatchAcquireDone>(std::move(done));
   auto try_complete = [this, session_id, request, shared_done](Deferred& deferred) {
     auto retry = BatchAcquireLocked(session_id, request);
     if (!retry && retry.error().code() == StatusCode::kNotFound) return false;
-    deferred.push_back([shared_done, retry = std::move(retry)]() mutable {
-      (*shared_done)(std::move(retry));
+    deferred.push_back([this, shared_done, retry = std::move(retry)]() mutable {
+      (*shared_done)(BatchAcquireReply(std::move(retry)));
     });
     return true;
   };
@@ -688,16 +811,17 @@ void Registry::ReleaseLeaseLocked(std::uint64_t lease_id) {
 
 void Registry::ReclaimIfUnusedLocked(Version* version) {
   if (version->lease_count != 0 || !(version->superseded || version->deleted)) return;
-  for (const auto& buffer : version->info.buffers()) {
-    if (buffer.segment_id() != 0) {
-      version->pool->Free(PoolRange{buffer.segment_id(), buffer.offset(), buffer.byte_size()});
-    }
+  for (const PoolRange& buffer : version->buffers) {
+    if (buffer.segment_id != 0) version->pool->Free(buffer);
   }
-  auto entry = names_.find(version->info.name());
-  const std::uint64_t number = version->info.version();
-  entry->second.versions.erase(number);  // Destroys *version.
+  auto entry = names_.find(*version->name);
+  auto& versions = entry->second.versions;
+  // Drops the entry's reference: *version is destroyed now, or by the last reply being
+  // built from it.
+  versions.erase(std::find_if(versions.begin(), versions.end(),
+                              [version](const auto& live) { return live.get() == version; }));
   --version_count_;
-  if (entry->second.versions.empty()) names_.erase(entry);
+  if (versions.empty()) names_.erase(entry);
 }
 
 Result<v1::ReleaseResponse> Registry::Release(std::uint64_t session_id,
@@ -723,8 +847,8 @@ Result<v1::DeleteResponse> Registry::Delete(const v1::DeleteRequest& request) {
   auto entry = names_.find(request.name());
   std::vector<Version*> deleted;
   if (entry != names_.end()) {
-    for (auto& [number, version] : entry->second.versions) {
-      if (!version->deleted && (request.version() == 0 || request.version() == number)) {
+    for (const auto& version : entry->second.versions) {
+      if (!version->deleted && (request.version() == 0 || request.version() == version->number)) {
         version->deleted = true;
         deleted.push_back(version.get());
       }
@@ -740,7 +864,7 @@ Result<v1::DeleteResponse> Registry::Delete(const v1::DeleteRequest& request) {
     v1::WatchEvent event;
     event.set_kind(v1::WatchEvent::KIND_DELETED);
     event.set_name(request.name());
-    event.set_version(version->info.version());
+    event.set_version(version->number);
     event.set_daemon_epoch(options_.daemon_epoch);
     events.push_back(std::move(event));
   }
@@ -770,15 +894,18 @@ Result<v1::ListResponse> Registry::List(const v1::ListRequest& request) const {
     }
     v1::TensorSummary& summary = *response.add_tensors();
     summary.set_name(it->first);
-    summary.set_latest_version(latest->info.version());
+    summary.set_latest_version(latest->number);
     summary.set_version_count(static_cast<std::uint32_t>(it->second.versions.size()));
-    summary.set_element_type(latest->info.tensor_descriptor().element_type());
-    *summary.mutable_shape() = latest->info.tensor_descriptor().shape();
+    // Bytes this daemon serialized: they decode short of a bug.
+    if (!ReadElementTypeAndShape(latest->info_without_name, summary)) {
+      spdlog::error("{} version {}: the stored TensorInfo does not decode",
+                    it->first.substr(0, 200), latest->number);
+    }
     summary.set_byte_size(latest->byte_size);
     std::uint64_t leases = 0;
-    for (const auto& [number, version] : it->second.versions) leases += version->lease_count;
+    for (const auto& version : it->second.versions) leases += version->lease_count;
     summary.set_lease_count(leases);
-    summary.set_published_at_ns(latest->info.published_at_ns());
+    summary.set_published_at_ns(latest->published_at_ns);
   }
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;
@@ -788,24 +915,27 @@ Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& reque
   if (auto valid = ValidateTensorName(request.name()); !valid) {
     return std::unexpected(valid.error());
   }
-  std::lock_guard lock(mutex_);
-  const Version* version = FindVersionLocked(request.name(), request.version());
-  if (version == nullptr) {
-    return NotFoundError(request.name().substr(0, 200) +
-                         (request.version() == 0 ? std::string(" is not published")
-                                                 : " version " + Str(request.version()) +
-                                                       " is not published"));
-  }
   v1::DescribeResponse response;
-  *response.mutable_tensor() = version->info;
-  for (const auto& [number, live] : names_.find(request.name())->second.versions) {
-    v1::VersionInfo& info = *response.add_versions();
-    info.set_version(number);
-    info.set_lease_count(live->lease_count);
-    info.set_superseded(live->superseded || live->deleted);
-    info.set_byte_size(live->byte_size);
-    info.set_published_at_ns(live->info.published_at_ns());
+  std::shared_ptr<const Version> version;
+  {
+    std::lock_guard lock(mutex_);
+    version = FindVersionLocked(request.name(), request.version());
+    if (version == nullptr) {
+      return NotFoundError(request.name().substr(0, 200) +
+                           (request.version() == 0 ? std::string(" is not published")
+                                                   : " version " + Str(request.version()) +
+                                                         " is not published"));
+    }
+    for (const auto& live : names_.find(request.name())->second.versions) {
+      v1::VersionInfo& info = *response.add_versions();
+      info.set_version(live->number);
+      info.set_lease_count(live->lease_count);
+      info.set_superseded(live->superseded || live->deleted);
+      info.set_byte_size(live->byte_size);
+      info.set_published_at_ns(live->published_at_ns);
+    }
   }
+  FillTensorInfo(request.name(), *version, *response.mutable_tensor());
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;
 }

@@ -7,7 +7,9 @@
 // unpublished allocation is cancelled or its session ends.
 //
 // Thread-safe: every method may be called from any thread. One mutex guards the state;
-// callbacks (acquire completions, watch events) never run while it is held.
+// callbacks (acquire completions, watch events) never run while it is held, and neither
+// does building the TensorInfo of an Acquire, BatchAcquire or Describe reply (each version
+// keeps its TensorInfo serialized once; replies parse it).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -115,6 +117,8 @@ class Registry final : public SessionHost {
 
  private:
   struct Version;
+  struct Grant;
+  struct NamedGrant;
   struct NameEntry;
   struct Allocation;
   struct Lease;
@@ -124,12 +128,21 @@ class Registry final : public SessionHost {
   // Work to run once the mutex is released (callbacks).
   using Deferred = std::vector<std::function<void()>>;
 
-  [[nodiscard]] Result<v1::AcquireResponse> AcquireLocked(std::uint64_t session_id,
-                                                          const std::string& name,
-                                                          std::uint64_t version);
-  [[nodiscard]] Result<v1::BatchAcquireResponse> BatchAcquireLocked(
+  // Takes a lease. The reply is built from the grant after the mutex is released.
+  [[nodiscard]] Result<Grant> AcquireLocked(std::uint64_t session_id, const std::string& name,
+                                            std::uint64_t version);
+  [[nodiscard]] Result<std::vector<NamedGrant>> BatchAcquireLocked(
       std::uint64_t session_id, const v1::BatchAcquireRequest& request);
-  [[nodiscard]] Version* FindVersionLocked(const std::string& name, std::uint64_t version) const;
+  // Replies built from grants; called without the mutex.
+  [[nodiscard]] Result<v1::AcquireResponse> AcquireReply(const std::string& name,
+                                                         Result<Grant> grant) const;
+  [[nodiscard]] Result<v1::BatchAcquireResponse> BatchAcquireReply(
+      Result<std::vector<NamedGrant>> grants) const;
+  // The TensorInfo of a version under its name, from its stored bytes; needs no mutex.
+  static void FillTensorInfo(const std::string& name, const Version& version, v1::TensorInfo& info);
+  // The version Acquire and Describe find (0: the latest); null when it is not published.
+  [[nodiscard]] std::shared_ptr<Version> FindVersionLocked(const std::string& name,
+                                                           std::uint64_t version) const;
   void ReleaseLeaseLocked(std::uint64_t lease_id);
   void ReclaimIfUnusedLocked(Version* version);
   void FreeAllocationLocked(std::uint64_t allocation_id);
