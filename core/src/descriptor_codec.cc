@@ -33,7 +33,8 @@ Result<std::uint8_t> ByteField(std::uint32_t value, std::size_t buffer, std::str
 }
 
 Result<BufferHandle> BufferFromProto(const v1::BufferHandle& message, std::size_t index) {
-  const std::string context = StrCat("buffers[", index, "]");
+  // Built only for an error: this runs for every buffer of every descriptor decoded.
+  const auto context = [index] { return StrCat("buffers[", index, "]"); };
   auto device_byte = ByteField(message.device_tag(), index, "device_tag");
   if (!device_byte) return std::unexpected(device_byte.error());
   auto memory_byte = ByteField(message.memory_class(), index, "memory_class");
@@ -41,14 +42,14 @@ Result<BufferHandle> BufferFromProto(const v1::BufferHandle& message, std::size_
   auto sync_byte = ByteField(message.sync_mode(), index, "sync_mode");
   if (!sync_byte) return std::unexpected(sync_byte.error());
   auto device_tag = DeviceTag::FromByte(*device_byte);
-  if (!device_tag) return std::unexpected(device_tag.error().WithContext(context));
+  if (!device_tag) return std::unexpected(device_tag.error().WithContext(context()));
   auto memory_class = MemoryClass::FromByte(*memory_byte);
-  if (!memory_class) return std::unexpected(memory_class.error().WithContext(context));
+  if (!memory_class) return std::unexpected(memory_class.error().WithContext(context()));
   auto sync_mode = SyncModeFromByte(*sync_byte);
-  if (!sync_mode) return std::unexpected(sync_mode.error().WithContext(context));
+  if (!sync_mode) return std::unexpected(sync_mode.error().WithContext(context()));
   auto handle = BufferHandle::Create(message.byte_size(), message.alignment(), *device_tag,
                                      *sync_mode, *memory_class);
-  if (!handle) return std::unexpected(handle.error().WithContext(context));
+  if (!handle) return std::unexpected(handle.error().WithContext(context()));
   return *handle;
 }
 
