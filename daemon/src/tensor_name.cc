@@ -23,32 +23,33 @@ std::string Quoted(std::string_view name) {
 }  // namespace
 
 Status ValidateTensorName(std::string_view name, std::string_view field) {
-  const std::string prefix = std::string(field) + " " + Quoted(name);
+  // Built only for an error: every request that names a tensor comes through here.
+  const auto prefix = [&] { return std::string(field) + " " + Quoted(name); };
   if (name.size() > kMaxTensorNameBytes) {
-    return InvalidArgumentError(prefix + " is " + std::to_string(name.size()) +
+    return InvalidArgumentError(prefix() + " is " + std::to_string(name.size()) +
                                 " bytes, above the limit " +
                                 std::to_string(kMaxTensorNameBytes));
   }
   if (name.find('/') == std::string_view::npos) {
-    return InvalidArgumentError(prefix + " has no namespace: names are \"namespace/name\"");
+    return InvalidArgumentError(prefix() + " has no namespace: names are \"namespace/name\"");
   }
   std::size_t start = 0;
   while (true) {
     const std::size_t end = std::min(name.find('/', start), name.size());
     const std::string_view part = name.substr(start, end - start);
     if (part.empty()) {
-      return InvalidArgumentError(prefix + " has an empty part");
+      return InvalidArgumentError(prefix() + " has an empty part");
     }
     if (part.size() > kMaxNamePartBytes) {
-      return InvalidArgumentError(prefix + " has a part longer than " +
+      return InvalidArgumentError(prefix() + " has a part longer than " +
                                   std::to_string(kMaxNamePartBytes) + " characters");
     }
     if (part == "." || part == "..") {
-      return InvalidArgumentError(prefix + " has a \".\" or \"..\" part");
+      return InvalidArgumentError(prefix() + " has a \".\" or \"..\" part");
     }
     for (char c : part) {
       if (!IsNameCharacter(c)) {
-        return InvalidArgumentError(prefix + " has a character outside [A-Za-z0-9._-/]");
+        return InvalidArgumentError(prefix() + " has a character outside [A-Za-z0-9._-/]");
       }
     }
     if (end == name.size()) break;
