@@ -89,8 +89,8 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const PeerCredentials credentials{
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
   return std::unique_ptr<SessionConnection>(
-      new SessionConnection(std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
-                            welcome.daemon_epoch(), credentials));
+      new SessionConnection(std::move(*socket), std::move(reader), welcome.token(),
+                            welcome.session_id(), welcome.daemon_epoch(), credentials));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,

@@ -572,13 +572,18 @@ void Registry::FillTensorInfo(const std::string& name, const Version& version,
   }
 }
 
+void Registry::FillAcquireResponse(const std::string& name, const Grant& grant,
+                                   v1::AcquireResponse& response) const {
+  response.set_lease_id(grant.lease_id);
+  FillTensorInfo(name, *grant.version, *response.mutable_tensor());
+  response.set_daemon_epoch(options_.daemon_epoch);
+}
+
 Result<v1::AcquireResponse> Registry::AcquireReply(const std::string& name,
                                                    Result<Grant> grant) const {
   if (!grant) return std::unexpected(std::move(grant.error()));
   v1::AcquireResponse response;
-  response.set_lease_id(grant->lease_id);
-  FillTensorInfo(name, *grant->version, *response.mutable_tensor());
-  response.set_daemon_epoch(options_.daemon_epoch);
+  FillAcquireResponse(name, *grant, response);
   return response;
 }
 
@@ -667,10 +672,7 @@ Result<v1::BatchAcquireResponse> Registry::BatchAcquireReply(
   v1::BatchAcquireResponse response;
   response.mutable_tensors()->Reserve(static_cast<int>(grants->size()));
   for (const NamedGrant& named : *grants) {
-    v1::AcquireResponse& tensor = *response.add_tensors();
-    tensor.set_lease_id(named.grant.lease_id);
-    FillTensorInfo(named.name, *named.grant.version, *tensor.mutable_tensor());
-    tensor.set_daemon_epoch(options_.daemon_epoch);
+    FillAcquireResponse(named.name, named.grant, *response.add_tensors());
   }
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;

@@ -138,6 +138,9 @@ class Registry final : public SessionHost {
                                                          Result<Grant> grant) const;
   [[nodiscard]] Result<v1::BatchAcquireResponse> BatchAcquireReply(
       Result<std::vector<NamedGrant>> grants) const;
+  // One tensor's acquire reply (lease, TensorInfo, epoch) from its grant; needs no mutex.
+  void FillAcquireResponse(const std::string& name, const Grant& grant,
+                           v1::AcquireResponse& response) const;
   // The TensorInfo of a version under its name, from its stored bytes; needs no mutex.
   static void FillTensorInfo(const std::string& name, const Version& version, v1::TensorInfo& info);
   // The version Acquire and Describe find (0: the latest); null when it is not published.

@@ -432,7 +432,8 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
     return;  // `connection` closes its socket.
   }
   ::pthread_setname_np(thread.native_handle(), "hurrayd-session");
-  connections_.emplace(id, Served{.connection = std::move(connection), .thread = std::move(thread)});
+  connections_.emplace(id,
+                       Served{.connection = std::move(connection), .thread = std::move(thread)});
 }
 
 void SessionServer::Core::RemoveSocketFile() const {
@@ -575,9 +576,10 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
                        host.CancelAllocation(session_id, request.cancel_allocation()),
                        &v1::SessionMessage::mutable_cancel_allocation_reply);
     default:
-      return RejectProtocol(request.request_id(),
-                            fmt::format("session message {}: {} is not a request this daemon serves",
-                                        request.request_id(), BodyName(request)));
+      return RejectProtocol(
+          request.request_id(),
+          fmt::format("session message {}: {} is not a request this daemon serves",
+                      request.request_id(), BodyName(request)));
   }
 }
 
