@@ -29,26 +29,56 @@ Error Error::WithContext(std::string_view context) const {
   return Error(code_, std::move(message));
 }
 
-std::unexpected<Error> InvalidArgumentError(std::string message) {
-  return std::unexpected(Error(StatusCode::kInvalidArgument, std::move(message)));
+std::unexpected<Error> MakeError(StatusCode code, std::string message) {
+  return std::unexpected(Error(code, std::move(message)));
 }
-std::unexpected<Error> OutOfRangeError(std::string message) {
-  return std::unexpected(Error(StatusCode::kOutOfRange, std::move(message)));
+std::unexpected<Error> CancelledError(std::string message) {
+  return MakeError(StatusCode::kCancelled, std::move(message));
+}
+std::unexpected<Error> UnknownError(std::string message) {
+  return MakeError(StatusCode::kUnknown, std::move(message));
+}
+std::unexpected<Error> InvalidArgumentError(std::string message) {
+  return MakeError(StatusCode::kInvalidArgument, std::move(message));
+}
+std::unexpected<Error> DeadlineExceededError(std::string message) {
+  return MakeError(StatusCode::kDeadlineExceeded, std::move(message));
 }
 std::unexpected<Error> NotFoundError(std::string message) {
-  return std::unexpected(Error(StatusCode::kNotFound, std::move(message)));
+  return MakeError(StatusCode::kNotFound, std::move(message));
 }
-std::unexpected<Error> FailedPreconditionError(std::string message) {
-  return std::unexpected(Error(StatusCode::kFailedPrecondition, std::move(message)));
+std::unexpected<Error> AlreadyExistsError(std::string message) {
+  return MakeError(StatusCode::kAlreadyExists, std::move(message));
+}
+std::unexpected<Error> PermissionDeniedError(std::string message) {
+  return MakeError(StatusCode::kPermissionDenied, std::move(message));
 }
 std::unexpected<Error> ResourceExhaustedError(std::string message) {
-  return std::unexpected(Error(StatusCode::kResourceExhausted, std::move(message)));
+  return MakeError(StatusCode::kResourceExhausted, std::move(message));
 }
-std::unexpected<Error> UnavailableError(std::string message) {
-  return std::unexpected(Error(StatusCode::kUnavailable, std::move(message)));
+std::unexpected<Error> FailedPreconditionError(std::string message) {
+  return MakeError(StatusCode::kFailedPrecondition, std::move(message));
+}
+std::unexpected<Error> AbortedError(std::string message) {
+  return MakeError(StatusCode::kAborted, std::move(message));
+}
+std::unexpected<Error> OutOfRangeError(std::string message) {
+  return MakeError(StatusCode::kOutOfRange, std::move(message));
+}
+std::unexpected<Error> UnimplementedError(std::string message) {
+  return MakeError(StatusCode::kUnimplemented, std::move(message));
 }
 std::unexpected<Error> InternalError(std::string message) {
-  return std::unexpected(Error(StatusCode::kInternal, std::move(message)));
+  return MakeError(StatusCode::kInternal, std::move(message));
+}
+std::unexpected<Error> UnavailableError(std::string message) {
+  return MakeError(StatusCode::kUnavailable, std::move(message));
+}
+std::unexpected<Error> DataLossError(std::string message) {
+  return MakeError(StatusCode::kDataLoss, std::move(message));
+}
+std::unexpected<Error> UnauthenticatedError(std::string message) {
+  return MakeError(StatusCode::kUnauthenticated, std::move(message));
 }
 
 }  // namespace hurray

@@ -45,28 +45,21 @@ Result<std::uint32_t> UnsignedOf(const toml::node& node, const std::string& key)
   return static_cast<std::uint32_t>(integer->get());
 }
 
-#define HURRAY_ASSIGN(target, expression) \
-  do {                                    \
-    auto value_ = (expression);           \
-    if (!value_) return std::unexpected(value_.error()); \
-    target = *value_;                     \
-  } while (false)
-
 Status ApplyCpuPool(Config::CpuPool& pool, const toml::table& table) {
   for (const auto& [key_node, node] : table) {
     const std::string_view key = key_node.str();
     const std::string name = Key("cpu_pool", key);
     if (key == "capacity") {
-      HURRAY_ASSIGN(pool.capacity_bytes, SizeOf(node, name));
+      HURRAY_ASSIGN_OR_RETURN(pool.capacity_bytes, SizeOf(node, name));
     } else if (key == "segment_size") {
-      HURRAY_ASSIGN(pool.segment_bytes, SizeOf(node, name));
+      HURRAY_ASSIGN_OR_RETURN(pool.segment_bytes, SizeOf(node, name));
     } else if (key == "page_size") {
-      HURRAY_ASSIGN(pool.page_size, SizeOf(node, name));
+      HURRAY_ASSIGN_OR_RETURN(pool.page_size, SizeOf(node, name));
     } else if (key == "shm_prefix") {
-      HURRAY_ASSIGN(pool.shm_prefix, StringOf(node, name));
+      HURRAY_ASSIGN_OR_RETURN(pool.shm_prefix, StringOf(node, name));
     } else if (key == "huge_pages") {
       std::string mode;
-      HURRAY_ASSIGN(mode, StringOf(node, name));
+      HURRAY_ASSIGN_OR_RETURN(mode, StringOf(node, name));
       Result<HugePages> parsed = ParseHugePages(mode);
       if (!parsed) return std::unexpected(parsed.error().WithContext(name));
       pool.huge_pages = *parsed;
@@ -123,18 +116,18 @@ Result<Config> ApplyToml(Config base, std::string_view toml_text, std::string_vi
   for (const auto& [key_node, node] : document) {
     const std::string key(key_node.str());
     if (key == "socket") {
-      HURRAY_ASSIGN(base.socket_path, StringOf(node, key));
+      HURRAY_ASSIGN_OR_RETURN(base.socket_path, StringOf(node, key));
     } else if (key == "tcp_address") {
-      HURRAY_ASSIGN(base.tcp_address, StringOf(node, key));
+      HURRAY_ASSIGN_OR_RETURN(base.tcp_address, StringOf(node, key));
     } else if (key == "log_level") {
-      HURRAY_ASSIGN(base.log_level, StringOf(node, key));
+      HURRAY_ASSIGN_OR_RETURN(base.log_level, StringOf(node, key));
     } else if (key == "session_quota") {
-      HURRAY_ASSIGN(base.session_quota_bytes, SizeOf(node, key));
+      HURRAY_ASSIGN_OR_RETURN(base.session_quota_bytes, SizeOf(node, key));
     } else if (key == "max_wait_ms") {
-      HURRAY_ASSIGN(base.max_wait_ms, UnsignedOf(node, key));
+      HURRAY_ASSIGN_OR_RETURN(base.max_wait_ms, UnsignedOf(node, key));
     } else if (key == "max_message_size") {
       std::uint64_t size = 0;
-      HURRAY_ASSIGN(size, SizeOf(node, key));
+      HURRAY_ASSIGN_OR_RETURN(size, SizeOf(node, key));
       if (size > INT32_MAX) return InvalidArgumentError(key + " is above 2 GiB");
       base.max_message_bytes = static_cast<std::uint32_t>(size);
     } else if (key == "cpu_pool") {

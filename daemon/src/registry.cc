@@ -49,14 +49,6 @@ bool HasPrefix(std::string_view name, std::string_view prefix) {
   return name.substr(0, prefix.size()) == prefix;
 }
 
-std::unexpected<Error> Unauthenticated(std::string message) {
-  return std::unexpected(Error(StatusCode::kUnauthenticated, std::move(message)));
-}
-
-std::unexpected<Error> PermissionDenied(std::string message) {
-  return std::unexpected(Error(StatusCode::kPermissionDenied, std::move(message)));
-}
-
 Status ValidateHandoff(const v1::SyncHandoff& handoff, const v1::TensorDescriptor& descriptor) {
   if (handoff.sync_mode() > 1) {
     return InvalidArgumentError("handoff.sync_mode " + Str(handoff.sync_mode()) +
@@ -271,7 +263,7 @@ void Registry::CloseSession(std::uint64_t session_id) {
       std::unique_ptr<Waiter> waiter = RemoveWaiterLocked(wait_id);
       if (waiter == nullptr) continue;
       deferred.push_back([fail = std::move(waiter->fail)] {
-        fail(Error(StatusCode::kCancelled, "the session ended while waiting"));
+        fail(CancelledError("the session ended while waiting").error());
       });
     }
     session_by_token_.erase(session.token);
@@ -288,7 +280,7 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id,
   {
     std::lock_guard lock(mutex_);
     auto found = sessions_.find(session_id);
-    if (found == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
+    if (found == sessions_.end()) return UnauthenticatedError("session " + Str(session_id) + " ended");
     const Session& session = found->second;
     bool in_allocation = false;
     for (std::uint64_t allocation_id : session.allocations) {
@@ -311,14 +303,14 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id,
       }
     }
     if (writable && !in_allocation) {
-      return PermissionDenied("segment " + Str(segment_id) +
+      return PermissionDeniedError("segment " + Str(segment_id) +
                               ": write access needs an unpublished allocation in it");
     }
     if (!in_allocation && !in_lease) {
       if (pools_.FindBySegment(segment_id) == nullptr) {
         return NotFoundError("segment " + Str(segment_id) + " does not exist");
       }
-      return PermissionDenied("segment " + Str(segment_id) +
+      return PermissionDeniedError("segment " + Str(segment_id) +
                               ": the session holds no lease or allocation in it");
     }
   }
@@ -330,7 +322,7 @@ Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {
   std::lock_guard lock(mutex_);
   auto found = session_by_token_.find(std::string(token));
   if (found == session_by_token_.end()) {
-    return Unauthenticated(token.empty()
+    return UnauthenticatedError(token.empty()
                                ? "no session token: send x-hurray-session metadata"
                                : "unknown session token");
   }
@@ -384,7 +376,7 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
 
   std::unique_lock lock(mutex_);
   auto session = sessions_.find(session_id);
-  if (session == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
+  if (session == sessions_.end()) return UnauthenticatedError("session " + Str(session_id) + " ended");
   if (options_.session_quota_bytes != 0 &&
       (total > options_.session_quota_bytes ||
        session->second.pending_bytes > options_.session_quota_bytes - total)) {
@@ -547,7 +539,7 @@ std::shared_ptr<Registry::Version> Registry::FindVersionLocked(const std::string
 Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const std::string& name,
                                                 std::uint64_t version_number) {
   auto session = sessions_.find(session_id);
-  if (session == sessions_.end()) return Unauthenticated("session " + Str(session_id) + " ended");
+  if (session == sessions_.end()) return UnauthenticatedError("session " + Str(session_id) + " ended");
   std::shared_ptr<Version> version = FindVersionLocked(name, version_number);
   if (version == nullptr) {
     std::string shown = name.substr(0, 200);

@@ -55,32 +55,25 @@ class SessionHost {
       std::uint64_t session_id, const v1::CancelAllocationRequest& request);
 };
 
-namespace session_host_internal {
-inline std::unexpected<Error> NotServed(std::string_view what) {
-  return std::unexpected(
-      Error(StatusCode::kUnimplemented, std::string(what) + " is not served on this socket"));
-}
-}  // namespace session_host_internal
-
 inline Result<v1::AllocateResponse> SessionHost::Allocate(std::uint64_t,
                                                           const v1::AllocateRequest&) {
-  return session_host_internal::NotServed("allocate");
+  return UnimplementedError("allocate is not served on this socket");
 }
 inline Result<v1::PublishResponse> SessionHost::Publish(std::uint64_t,
                                                         const v1::PublishRequest&) {
-  return session_host_internal::NotServed("publish");
+  return UnimplementedError("publish is not served on this socket");
 }
 inline Result<v1::AcquireResponse> SessionHost::AcquireNow(std::uint64_t,
                                                            const v1::AcquireRequest&) {
-  return session_host_internal::NotServed("acquire");
+  return UnimplementedError("acquire is not served on this socket");
 }
 inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t,
                                                         const v1::ReleaseRequest&) {
-  return session_host_internal::NotServed("release");
+  return UnimplementedError("release is not served on this socket");
 }
 inline Result<v1::CancelAllocationResponse> SessionHost::CancelAllocation(
     std::uint64_t, const v1::CancelAllocationRequest&) {
-  return session_host_internal::NotServed("cancel_allocation");
+  return UnimplementedError("cancel_allocation is not served on this socket");
 }
 
 }  // namespace hurray::daemon

@@ -65,13 +65,49 @@ using Result = std::expected<T, Error>;
 // The outcome of a fallible call with no value.
 using Status = std::expected<void, Error>;
 
-// Shorthands that build an unexpected Error of the given code.
+// Shorthands that build an unexpected Error of the given code, one for each code a hurray
+// call returns: `return NotFoundError(fmt::format("no tensor {}", name));`.
+[[nodiscard]] std::unexpected<Error> MakeError(StatusCode code, std::string message);
+[[nodiscard]] std::unexpected<Error> CancelledError(std::string message);
+[[nodiscard]] std::unexpected<Error> UnknownError(std::string message);
 [[nodiscard]] std::unexpected<Error> InvalidArgumentError(std::string message);
-[[nodiscard]] std::unexpected<Error> OutOfRangeError(std::string message);
+[[nodiscard]] std::unexpected<Error> DeadlineExceededError(std::string message);
 [[nodiscard]] std::unexpected<Error> NotFoundError(std::string message);
-[[nodiscard]] std::unexpected<Error> FailedPreconditionError(std::string message);
+[[nodiscard]] std::unexpected<Error> AlreadyExistsError(std::string message);
+[[nodiscard]] std::unexpected<Error> PermissionDeniedError(std::string message);
 [[nodiscard]] std::unexpected<Error> ResourceExhaustedError(std::string message);
-[[nodiscard]] std::unexpected<Error> UnavailableError(std::string message);
+[[nodiscard]] std::unexpected<Error> FailedPreconditionError(std::string message);
+[[nodiscard]] std::unexpected<Error> AbortedError(std::string message);
+[[nodiscard]] std::unexpected<Error> OutOfRangeError(std::string message);
+[[nodiscard]] std::unexpected<Error> UnimplementedError(std::string message);
 [[nodiscard]] std::unexpected<Error> InternalError(std::string message);
+[[nodiscard]] std::unexpected<Error> UnavailableError(std::string message);
+[[nodiscard]] std::unexpected<Error> DataLossError(std::string message);
+[[nodiscard]] std::unexpected<Error> UnauthenticatedError(std::string message);
 
 }  // namespace hurray
+
+// Propagation, as Arrow's ARROW_RETURN_NOT_OK and ARROW_ASSIGN_OR_RAISE. Each evaluates its
+// expression once; the enclosing function must return a Result<U> or a Status.
+//
+//   HURRAY_RETURN_IF_ERROR(Validate(request));            // a Status, or a Result<T>
+//   HURRAY_ASSIGN_OR_RETURN(auto pool, pools.Find(name)); // declares or assigns `pool`
+//
+// The error is returned unchanged; to add context, test the result by hand and use
+// Error::WithContext.
+#define HURRAY_RETURN_IF_ERROR(expression)                                   \
+  do {                                                                       \
+    if (auto&& hurray_status_ = (expression); !hurray_status_) {             \
+      return std::unexpected(std::move(hurray_status_).error());             \
+    }                                                                        \
+  } while (false)
+
+#define HURRAY_ASSIGN_OR_RETURN(lhs, expression) \
+  HURRAY_ASSIGN_OR_RETURN_IMPL_(HURRAY_CONCAT_(hurray_result_, __LINE__), lhs, expression)
+
+#define HURRAY_CONCAT_INNER_(a, b) a##b
+#define HURRAY_CONCAT_(a, b) HURRAY_CONCAT_INNER_(a, b)
+#define HURRAY_ASSIGN_OR_RETURN_IMPL_(result, lhs, expression)              \
+  auto result = (expression);                                               \
+  if (!result) return std::unexpected(std::move(result).error());           \
+  lhs = std::move(result).value()
