@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "status_matchers.h"
+#include "testing/status_matchers.h"
 
 namespace hurray {
 namespace {
