@@ -11,7 +11,7 @@ packages=("$@")
   libgrpc++-dev protobuf-compiler-grpc
   libboost1.81-dev libspdlog-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
   libgtest-dev libgmock-dev
-  clang-19 libclang-rt-19-dev
+  clang-19 libclang-rt-19-dev clang-format-19 clang-tidy-19
 )
 
 missing=()
