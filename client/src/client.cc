@@ -270,14 +270,14 @@ Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>
       client_internal::PopulateForReading(buffer.data, buffer.size);
     }
   }
-  return TensorView(std::make_unique<TensorView::State>(
-      TensorView::State{.connection = connection,
-                        .name = reply.tensor().name(),
-                        .version = reply.tensor().version(),
-                        .lease_id = reply.lease_id(),
-                        .daemon_epoch = reply.daemon_epoch(),
-                        .descriptor = std::move(*descriptor),
-                        .buffers = std::move(*buffers)}));
+  return TensorView(
+      std::make_unique<TensorView::State>(TensorView::State{.connection = connection,
+                                                            .name = reply.tensor().name(),
+                                                            .version = reply.tensor().version(),
+                                                            .lease_id = reply.lease_id(),
+                                                            .daemon_epoch = reply.daemon_epoch(),
+                                                            .descriptor = std::move(*descriptor),
+                                                            .buffers = std::move(*buffers)}));
 }
 
 // ---- Client ----
@@ -400,9 +400,9 @@ Result<DaemonStats> Client::Stats() {
   return client_internal::DaemonStatsFromProto(reply);
 }
 
-Result<std::unique_ptr<WatchHandle>> Client::Watch(
-    std::string_view prefix, std::function<void(const WatchEvent&)> on_event,
-    std::function<void(const Status&)> on_end) {
+Result<std::unique_ptr<WatchHandle>> Client::Watch(std::string_view prefix,
+                                                   std::function<void(const WatchEvent&)> on_event,
+                                                   std::function<void(const Status&)> on_end) {
   auto on_reply = [on_event = std::move(on_event)](const v1::WatchEvent& reply) {
     if (!on_event) return;
     if (auto event = client_internal::WatchEventFromProto(reply)) on_event(*event);

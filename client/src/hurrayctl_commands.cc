@@ -40,8 +40,9 @@ Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
       Client::Options{.socket_path = options.socket_path, .client_name = std::string(kClientName)});
 }
 
-// For ls, describe, stats and watch, which print the daemon's replies as they come (their
-// JSON is protobuf's mapping of the reply): the client module's calls that return them.
+// A connection for ls, describe, stats and watch. They print the daemon's replies as they
+// come (--json is protobuf's mapping of the reply), so they use the client module's calls
+// that return the replies (inspection_calls.h), not Client's, which convert them.
 Result<std::shared_ptr<Connection>> ConnectForReplies(const GlobalOptions& options) {
   return Connection::Open(options.socket_path, kClientName, /*use_session_socket=*/true);
 }

@@ -92,10 +92,10 @@ Result<v1::StatsResponse> CallStats(Connection& connection) {
   return response;
 }
 
-Result<std::unique_ptr<WatchHandle>> StartWatch(
-    std::shared_ptr<Connection> connection, std::string prefix,
-    std::function<void(const v1::WatchEvent&)> on_event,
-    std::function<void(const Status&)> on_end) {
+Result<std::unique_ptr<WatchHandle>> StartWatch(std::shared_ptr<Connection> connection,
+                                                std::string prefix,
+                                                std::function<void(const v1::WatchEvent&)> on_event,
+                                                std::function<void(const Status&)> on_end) {
   auto watch = std::make_unique<WatchThread>(std::move(connection), std::move(prefix),
                                              std::move(on_event), std::move(on_end));
   if (!watch->WaitConfirmed()) {

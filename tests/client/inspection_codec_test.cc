@@ -76,19 +76,19 @@ TEST(InspectionCodecTest, ListPageCarriesEveryField) {
   const auto page = TensorListPageFromProto(reply);
   ASSERT_OK(page);
   const auto summary = [](std::string name, std::uint64_t version) {
-    return TensorSummary{.name = std::move(name),
-                         .latest_version = version,
-                         .version_count = 2,
-                         .element_type = ElementType::kInt16,
-                         .shape = {3, 4},
-                         .byte_size = 24,
-                         .lease_count = 5,
-                         .published_at = Time(kPublishedNanoseconds +
-                                              static_cast<std::int64_t>(version))};
+    return TensorSummary{
+        .name = std::move(name),
+        .latest_version = version,
+        .version_count = 2,
+        .element_type = ElementType::kInt16,
+        .shape = {3, 4},
+        .byte_size = 24,
+        .lease_count = 5,
+        .published_at = Time(kPublishedNanoseconds + static_cast<std::int64_t>(version))};
   };
   EXPECT_EQ(*page, (TensorListPage{.tensors = {summary("model/a", 7), summary("model/b", 1)},
-                                  .next_page_token = "model/b",
-                                  .daemon_epoch = 99}));
+                                   .next_page_token = "model/b",
+                                   .daemon_epoch = 99}));
 }
 
 TEST(InspectionCodecTest, ListPageRefusesAnUnknownElementType) {
@@ -105,13 +105,12 @@ TEST(InspectionCodecTest, ListPageRefusesAnUnknownElementType) {
 TensorDescriptor EventSyncedDescriptor() {
   auto buffer = BufferHandle::Create(16, kMinBufferAlignment, DeviceTag::Cpu(), SyncMode::kEvent);
   EXPECT_TRUE(buffer.has_value());
-  auto descriptor = TensorDescriptor::Create(
-      {.element_type = ElementType::kFloat32,
-       .shape = {2, 2},
-       .layout = DenseLayout{},
-       .quantization = NoQuantization{},
-       .buffers = {*buffer},
-       .metadata = {{"origin", "test"}}});
+  auto descriptor = TensorDescriptor::Create({.element_type = ElementType::kFloat32,
+                                              .shape = {2, 2},
+                                              .layout = DenseLayout{},
+                                              .quantization = NoQuantization{},
+                                              .buffers = {*buffer},
+                                              .metadata = {{"origin", "test"}}});
   EXPECT_TRUE(descriptor.has_value()) << descriptor.error().ToString();
   return *descriptor;
 }
@@ -159,19 +158,18 @@ TEST(InspectionCodecTest, DetailsCarryEveryField) {
         .published_at = Time(kPublishedNanoseconds - static_cast<std::int64_t>(number))};
   };
   EXPECT_EQ(*details,
-            (TensorDetails{.name = "model/w",
-                           .version = 3,
-                           .descriptor = descriptor,
-                           .buffers = {BufferLocation{.segment_id = 11,
-                                                      .segment_size = 1 << 20,
-                                                      .offset = 8192,
-                                                      .byte_size = 16}},
-                           .sync_mode = SyncMode::kEvent,
-                           .cuda_ipc_event_handle = std::vector<std::byte>(64, std::byte{'h'}),
-                           .pool = "gpu0",
-                           .published_at = Time(kPublishedNanoseconds),
-                           .versions = {version(2), version(3)},
-                           .daemon_epoch = 42}));
+            (TensorDetails{
+                .name = "model/w",
+                .version = 3,
+                .descriptor = descriptor,
+                .buffers = {BufferLocation{
+                    .segment_id = 11, .segment_size = 1 << 20, .offset = 8192, .byte_size = 16}},
+                .sync_mode = SyncMode::kEvent,
+                .cuda_ipc_event_handle = std::vector<std::byte>(64, std::byte{'h'}),
+                .pool = "gpu0",
+                .published_at = Time(kPublishedNanoseconds),
+                .versions = {version(2), version(3)},
+                .daemon_epoch = 42}));
 }
 
 TEST(InspectionCodecTest, DetailsRefuseAnInvalidDescriptorOrSyncMode) {
@@ -224,16 +222,16 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                      .page_size_bytes = 2 << 20,
                      .huge_pages = std::move(huge_pages)};
   };
-  EXPECT_EQ(DaemonStatsFromProto(reply),
-            (DaemonStats{.pools = {pool("cpu", "cpu", "transparent"),
-                                   pool("gpu0", "cuda", "explicit")},
-                         .session_count = 4,
-                         .lease_count = 5,
-                         .tensor_count = 6,
-                         .version_count = 7,
-                         .pending_allocation_count = 8,
-                         .daemon_epoch = 9,
-                         .uptime = std::chrono::hours(1)}));
+  EXPECT_EQ(
+      DaemonStatsFromProto(reply),
+      (DaemonStats{.pools = {pool("cpu", "cpu", "transparent"), pool("gpu0", "cuda", "explicit")},
+                   .session_count = 4,
+                   .lease_count = 5,
+                   .tensor_count = 6,
+                   .version_count = 7,
+                   .pending_allocation_count = 8,
+                   .daemon_epoch = 9,
+                   .uptime = std::chrono::hours(1)}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {

@@ -26,8 +26,8 @@ TEST_F(ShutdownTest, SigtermWithClientsConnectedExitsCleanlyAndClientsSeeUnavail
   auto pending = client().Allocate(MakeByteTensor(4096));
   ASSERT_OK(pending);
   std::atomic<bool> watch_ended{false};
-  auto watch = client().Watch(
-      "it/", [](const WatchEvent&) {}, [&](const Status&) { watch_ended = true; });
+  auto watch =
+      client().Watch("it/", [](const WatchEvent&) {}, [&](const Status&) { watch_ended = true; });
   ASSERT_OK(watch);
   const DaemonStats stats = Stats();
   EXPECT_EQ(stats.lease_count, 2u);

@@ -17,7 +17,7 @@
 //
 // Errors are canonical codes (hurray/error.h); each call below says which it returns and
 // when. Besides those, any call that reaches the daemon returns UNAVAILABLE once the daemon
-// is gone (its session ended with it: every lease and unpublished allocation with it),
+// is gone (and with it this client's session, its leases and its unpublished allocations),
 // UNAUTHENTICATED when the daemon no longer knows this client's session, and INTERNAL (or
 // INVALID_ARGUMENT, "daemon sent ...") for a reply this client cannot use: a daemon of
 // another protocol version, or a bug on one side.
