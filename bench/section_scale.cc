@@ -84,9 +84,9 @@ int ScaleInspectRole(const WorkerArgs& args) {
     start = NowNanoseconds();
     auto large = CheckOk(client->List(prefix, kLargePage), "List");
     large_pages.push_back(NowNanoseconds() - start);
-    if (static_cast<std::uint64_t>(small.tensors_size()) !=
+    if (static_cast<std::uint64_t>(small.tensors.size()) !=
         std::min<std::uint64_t>(total, kSmallPage)) {
-      WorkerFail("List returned " + std::to_string(small.tensors_size()) + " names");
+      WorkerFail("List returned " + std::to_string(small.tensors.size()) + " names");
     }
     // Spread over the whole name space, not one hot entry.
     const std::string name = NumberedName(prefix, (static_cast<std::uint64_t>(i) * 7919) % total);
@@ -100,8 +100,8 @@ int ScaleInspectRole(const WorkerArgs& args) {
     std::string token;
     do {
       auto page = CheckOk(client->List(prefix, kLargePage, token), "List");
-      names += static_cast<std::uint64_t>(page.tensors_size());
-      token = page.next_page_token();
+      names += static_cast<std::uint64_t>(page.tensors.size());
+      token = page.next_page_token;
     } while (!token.empty());
     full_listings.push_back(NowNanoseconds() - start);
     if (names != total) {

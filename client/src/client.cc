@@ -1,18 +1,20 @@
 #include "hurray/client.h"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
-#include <thread>
 
+#include "client_internal.h"
 #include "connection.h"
 #include "hurray/descriptor_codec.h"
+#include "inspection_calls.h"
+#include "inspection_codec.h"
 
 namespace hurray {
 
 using client_internal::Connection;
 using client_internal::FromGrpcStatus;
 using client_internal::Mapping;
+using client_internal::TensorViewAccess;
 
 namespace {
 
@@ -198,9 +200,10 @@ Status TensorView::Release() {
   return status;
 }
 
-Status TensorView::CheckAllOf(const Connection& connection, std::span<const TensorView> views) {
+Status TensorViewAccess::CheckAllOf(const Connection& connection,
+                                    std::span<const TensorView> views) {
   for (std::size_t i = 0; i < views.size(); ++i) {
-    const State* state = views[i].state_.get();
+    const TensorView::State* state = views[i].state_.get();
     if (state == nullptr || state->connection.get() == &connection) continue;
     return InvalidArgumentError(
         "Release: views[" + std::to_string(i) + "] (" + state->name.substr(0, 200) + " version " +
@@ -210,7 +213,7 @@ Status TensorView::CheckAllOf(const Connection& connection, std::span<const Tens
   return {};
 }
 
-Status TensorView::ReleaseAll(Connection& connection, std::span<TensorView> views) {
+Status TensorViewAccess::ReleaseAll(Connection& connection, std::span<TensorView> views) {
   std::vector<std::uint64_t> lease_ids;
   lease_ids.reserve(views.size());
   for (TensorView& view : views) {
@@ -220,6 +223,8 @@ Status TensorView::ReleaseAll(Connection& connection, std::span<TensorView> view
   }
   return ReleaseLeases(connection, lease_ids);
 }
+
+void TensorViewAccess::Forget(TensorView& view) { view.state_.reset(); }
 
 // ---- TensorViewBatch ----
 
@@ -239,8 +244,8 @@ TensorViewBatch::~TensorViewBatch() { clear(); }
 
 Status TensorViewBatch::Release() {
   if (views_.empty()) return {};
-  if (auto mine = TensorView::CheckAllOf(*connection_, views_); !mine) return mine;
-  auto status = TensorView::ReleaseAll(*connection_, views_);
+  if (auto mine = TensorViewAccess::CheckAllOf(*connection_, views_); !mine) return mine;
+  auto status = TensorViewAccess::ReleaseAll(*connection_, views_);
   views_.clear();
   return status;
 }
@@ -252,29 +257,30 @@ void TensorViewBatch::clear() {
   views_.clear();
 }
 
-// ---- Client ----
-
-Result<TensorView> TensorView::FromResponse(const std::shared_ptr<Connection>& connection,
-                                            const v1::AcquireResponse& response, bool populate) {
-  auto descriptor = DescriptorFromProto(response.tensor().tensor_descriptor());
+Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>& connection,
+                                               const v1::AcquireResponse& reply, bool populate) {
+  auto descriptor = DescriptorFromProto(reply.tensor().tensor_descriptor());
   if (!descriptor) {
     return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
   }
-  auto buffers = MapBuffers(*connection, response.tensor().buffers(), *descriptor, false);
+  auto buffers = MapBuffers(*connection, reply.tensor().buffers(), *descriptor, false);
   if (!buffers) return std::unexpected(buffers.error());
   if (populate) {
     for (const MappedBuffer& buffer : *buffers) {
       client_internal::PopulateForReading(buffer.data, buffer.size);
     }
   }
-  return TensorView(std::make_unique<State>(State{.connection = connection,
-                                                  .name = response.tensor().name(),
-                                                  .version = response.tensor().version(),
-                                                  .lease_id = response.lease_id(),
-                                                  .daemon_epoch = response.daemon_epoch(),
-                                                  .descriptor = std::move(*descriptor),
-                                                  .buffers = std::move(*buffers)}));
+  return TensorView(
+      std::make_unique<TensorView::State>(TensorView::State{.connection = connection,
+                                                            .name = reply.tensor().name(),
+                                                            .version = reply.tensor().version(),
+                                                            .lease_id = reply.lease_id(),
+                                                            .daemon_epoch = reply.daemon_epoch(),
+                                                            .descriptor = std::move(*descriptor),
+                                                            .buffers = std::move(*buffers)}));
 }
+
+// ---- Client ----
 
 Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
 Client::~Client() = default;
@@ -321,14 +327,14 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   request.set_wait_timeout_ms(*wait);
   auto response = connection_->Acquire(request);
   if (!response) return std::unexpected(response.error());
-  auto view = TensorView::FromResponse(connection_, *response, options.populate);
+  auto view = TensorViewAccess::FromReply(connection_, *response, options.populate);
   if (!view) (void)ReleaseLease(*connection_, response->lease_id());
   return view;
 }
 
 Status Client::Release(std::span<TensorView> views) {
-  if (auto mine = TensorView::CheckAllOf(*connection_, views); !mine) return mine;
-  return TensorView::ReleaseAll(*connection_, views);
+  if (auto mine = TensorViewAccess::CheckAllOf(*connection_, views); !mine) return mine;
+  return TensorViewAccess::ReleaseAll(*connection_, views);
 }
 
 Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& names,
@@ -347,7 +353,7 @@ Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& nam
   std::vector<TensorView> views;
   views.reserve(static_cast<std::size_t>(response.tensors_size()));
   for (int i = 0; i < response.tensors_size(); ++i) {
-    auto view = TensorView::FromResponse(connection_, response.tensors(i), /*populate=*/false);
+    auto view = TensorViewAccess::FromReply(connection_, response.tensors(i), /*populate=*/false);
     if (!view) {
       // Every lease of the batch ends, in one request: the views made so far are emptied
       // without releasing on their own.
@@ -356,7 +362,7 @@ Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& nam
       for (const v1::AcquireResponse& taken : response.tensors()) {
         lease_ids.push_back(taken.lease_id());
       }
-      for (TensorView& made : views) made.state_.reset();
+      for (TensorView& made : views) TensorViewAccess::Forget(made);
       (void)ReleaseLeases(*connection_, lease_ids);
       return std::unexpected(view.error());
     }
@@ -376,101 +382,33 @@ Result<std::uint32_t> Client::Delete(std::string_view name, std::uint64_t versio
   return response.versions_deleted();
 }
 
-Result<v1::ListResponse> Client::List(std::string_view prefix, std::uint32_t page_size,
-                                      std::string_view page_token) {
-  v1::ListRequest request;
-  request.set_prefix(std::string(prefix));
-  request.set_page_size(page_size);
-  request.set_page_token(std::string(page_token));
-  v1::ListResponse response;
-  grpc::ClientContext context;
-  grpc::Status status = connection_->stub().List(&context, request, &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "List"));
-  return response;
+Result<TensorListPage> Client::List(std::string_view prefix, std::uint32_t page_size,
+                                    std::string_view page_token) {
+  HURRAY_ASSIGN_OR_RETURN(const v1::ListResponse reply,
+                          client_internal::CallList(*connection_, prefix, page_size, page_token));
+  return client_internal::TensorListPageFromProto(reply);
 }
 
-Result<v1::DescribeResponse> Client::Describe(std::string_view name, std::uint64_t version) {
-  v1::DescribeRequest request;
-  request.set_name(std::string(name));
-  request.set_version(version);
-  v1::DescribeResponse response;
-  grpc::ClientContext context;
-  grpc::Status status = connection_->stub().Describe(&context, request, &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Describe"));
-  return response;
+Result<TensorDetails> Client::Describe(std::string_view name, std::uint64_t version) {
+  HURRAY_ASSIGN_OR_RETURN(const v1::DescribeResponse reply,
+                          client_internal::CallDescribe(*connection_, name, version));
+  return client_internal::TensorDetailsFromProto(reply);
 }
 
-Result<v1::StatsResponse> Client::Stats() {
-  v1::StatsResponse response;
-  grpc::ClientContext context;
-  grpc::Status status = connection_->stub().Stats(&context, v1::StatsRequest(), &response);
-  if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Stats"));
-  return response;
+Result<DaemonStats> Client::Stats() {
+  HURRAY_ASSIGN_OR_RETURN(const v1::StatsResponse reply, client_internal::CallStats(*connection_));
+  return client_internal::DaemonStatsFromProto(reply);
 }
 
-namespace {
-
-// Reads a watch stream on its own thread until cancelled.
-class WatchThread final : public WatchHandle {
- public:
-  WatchThread(std::shared_ptr<Connection> connection, std::string prefix,
-              std::function<void(const v1::WatchEvent&)> on_event,
-              std::function<void(const Status&)> on_end)
-      : connection_(std::move(connection)) {
-    v1::WatchRequest request;
-    request.set_prefix(std::move(prefix));
-    reader_ = connection_->stub().Watch(&context_, request);
-    thread_ = std::thread([this, on_event = std::move(on_event), on_end = std::move(on_end)] {
-      v1::WatchEvent event;
-      while (reader_->Read(&event)) {
-        if (event.kind() == v1::WatchEvent::KIND_WATCHING) {
-          confirmed_.store(1);
-          confirmed_.notify_all();
-          continue;
-        }
-        if (on_event) on_event(event);
-      }
-      grpc::Status status = reader_->Finish();
-      confirmed_.store(2);
-      confirmed_.notify_all();
-      Status end;
-      if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-        end = std::unexpected(FromGrpcStatus(status, "Watch"));
-      }
-      if (on_end) on_end(end);
-    });
-  }
-
-  ~WatchThread() override {
-    context_.TryCancel();
-    thread_.join();
-  }
-
-  // True once the daemon confirmed the watch; false when the stream ended first.
-  bool WaitConfirmed() {
-    confirmed_.wait(0);
-    return confirmed_.load() == 1;
-  }
-
- private:
-  std::shared_ptr<Connection> connection_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> reader_;
-  std::atomic<int> confirmed_{0};  // 0 waiting, 1 confirmed, 2 ended.
-  std::thread thread_;
-};
-
-}  // namespace
-
-Result<std::unique_ptr<WatchHandle>> Client::Watch(
-    std::string_view prefix, std::function<void(const v1::WatchEvent&)> on_event,
-    std::function<void(const Status&)> on_end) {
-  auto watch = std::make_unique<WatchThread>(connection_, std::string(prefix),
-                                             std::move(on_event), std::move(on_end));
-  if (!watch->WaitConfirmed()) {
-    return UnavailableError("Watch: the daemon ended the stream before confirming it");
-  }
-  return std::unique_ptr<WatchHandle>(std::move(watch));
+Result<std::unique_ptr<WatchHandle>> Client::Watch(std::string_view prefix,
+                                                   std::function<void(const WatchEvent&)> on_event,
+                                                   std::function<void(const Status&)> on_end) {
+  auto on_reply = [on_event = std::move(on_event)](const v1::WatchEvent& reply) {
+    if (!on_event) return;
+    if (auto event = client_internal::WatchEventFromProto(reply)) on_event(*event);
+  };
+  return client_internal::StartWatch(connection_, std::string(prefix), std::move(on_reply),
+                                     std::move(on_end));
 }
 
 }  // namespace hurray

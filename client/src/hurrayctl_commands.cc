@@ -18,21 +18,33 @@
 #include <variant>
 #include <vector>
 
+#include "connection.h"
 #include "hurray/client.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/unique_fd.h"
 #include "hurray/v1/exchange.pb.h"
 #include "hurrayctl_format.h"
+#include "inspection_calls.h"
 #include "npy.h"
 
 namespace hurray::ctl {
 namespace {
 
+using client_internal::Connection;
 using google::protobuf::Message;
+
+constexpr std::string_view kClientName = "hurrayctl";
 
 Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
   return Client::Connect(
-      Client::Options{.socket_path = options.socket_path, .client_name = "hurrayctl"});
+      Client::Options{.socket_path = options.socket_path, .client_name = std::string(kClientName)});
+}
+
+// A connection for ls, describe, stats and watch. They print the daemon's replies as they
+// come (--json is protobuf's mapping of the reply), so they use the client module's calls
+// that return the replies (inspection_calls.h), not Client's, which convert them.
+Result<std::shared_ptr<Connection>> ConnectForReplies(const GlobalOptions& options) {
+  return Connection::Open(options.socket_path, kClientName, /*use_session_socket=*/true);
 }
 
 // Writes `text` to stdout; write errors surface when main flushes stdout.
@@ -216,12 +228,11 @@ Result<std::span<const std::byte>> NpyData(const TensorView& view) {
 }  // namespace
 
 Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
-  auto client = ConnectClient(options);
-  if (!client) return std::unexpected(client.error());
+  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
   v1::ListResponse all;
   std::string page_token;
   do {
-    auto page = (*client)->List(prefix, /*page_size=*/1000, page_token);
+    auto page = client_internal::CallList(*connection, prefix, /*page_size=*/1000, page_token);
     if (!page) return std::unexpected(page.error());
     if (!page->next_page_token().empty() && page->next_page_token() == page_token) {
       return InternalError("List: the daemon returned page token \"" + page_token + "\" again");
@@ -245,9 +256,8 @@ Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
 }
 
 Status DescribeCommand(const GlobalOptions& options, std::string_view name, std::uint64_t version) {
-  auto client = ConnectClient(options);
-  if (!client) return std::unexpected(client.error());
-  auto response = (*client)->Describe(name, version);
+  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
+  auto response = client_internal::CallDescribe(*connection, name, version);
   if (!response) return std::unexpected(response.error());
   if (options.json) return PrintJson(*response);
 
@@ -292,9 +302,8 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
 }
 
 Status StatsCommand(const GlobalOptions& options) {
-  auto client = ConnectClient(options);
-  if (!client) return std::unexpected(client.error());
-  auto stats = (*client)->Stats();
+  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
+  auto stats = client_internal::CallStats(*connection);
   if (!stats) return std::unexpected(stats.error());
   if (options.json) return PrintJson(*stats);
 
@@ -331,8 +340,7 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
   if (const int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
     return InternalError("pthread_sigmask: " + std::generic_category().message(error));
   }
-  auto client = ConnectClient(options);
-  if (!client) return std::unexpected(client.error());
+  HURRAY_ASSIGN_OR_RETURN(auto connection, ConnectForReplies(options));
 
   std::mutex mutex;
   std::optional<Status> end;  // Guarded by `mutex`; set once the stream ends.
@@ -356,7 +364,8 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
     }
     ::kill(::getpid(), SIGUSR1);
   };
-  auto watch = (*client)->Watch(prefix, on_event, on_end);
+  auto watch =
+      client_internal::StartWatch(std::move(connection), std::string(prefix), on_event, on_end);
   if (!watch) return std::unexpected(watch.error());
 
   int signal_number = 0;

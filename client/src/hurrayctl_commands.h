@@ -1,4 +1,5 @@
-// The commands of hurrayctl. Each connects to the daemon (Client::Connect), does its work and
+// The commands of hurrayctl. Each connects to the daemon (a Client, or for the replies ls,
+// describe, stats and watch print, the client module's calls behind it), does its work and
 // prints its result to stdout: text for people, or with `json` one JSON document (protobuf's
 // JSON mapping with proto field names for daemon replies). Errors are returned, never
 // printed; the caller reports them. Not thread-safe: the commands write to stdout, and

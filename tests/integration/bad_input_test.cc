@@ -151,7 +151,7 @@ TEST_F(BadInputTest, InvalidDescriptorsAreRefusedNamingTheFieldAndValue) {
   v1::AllocateResponse allocated;
   ASSERT_TRUE(RawAllocate(session->token(), AllocateOf(TensorKind::kCsr), &allocated).ok());
   EXPECT_EQ(allocated.buffers_size(), 3);
-  EXPECT_EQ(Stats().pending_allocation_count(), 1u);
+  EXPECT_EQ(Stats().pending_allocation_count, 1u);
   session.reset();  // Ends the session: its allocation goes.
   ExpectStillServingWithNothingLeaked();
 }
@@ -210,9 +210,9 @@ TEST_F(BadInputTest, UnknownNamesVersionsAllocationsAndLeasesAreNotFound) {
   EXPECT_TRUE(GrpcFails(stub_->Release(RawContext(other->token()).get(), release, &released),
                         grpc::StatusCode::NOT_FOUND,
                         {"lease_id " + std::to_string(view->lease_id())}));
-  EXPECT_EQ(Stats().lease_count(), 1u);
+  EXPECT_EQ(Stats().lease_count, 1u);
   EXPECT_TRUE(stub_->CancelAllocation(RawContext(session->token()).get(), cancel, &cancelled).ok());
-  EXPECT_EQ(Stats().pending_allocation_count(), 0u);
+  EXPECT_EQ(Stats().pending_allocation_count, 0u);
   ASSERT_OK(view->Release());
   ASSERT_OK(client().Delete("it/present"));
   ExpectStillServingWithNothingLeaked();
@@ -262,7 +262,7 @@ TEST_F(BadInputTest, MissingWrongOrEndedSessionTokensAreUnauthenticated) {
   call_all(std::nullopt, {"x-hurray-session"});
   call_all("not-a-token", {"unknown session token"});
   call_all("", {"x-hurray-session"});
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
   ASSERT_OK(client().Describe("it/present"));  // Not deleted by the refused Delete calls.
 
   // A token dies with its session: after the socket closes it opens nothing, and the
@@ -272,7 +272,7 @@ TEST_F(BadInputTest, MissingWrongOrEndedSessionTokensAreUnauthenticated) {
   const std::string token = session->token();
   v1::AllocateResponse allocated;
   ASSERT_TRUE(RawAllocate(token, AllocateOf(TensorKind::kDense), &allocated).ok());
-  EXPECT_EQ(Stats().pending_allocation_count(), 1u);
+  EXPECT_EQ(Stats().pending_allocation_count, 1u);
   session.reset();
   grpc::Status last;
   EXPECT_TRUE(Eventually([&] {
@@ -280,7 +280,7 @@ TEST_F(BadInputTest, MissingWrongOrEndedSessionTokensAreUnauthenticated) {
     return last.error_code() == grpc::StatusCode::UNAUTHENTICATED;
   })) << "an ended session's token still works: "
       << last.error_message();
-  EXPECT_TRUE(Eventually([&] { return Stats().pending_allocation_count() == 0; }));
+  EXPECT_TRUE(Eventually([&] { return Stats().pending_allocation_count == 0; }));
 
   // Inspection needs no session.
   v1::StatsResponse stats;
@@ -326,8 +326,8 @@ TEST_F(BadInputTest, OversizedRequestsAreResourceExhausted) {
     auto descriptor = TensorDescriptor::Create(parts);
     ASSERT_OK(descriptor);
     EXPECT_ERROR(client().Allocate(*descriptor), StatusCode::kResourceExhausted, {"no free range"});
-    EXPECT_EQ(CpuPool().used_bytes(), 0u);
-    EXPECT_EQ(CpuPool().allocation_count(), 0u);
+    EXPECT_EQ(CpuPool().used_bytes, 0u);
+    EXPECT_EQ(CpuPool().allocation_count, 0u);
   }
   // Too many names in one batch, and too long a wait.
   std::vector<std::string> names(100001, "it/n");
@@ -335,7 +335,7 @@ TEST_F(BadInputTest, OversizedRequestsAreResourceExhausted) {
                {"names has 100001 entries"});
   EXPECT_ERROR(client().Acquire("it/n", {.wait = std::chrono::milliseconds(3'600'001)}),
                StatusCode::kInvalidArgument, {"wait_timeout_ms 3600001"});
-  EXPECT_EQ(Stats().pending_allocation_count(), 0u);
+  EXPECT_EQ(Stats().pending_allocation_count, 0u);
   session.reset();
   ExpectStillServingWithNothingLeaked();
 }
@@ -363,7 +363,7 @@ TEST_F(BadInputTest, BadNamesAreInvalidArgumentNamingTheName) {
     EXPECT_ERROR(client().BatchAcquire({"ns/fine", name}), StatusCode::kInvalidArgument,
                  {"names[1] \"" + shown});
   }
-  EXPECT_EQ(Stats().tensor_count(), 0u);
+  EXPECT_EQ(Stats().tensor_count, 0u);
   ExpectStillServingWithNothingLeaked();
 }
 

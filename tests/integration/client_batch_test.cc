@@ -43,7 +43,7 @@ class ClientBatchTest : public IntegrationTest {
               "published 200\n");
   }
 
-  std::uint64_t Leases() { return Stats().lease_count(); }
+  std::uint64_t Leases() { return Stats().lease_count; }
 
   // Acquires batch/t<first> .. batch/t<first + count - 1> one by one through `client`.
   static std::vector<TensorView> AcquireEach(Client& client, int first, int count) {
@@ -75,8 +75,8 @@ TEST_F(ClientBatchTest, DroppingABatchEndsEveryLease) {
   EXPECT_EQ(Leases(), 0u);
   auto listed = client().List("batch/", 1000);
   ASSERT_OK(listed);
-  ASSERT_EQ(listed->tensors_size(), kTensors);
-  for (const auto& tensor : listed->tensors()) EXPECT_EQ(tensor.lease_count(), 0u) << tensor.name();
+  ASSERT_EQ(listed->tensors.size(), kTensors);
+  for (const auto& tensor : listed->tensors) EXPECT_EQ(tensor.lease_count, 0u) << tensor.name;
 }
 
 TEST_F(ClientBatchTest, ReleaseEndsEveryLeaseAndEmptiesTheBatch) {
@@ -197,7 +197,7 @@ TEST_F(ClientBatchTest, ReleaseSplitsALargeSetIntoSeveralRequests) {
   EXPECT_EQ(Leases(), count);
   auto described = client().Describe(SetName(3));
   ASSERT_OK(described);
-  EXPECT_EQ(described->versions(0).lease_count(), count);
+  EXPECT_EQ(described->versions[0].lease_count, count);
   ASSERT_OK(client().Release(views));
   EXPECT_TRUE(NoneHoldsALease(views));
   EXPECT_EQ(Leases(), 0u);

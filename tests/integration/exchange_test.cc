@@ -9,7 +9,6 @@
 #include <mutex>
 #include <thread>
 
-#include "hurray/descriptor_codec.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "integration_test.h"
 #include "raw_session.h"
@@ -26,12 +25,7 @@ TensorDescriptor DescribedDescriptor(Client& client, const std::string& name) {
     ADD_FAILURE() << "Describe " << name << ": " << described.error().ToString();
     return MakeByteTensor(1);
   }
-  auto descriptor = DescriptorFromProto(described->tensor().tensor_descriptor());
-  if (!descriptor) {
-    ADD_FAILURE() << "Describe " << name << ": " << descriptor.error().ToString();
-    return MakeByteTensor(1);
-  }
-  return *descriptor;
+  return described->descriptor;
 }
 
 // ---- Round trips -----------------------------------------------------------------------
@@ -73,7 +67,7 @@ TEST_F(RoundTripTest, CConsumerReadsEveryKindThroughTheCClient) {
   EXPECT_EQ(RunCAgent("it/csr", 43), "OK buffers=3\n");
   // The C consumer's leases ended when it destroyed its contexts (or, at the latest, when
   // its session closed).
-  EXPECT_TRUE(Eventually([&] { return Stats().lease_count() == 0; })) << Summary(Stats());
+  EXPECT_TRUE(Eventually([&] { return Stats().lease_count == 0; })) << Summary(Stats());
 }
 
 // ---- Versions --------------------------------------------------------------------------
@@ -83,7 +77,7 @@ class RepublishTest : public IntegrationTest {};
 TEST_F(RepublishTest, OldVersionStaysReadableUnderItsLeaseAndGoesWhenTheLeaseEnds) {
   const std::string name = "it/weights";
   EXPECT_EQ(RunAgent({"produce", name, "dense", "1"}), "version 1\n");
-  const std::uint64_t one_version_bytes = CpuPool().used_bytes();
+  const std::uint64_t one_version_bytes = CpuPool().used_bytes;
   ASSERT_GT(one_version_bytes, 0u);
 
   ChildProcess holder = StartAgent({"hold", name});
@@ -92,15 +86,15 @@ TEST_F(RepublishTest, OldVersionStaysReadableUnderItsLeaseAndGoesWhenTheLeaseEnd
 
   auto described = client().Describe(name);
   ASSERT_OK(described);
-  EXPECT_EQ(described->tensor().version(), 2u);
-  ASSERT_EQ(described->versions_size(), 2);
-  EXPECT_EQ(described->versions(0).version(), 1u);
-  EXPECT_TRUE(described->versions(0).superseded());
-  EXPECT_EQ(described->versions(0).lease_count(), 1u);
-  EXPECT_EQ(described->versions(1).version(), 2u);
-  EXPECT_FALSE(described->versions(1).superseded());
-  EXPECT_EQ(described->versions(1).lease_count(), 0u);
-  const std::uint64_t two_versions_bytes = CpuPool().used_bytes();
+  EXPECT_EQ(described->version, 2u);
+  ASSERT_EQ(described->versions.size(), 2);
+  EXPECT_EQ(described->versions[0].version, 1u);
+  EXPECT_TRUE(described->versions[0].superseded);
+  EXPECT_EQ(described->versions[0].lease_count, 1u);
+  EXPECT_EQ(described->versions[1].version, 2u);
+  EXPECT_FALSE(described->versions[1].superseded);
+  EXPECT_EQ(described->versions[1].lease_count, 0u);
+  const std::uint64_t two_versions_bytes = CpuPool().used_bytes;
   EXPECT_EQ(two_versions_bytes, 2 * one_version_bytes);
 
   {
@@ -116,18 +110,18 @@ TEST_F(RepublishTest, OldVersionStaysReadableUnderItsLeaseAndGoesWhenTheLeaseEnd
     // The two versions are different memory, not one buffer rewritten.
     EXPECT_NE(old_view->buffer(0).data(), latest->buffer(0).data());
   }  // Our leases end here; the holder's stays.
-  ASSERT_TRUE(Eventually([&] { return Stats().lease_count() == 1; })) << Summary(Stats());
-  EXPECT_EQ(CpuPool().used_bytes(), two_versions_bytes);
+  ASSERT_TRUE(Eventually([&] { return Stats().lease_count == 1; })) << Summary(Stats());
+  EXPECT_EQ(CpuPool().used_bytes, two_versions_bytes);
 
   holder.Signal(SIGKILL);
   ASSERT_TRUE(holder.Wait(30s).has_value());
   EXPECT_TRUE(Eventually([&] {
     auto now = client().Describe(name);
-    return now && now->versions_size() == 1 && CpuPool().used_bytes() == one_version_bytes;
+    return now && now->versions.size() == 1 && CpuPool().used_bytes == one_version_bytes;
   })) << Summary(Stats());
   EXPECT_ERROR(client().Acquire(name, {.version = 1}), StatusCode::kNotFound, {name, "version 1"});
   EXPECT_EQ(RunAgent({"consume", name, "2"}), "OK dense v2\n");
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
 }
 
 // ---- Waiting acquires ------------------------------------------------------------------
@@ -159,14 +153,14 @@ TEST_F(AcquireWaitTest, WaitsForAVersionNotYetPublished) {
 TEST_F(AcquireWaitTest, TimesOutCleanlyWhenNothingIsPublished) {
   EXPECT_ERROR(client().Acquire("it/never", {.wait = 300ms}), StatusCode::kDeadlineExceeded,
                {"it/never"});
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
   // A wait that timed out must not take a lease when the name shows up later.
   EXPECT_EQ(RunAgent({"produce", "it/never", "dense", "3"}), "version 1\n");
   auto described = client().Describe("it/never");
   ASSERT_OK(described);
-  ASSERT_EQ(described->versions_size(), 1);
-  EXPECT_EQ(described->versions(0).lease_count(), 0u);
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  ASSERT_EQ(described->versions.size(), 1);
+  EXPECT_EQ(described->versions[0].lease_count, 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
 }
 
 TEST_F(AcquireWaitTest, AbandonedWaitTakesNoLeaseWhenTheTensorAppears) {
@@ -186,14 +180,14 @@ TEST_F(AcquireWaitTest, AbandonedWaitTakesNoLeaseWhenTheTensorAppears) {
       GrpcFails(stub->Acquire(&context, request, &response), grpc::StatusCode::DEADLINE_EXCEEDED));
   EXPECT_EQ(RunAgent({"produce", "it/late", "dense", "3"}), "version 1\n");
   // Nobody heard of a lease taken for the abandoned call: it must not stay.
-  v1::StatsResponse stats;
+  DaemonStats stats;
   EXPECT_TRUE(Eventually([&] {
     stats = Stats();
-    return stats.lease_count() == 0;
+    return stats.lease_count == 0;
   })) << Summary(stats);
   auto described = client().Describe("it/late");
   ASSERT_OK(described);
-  EXPECT_EQ(described->versions(0).lease_count(), 0u);
+  EXPECT_EQ(described->versions[0].lease_count, 0u);
 }
 
 // ---- Batch acquire ---------------------------------------------------------------------
@@ -231,9 +225,9 @@ TEST_F(BatchAcquireTest, ReturnsEveryListedTensorInRequestOrder) {
     EXPECT_EQ(CheckBuffer((*views)[i].buffer(0), kSeed + static_cast<std::uint64_t>(layer), 0), "")
         << names[i];
   }
-  EXPECT_EQ(Stats().lease_count(), static_cast<std::uint64_t>(kTensors));
+  EXPECT_EQ(Stats().lease_count, static_cast<std::uint64_t>(kTensors));
   views->clear();
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
 }
 
 TEST_F(BatchAcquireTest, PrefixAddsItsTensorsInNameOrderAfterTheListedOnes) {
@@ -249,7 +243,7 @@ TEST_F(BatchAcquireTest, PrefixAddsItsTensorsInNameOrderAfterTheListedOnes) {
               "");
     ++position;
   }
-  EXPECT_EQ(Stats().lease_count(), static_cast<std::uint64_t>(kTensors));
+  EXPECT_EQ(Stats().lease_count, static_cast<std::uint64_t>(kTensors));
 }
 
 TEST_F(BatchAcquireTest, TakesNothingWhenOneNameIsMissing) {
@@ -259,14 +253,14 @@ TEST_F(BatchAcquireTest, TakesNothingWhenOneNameIsMissing) {
     if (i == 100) names.push_back("model/layer.missing");
   }
   EXPECT_ERROR(client().BatchAcquire(names), StatusCode::kNotFound, {"model/layer.missing"});
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
   EXPECT_ERROR(client().BatchAcquire(names, {}, 300ms), StatusCode::kDeadlineExceeded,
                {"model/layer.missing"});
-  EXPECT_EQ(Stats().lease_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
   auto listed = client().List("model/", 1000);
   ASSERT_OK(listed);
-  ASSERT_EQ(listed->tensors_size(), kTensors);
-  for (const auto& tensor : listed->tensors()) EXPECT_EQ(tensor.lease_count(), 0u) << tensor.name();
+  ASSERT_EQ(listed->tensors.size(), kTensors);
+  for (const auto& tensor : listed->tensors) EXPECT_EQ(tensor.lease_count, 0u) << tensor.name;
 }
 
 TEST_F(BatchAcquireTest, ListPagesThroughTheSetInNameOrder) {
@@ -276,13 +270,13 @@ TEST_F(BatchAcquireTest, ListPagesThroughTheSetInNameOrder) {
   do {
     auto page = client().List("model/", 64, token);
     ASSERT_OK(page);
-    ASSERT_LE(page->tensors_size(), 64);
-    for (const auto& tensor : page->tensors()) {
-      seen.push_back(tensor.name());
-      EXPECT_EQ(tensor.latest_version(), 1u);
-      EXPECT_EQ(tensor.byte_size(), 256u);
+    ASSERT_LE(page->tensors.size(), 64);
+    for (const auto& tensor : page->tensors) {
+      seen.push_back(tensor.name);
+      EXPECT_EQ(tensor.latest_version, 1u);
+      EXPECT_EQ(tensor.byte_size, 256u);
     }
-    token = page->next_page_token();
+    token = page->next_page_token;
     ASSERT_LT(++pages, 10) << "paging does not end";
   } while (!token.empty());
   EXPECT_EQ(pages, 4);
@@ -297,12 +291,10 @@ class WatchTest : public IntegrationTest {};
 // What a watcher saw, as "published watched/a 1".
 class EventLog {
  public:
-  void Add(const v1::WatchEvent& event) {
-    std::string kind = event.kind() == v1::WatchEvent::KIND_PUBLISHED ? "published"
-                       : event.kind() == v1::WatchEvent::KIND_DELETED ? "deleted"
-                                                                      : "other";
+  void Add(const WatchEvent& event) {
+    std::string kind = event.kind == WatchEvent::Kind::kPublished ? "published" : "deleted";
     std::lock_guard lock(mutex_);
-    events_.push_back(kind + " " + event.name() + " " + std::to_string(event.version()));
+    events_.push_back(kind + " " + event.name + " " + std::to_string(event.version));
     changed_.notify_all();
   }
   // Waits (bounded) until `last` has been seen; returns everything seen.
@@ -323,12 +315,12 @@ class EventLog {
 TEST_F(WatchTest, SeesPublishAndDeleteEventsInOrderForItsPrefixOnly) {
   EventLog watched;
   EventLog other;
-  auto watch = client().Watch("watched/", [&](const v1::WatchEvent& event) { watched.Add(event); });
+  auto watch = client().Watch("watched/", [&](const WatchEvent& event) { watched.Add(event); });
   ASSERT_OK(watch);
   auto other_client = Connect("other-watcher");
   ASSERT_NE(other_client, nullptr);
   auto other_watch =
-      other_client->Watch("other/", [&](const v1::WatchEvent& event) { other.Add(event); });
+      other_client->Watch("other/", [&](const WatchEvent& event) { other.Add(event); });
   ASSERT_OK(other_watch);
 
   EXPECT_EQ(RunAgent({"produce", "watched/a", "dense", "1"}), "version 1\n");

@@ -40,8 +40,8 @@ TEST_P(HotPathTest, ExchangesATensorAndReturnsEveryByte) {
   auto cancelled = producer->Allocate(MakeByteTensor(4096));
   ASSERT_OK(cancelled);
   ASSERT_OK(cancelled->Cancel());
-  EXPECT_EQ(Stats().lease_count(), 0u);
-  EXPECT_EQ(Stats().pending_allocation_count(), 0u);
+  EXPECT_EQ(Stats().lease_count, 0u);
+  EXPECT_EQ(Stats().pending_allocation_count, 0u);
   ASSERT_OK(producer->Delete("hot/t"));
   ExpectEverythingReturned();
 }

@@ -112,7 +112,7 @@ void IntegrationTest::ExpectLine(ChildProcess& agent, const std::string& expecte
   EXPECT_EQ(*line, expected) << agent.command_line();
 }
 
-v1::StatsResponse IntegrationTest::Stats() {
+DaemonStats IntegrationTest::Stats() {
   auto stats = client_->Stats();
   if (!stats) {
     ADD_FAILURE() << "Stats: " << stats.error().ToString();
@@ -121,10 +121,10 @@ v1::StatsResponse IntegrationTest::Stats() {
   return *stats;
 }
 
-v1::PoolStats IntegrationTest::CpuPool() {
-  const v1::StatsResponse stats = Stats();
-  for (const v1::PoolStats& pool : stats.pools()) {
-    if (pool.name() == "cpu") return pool;
+PoolStats IntegrationTest::CpuPool() {
+  const DaemonStats stats = Stats();
+  for (const PoolStats& pool : stats.pools) {
+    if (pool.name == "cpu") return pool;
   }
   ADD_FAILURE() << "Stats has no cpu pool";
   return {};
@@ -141,16 +141,16 @@ bool IntegrationTest::Eventually(const std::function<bool()>& condition,
 }
 
 void IntegrationTest::ExpectEverythingReturned() {
-  v1::StatsResponse stats;
+  DaemonStats stats;
   const bool empty = Eventually([&] {
     stats = Stats();
-    const v1::PoolStats* cpu = nullptr;
-    for (const auto& pool : stats.pools()) {
-      if (pool.name() == "cpu") cpu = &pool;
+    const PoolStats* cpu = nullptr;
+    for (const auto& pool : stats.pools) {
+      if (pool.name == "cpu") cpu = &pool;
     }
-    return cpu != nullptr && cpu->used_bytes() == 0 && cpu->allocation_count() == 0 &&
-           stats.pending_allocation_count() == 0 && stats.lease_count() == 0 &&
-           stats.tensor_count() == 0 && stats.version_count() == 0;
+    return cpu != nullptr && cpu->used_bytes == 0 && cpu->allocation_count == 0 &&
+           stats.pending_allocation_count == 0 && stats.lease_count == 0 &&
+           stats.tensor_count == 0 && stats.version_count == 0;
   });
   EXPECT_TRUE(empty) << "the daemon still holds something: " << Summary(stats);
 }
@@ -163,17 +163,17 @@ void IntegrationTest::ExpectStillServingWithNothingLeaked() {
   ExpectEverythingReturned();
 }
 
-std::string Summary(const v1::StatsResponse& stats) {
+std::string Summary(const DaemonStats& stats) {
   std::string text;
-  for (const auto& pool : stats.pools()) {
-    text += "pool " + pool.name() + ": used_bytes=" + std::to_string(pool.used_bytes()) +
-            " allocations=" + std::to_string(pool.allocation_count()) + "; ";
+  for (const auto& pool : stats.pools) {
+    text += "pool " + pool.name + ": used_bytes=" + std::to_string(pool.used_bytes) +
+            " allocations=" + std::to_string(pool.allocation_count) + "; ";
   }
-  text += "pending=" + std::to_string(stats.pending_allocation_count()) +
-          " leases=" + std::to_string(stats.lease_count()) +
-          " tensors=" + std::to_string(stats.tensor_count()) +
-          " versions=" + std::to_string(stats.version_count()) +
-          " sessions=" + std::to_string(stats.session_count());
+  text += "pending=" + std::to_string(stats.pending_allocation_count) +
+          " leases=" + std::to_string(stats.lease_count) +
+          " tensors=" + std::to_string(stats.tensor_count) +
+          " versions=" + std::to_string(stats.version_count) +
+          " sessions=" + std::to_string(stats.session_count);
   return text;
 }
 

@@ -65,8 +65,8 @@ class IntegrationTest : public ::testing::Test {
   static void ExpectLine(ChildProcess& agent, const std::string& expected,
                          std::chrono::seconds timeout = 60s);
 
-  [[nodiscard]] v1::StatsResponse Stats();
-  [[nodiscard]] v1::PoolStats CpuPool();
+  [[nodiscard]] DaemonStats Stats();
+  [[nodiscard]] PoolStats CpuPool();
 
   // Polls `condition` until it holds or `timeout` passes; returns its last value.
   static bool Eventually(const std::function<bool()>& condition,
@@ -86,6 +86,6 @@ class IntegrationTest : public ::testing::Test {
 };
 
 // "used_bytes=.. allocations=.. pending=.. leases=.. tensors=.. versions=.. sessions=..".
-[[nodiscard]] std::string Summary(const v1::StatsResponse& stats);
+[[nodiscard]] std::string Summary(const DaemonStats& stats);
 
 }  // namespace hurray::integration

@@ -173,7 +173,7 @@ TEST_F(SessionSocketTest, MalformedTrafficEndsOnlyThatConnection) {
              grpc::StatusCode::UNAUTHENTICATED;
     })) << "the session outlived its connection";
   }
-  EXPECT_TRUE(Eventually([&] { return Stats().session_count() == 1; })) << Summary(Stats());
+  EXPECT_TRUE(Eventually([&] { return Stats().session_count == 1; })) << Summary(Stats());
   ExpectStillServingWithNothingLeaked();
 }
 

@@ -26,13 +26,13 @@ TEST_F(ShutdownTest, SigtermWithClientsConnectedExitsCleanlyAndClientsSeeUnavail
   auto pending = client().Allocate(MakeByteTensor(4096));
   ASSERT_OK(pending);
   std::atomic<bool> watch_ended{false};
-  auto watch = client().Watch(
-      "it/", [](const v1::WatchEvent&) {}, [&](const Status&) { watch_ended = true; });
+  auto watch =
+      client().Watch("it/", [](const WatchEvent&) {}, [&](const Status&) { watch_ended = true; });
   ASSERT_OK(watch);
-  const v1::StatsResponse stats = Stats();
-  EXPECT_EQ(stats.lease_count(), 2u);
-  EXPECT_EQ(stats.pending_allocation_count(), 2u);
-  EXPECT_GE(stats.session_count(), 3u);
+  const DaemonStats stats = Stats();
+  EXPECT_EQ(stats.lease_count, 2u);
+  EXPECT_EQ(stats.pending_allocation_count, 2u);
+  EXPECT_GE(stats.session_count, 3u);
 
   daemon().Stop();  // SIGTERM; expects exit 0, no socket file, no segment left.
   EXPECT_TRUE(holder.Running()) << "a client must outlive the daemon";

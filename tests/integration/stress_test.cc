@@ -33,29 +33,29 @@ TEST_F(ConcurrencyTest, ThirtyTwoProcessesCycleConcurrentlyAndLeaveThePoolEmpty)
 
   // Every name holds only its latest version (the superseded ones were reclaimed as their
   // leases ended), and nothing is leased or pending any more.
-  v1::StatsResponse stats;
+  DaemonStats stats;
   EXPECT_TRUE(Eventually([&] {
     stats = Stats();
-    return stats.lease_count() == 0 && stats.pending_allocation_count() == 0 &&
-           stats.version_count() == kAgents * kNamesPerAgent;
+    return stats.lease_count == 0 && stats.pending_allocation_count == 0 &&
+           stats.version_count == kAgents * kNamesPerAgent;
   })) << Summary(stats);
   auto listed = client().List("stress/", 1000);
   ASSERT_OK(listed);
-  ASSERT_EQ(listed->tensors_size(), kAgents * kNamesPerAgent);
-  EXPECT_TRUE(listed->next_page_token().empty());
-  for (const auto& tensor : listed->tensors()) {
-    EXPECT_EQ(tensor.latest_version(), static_cast<std::uint64_t>(kCycles / kNamesPerAgent))
-        << tensor.name();
-    EXPECT_EQ(tensor.version_count(), 1u) << tensor.name();
-    EXPECT_EQ(tensor.lease_count(), 0u) << tensor.name();
+  ASSERT_EQ(listed->tensors.size(), kAgents * kNamesPerAgent);
+  EXPECT_TRUE(listed->next_page_token.empty());
+  for (const auto& tensor : listed->tensors) {
+    EXPECT_EQ(tensor.latest_version, static_cast<std::uint64_t>(kCycles / kNamesPerAgent))
+        << tensor.name;
+    EXPECT_EQ(tensor.version_count, 1u) << tensor.name;
+    EXPECT_EQ(tensor.lease_count, 0u) << tensor.name;
   }
-  for (const auto& tensor : listed->tensors()) {
-    auto deleted = client().Delete(tensor.name());
+  for (const auto& tensor : listed->tensors) {
+    auto deleted = client().Delete(tensor.name);
     ASSERT_OK(deleted);
     EXPECT_EQ(*deleted, 1u);
   }
   ExpectEverythingReturned();
-  EXPECT_EQ(CpuPool().fragmentation(), 0.0);
+  EXPECT_EQ(CpuPool().fragmentation, 0.0);
 }
 
 }  // namespace

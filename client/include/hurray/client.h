@@ -14,6 +14,13 @@
 //
 // Client is thread-safe. WritableTensor, TensorView and TensorViewBatch are move-only values
 // for one thread at a time; each keeps the client's connection alive while it exists.
+//
+// Errors are canonical codes (hurray/error.h); each call below says which it returns and
+// when. Besides those, any call that reaches the daemon returns UNAVAILABLE once the daemon
+// is gone (and with it this client's session, its leases and its unpublished allocations),
+// UNAUTHENTICATED when the daemon no longer knows this client's session, and INTERNAL (or
+// INVALID_ARGUMENT, "daemon sent ...") for a reply this client cannot use: a daemon of
+// another protocol version, or a bug on one side.
 #pragma once
 
 #include <chrono>
@@ -27,21 +34,14 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "hurray/inspection.h"
 #include "hurray/tensor_descriptor.h"
 
 namespace hurray {
 
-namespace v1 {
-class AcquireResponse;
-class ListResponse;
-class DescribeResponse;
-class StatsResponse;
-class WatchEvent;
-}  // namespace v1
-
 namespace client_internal {
 class Connection;
-class Mapping;
+class TensorViewAccess;
 }  // namespace client_internal
 
 // A tensor published by this process: its name and the version the publish created.
@@ -67,9 +67,14 @@ class WritableTensor {
 
   // Publishes under `name` ("namespace/name"), producer-synced: every byte must be written
   // before the call. The tensor is immutable afterwards and this object becomes empty.
+  // INVALID_ARGUMENT naming the rule a bad name breaks; FAILED_PRECONDITION when this
+  // object is empty (already published or cancelled); NOT_FOUND when the daemon no longer
+  // holds the allocation. On error the tensor is still this object's (publish again, or
+  // cancel).
   [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name);
 
-  // Frees the allocation. This object becomes empty.
+  // Frees the allocation. This object becomes empty, even on error. An empty object: OK,
+  // nothing to do. NOT_FOUND when the daemon no longer holds the allocation.
   [[nodiscard]] Status Cancel();
 
  private:
@@ -102,29 +107,19 @@ class TensorView {
 
   // Ends the lease now; the spans are invalid afterwards. Also done by the destructor.
   // An empty view: OK, nothing to do. The view is empty afterwards, even on error.
+  // NOT_FOUND when the daemon no longer knows the lease; UNAVAILABLE once the session is
+  // gone (which ended the lease anyway).
   [[nodiscard]] Status Release();
 
   // False once released or moved from.
   [[nodiscard]] bool holds_lease() const { return state_ != nullptr; }
 
  private:
-  friend class Client;
-  friend class TensorViewBatch;
+  // Builds views from the daemon's replies and ends many leases at once
+  // (client/src/client_internal.h).
+  friend class client_internal::TensorViewAccess;
   struct State;
   explicit TensorView(std::unique_ptr<State> state);
-  // Maps an acquired tensor (populating its page tables when `populate`); the lease is the
-  // caller's to release on failure.
-  static Result<TensorView> FromResponse(
-      const std::shared_ptr<client_internal::Connection>& connection,
-      const v1::AcquireResponse& response, bool populate);
-  // INVALID_ARGUMENT naming the first view that holds a lease of another connection than
-  // `connection`; OK when there is none. Changes nothing.
-  static Status CheckAllOf(const client_internal::Connection& connection,
-                           std::span<const TensorView> views);
-  // Ends the leases of every view that holds one (each of them `connection`'s, as
-  // CheckAllOf checked) in as few requests as Client::Release promises. Every view is empty
-  // afterwards, whatever the outcome.
-  static Status ReleaseAll(client_internal::Connection& connection, std::span<TensorView> views);
   std::unique_ptr<State> state_;
 };
 
@@ -205,21 +200,33 @@ class Client {
   };
 
   // Opens the session socket (the session lives as long as the client) and the gRPC
-  // channel. UNAVAILABLE when no daemon listens.
+  // channel. UNAVAILABLE when no daemon listens; PERMISSION_DENIED when this process may
+  // not open the daemon's socket (its file mode); INVALID_ARGUMENT for a client_name longer
+  // than the session protocol allows.
   [[nodiscard]] static Result<std::unique_ptr<Client>> Connect(Options options);
   [[nodiscard]] static Result<std::unique_ptr<Client>> Connect();
   ~Client();
 
   // Allocates the descriptor's buffers in `pool` and maps them read-write.
+  // INVALID_ARGUMENT when the daemon refuses the descriptor (a buffer's alignment above the
+  // pool's page, say); NOT_FOUND for an unknown pool; FAILED_PRECONDITION when a buffer's
+  // device or memory class does not match the pool's; RESOURCE_EXHAUSTED when the pool or
+  // this session's quota has no room. Nothing stays allocated on error.
   [[nodiscard]] Result<WritableTensor> Allocate(const TensorDescriptor& descriptor,
                                                 std::string_view pool = "cpu");
 
   // Leases a published tensor and maps it read-only (segments are mapped once per process
-  // and cached). NOT_FOUND, or DEADLINE_EXCEEDED after options.wait.
+  // and cached). NOT_FOUND when the name (or options.version) is not published, or
+  // DEADLINE_EXCEEDED when it still is not after options.wait; INVALID_ARGUMENT for a bad
+  // name, or a wait below 0 or above the daemon's longest (max_wait_ms). No lease is held
+  // on error.
   [[nodiscard]] Result<TensorView> Acquire(std::string_view name, AcquireOptions options = {});
 
   // Leases every listed name and every name under `prefix` (when not empty): all or none.
-  // The leases end together when the batch is dropped (see TensorViewBatch).
+  // The leases end together when the batch is dropped (see TensorViewBatch). NOT_FOUND
+  // naming the first listed name not published, or DEADLINE_EXCEEDED when one still is not
+  // after `wait`; INVALID_ARGUMENT when both `names` and `prefix` are empty, for more than
+  // 100000 names, a bad name, or a wait out of range. No lease is held on error.
   [[nodiscard]] Result<TensorViewBatch> BatchAcquire(
       const std::vector<std::string>& names, std::string_view prefix = {},
       std::chrono::milliseconds wait = std::chrono::milliseconds(0));
@@ -240,21 +247,34 @@ class Client {
   // others of its request from being released.
   [[nodiscard]] Status Release(std::span<TensorView> views);
 
-  // Deletes a name's versions (all, or one). Returns how many.
+  // Deletes a name's versions (all, or one). Returns how many. Their memory returns to the
+  // pool when their last lease ends. NOT_FOUND when the name (or version) is not
+  // published; INVALID_ARGUMENT for a bad name.
   [[nodiscard]] Result<std::uint32_t> Delete(std::string_view name, std::uint64_t version = 0);
 
-  [[nodiscard]] Result<v1::ListResponse> List(std::string_view prefix = {},
-                                              std::uint32_t page_size = 0,
-                                              std::string_view page_token = {});
-  [[nodiscard]] Result<v1::DescribeResponse> Describe(std::string_view name,
-                                                      std::uint64_t version = 0);
-  [[nodiscard]] Result<v1::StatsResponse> Stats();
+  // One page of the published names starting with `prefix` (empty: every name), in name
+  // order, each with its latest version. `page_size`: most entries (0: 100; more than 1000
+  // counts as 1000); `page_token`: the previous page's next_page_token, empty for the first
+  // page. RESOURCE_EXHAUSTED when the request is above the daemon's 4 MiB message limit.
+  [[nodiscard]] Result<TensorListPage> List(std::string_view prefix = {},
+                                            std::uint32_t page_size = 0,
+                                            std::string_view page_token = {});
+
+  // One version of `name` (0: the latest) in full, and every live version of the name.
+  // NOT_FOUND when the name (or version) is not published; INVALID_ARGUMENT for a bad name.
+  [[nodiscard]] Result<TensorDetails> Describe(std::string_view name, std::uint64_t version = 0);
+
+  // The daemon's pools, sessions, leases and tensors. Only the common errors above.
+  [[nodiscard]] Result<DaemonStats> Stats();
 
   // Calls `on_event` (on a client thread) for every publish and delete under `prefix`
-  // until the handle is destroyed; `on_end` runs once when the stream ends (error or
-  // stop). Returns once the daemon confirmed the watch.
+  // (empty: every name) until the handle is destroyed; `on_end` runs once when the stream
+  // ends: OK when the handle stopped it; RESOURCE_EXHAUSTED when `on_event` kept the
+  // stream so far behind that the daemon dropped it; UNAVAILABLE when the daemon went away.
+  // Returns once the daemon confirmed the watch; UNAVAILABLE when the stream ended before
+  // that.
   [[nodiscard]] Result<std::unique_ptr<WatchHandle>> Watch(
-      std::string_view prefix, std::function<void(const v1::WatchEvent&)> on_event,
+      std::string_view prefix, std::function<void(const WatchEvent&)> on_event,
       std::function<void(const Status&)> on_end = {});
 
   [[nodiscard]] std::uint64_t session_id() const;

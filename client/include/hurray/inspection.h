@@ -1,0 +1,160 @@
+// What the daemon reports about its tensors and itself, as Client's List, Describe, Stats
+// and Watch return it: plain values of the client's own, so that a user needs none of the
+// generated protobuf headers. Sizes are in bytes, times are std::chrono types (wall-clock
+// times since the Unix epoch in nanoseconds, as the daemon records them). Every reply
+// carries the daemon epoch it was answered in, which changes when the daemon restarts.
+// Value types; thread-compatible (const access from many threads is safe).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hurray/buffer_handle.h"
+#include "hurray/element_type.h"
+#include "hurray/tensor_descriptor.h"
+
+namespace hurray {
+
+// A wall-clock time as the daemon records it: nanoseconds since the Unix epoch. The epoch
+// itself (zero) stands for "not recorded".
+using DaemonTime = std::chrono::sys_time<std::chrono::nanoseconds>;
+
+// One name in a listing, with its latest version.
+struct TensorSummary {
+  std::string name;
+  std::uint64_t latest_version = 0;
+  // Live versions of the name: the latest plus superseded ones still leased.
+  std::uint32_t version_count = 0;
+  ElementType element_type = ElementType::kUint8;
+  // Extent of each dimension, in elements.
+  std::vector<std::uint64_t> shape;
+  // Sum of the latest version's buffer sizes, in bytes.
+  std::uint64_t byte_size = 0;
+  // Leases held on all versions of the name.
+  std::uint64_t lease_count = 0;
+  DaemonTime published_at{};
+
+  friend bool operator==(const TensorSummary&, const TensorSummary&) = default;
+};
+
+// One page of Client::List: names in name order.
+struct TensorListPage {
+  std::vector<TensorSummary> tensors;
+  // Pass to the next List call to get the next page; empty on the last page.
+  std::string next_page_token;
+  std::uint64_t daemon_epoch = 0;
+
+  friend bool operator==(const TensorListPage&, const TensorListPage&) = default;
+};
+
+// Where one buffer of a published tensor lives: a byte range of a pool segment.
+struct BufferLocation {
+  // Unique within a daemon epoch.
+  std::uint64_t segment_id = 0;
+  // Size of the whole segment, in bytes.
+  std::uint64_t segment_size = 0;
+  // Offset of the buffer's first byte from the start of its segment, in bytes.
+  std::uint64_t offset = 0;
+  // Size of the buffer in bytes: the descriptor's byte_size for this buffer.
+  std::uint64_t byte_size = 0;
+
+  friend bool operator==(const BufferLocation&, const BufferLocation&) = default;
+};
+
+// One live version of a name.
+struct VersionSummary {
+  std::uint64_t version = 0;
+  std::uint64_t lease_count = 0;
+  // True once a newer version was published (or this one deleted): it lives only until its
+  // last lease ends.
+  bool superseded = false;
+  // Sum of the version's buffer sizes, in bytes.
+  std::uint64_t byte_size = 0;
+  DaemonTime published_at{};
+
+  friend bool operator==(const VersionSummary&, const VersionSummary&) = default;
+};
+
+// Client::Describe: one version of a tensor in full, and every live version of its name.
+struct TensorDetails {
+  std::string name;
+  std::uint64_t version = 0;
+  TensorDescriptor descriptor;
+  // One location per buffer of the descriptor's buffer table, in table order; an empty
+  // buffer has byte_size 0 and segment_id 0.
+  std::vector<BufferLocation> buffers;
+  // When the data may be read.
+  SyncMode sync_mode = SyncMode::kProducerSynced;
+  // The producer's cudaIpcEventHandle_t (64 bytes) when sync_mode is kEvent; empty
+  // otherwise.
+  std::vector<std::byte> cuda_ipc_event_handle;
+  // The pool the buffers live in.
+  std::string pool;
+  DaemonTime published_at{};
+  // Every live version of the name, oldest first.
+  std::vector<VersionSummary> versions;
+  std::uint64_t daemon_epoch = 0;
+
+  friend bool operator==(const TensorDetails&, const TensorDetails&) = default;
+};
+
+// One memory pool of the daemon.
+struct PoolStats {
+  std::string name;
+  // "cpu" or "cuda".
+  std::string kind;
+  // Bytes reserved for the pool.
+  std::uint64_t capacity_bytes = 0;
+  // Bytes in allocations (pending, published or awaiting reclamation).
+  std::uint64_t used_bytes = 0;
+  // Size of the largest free range, in bytes: the biggest buffer that fits now.
+  std::uint64_t largest_free_bytes = 0;
+  // 1 - largest_free / free: 0 when all free space is one range.
+  double fragmentation = 0;
+  std::uint32_t segment_count = 0;
+  // Buffers currently allocated.
+  std::uint64_t allocation_count = 0;
+  // Bytes of one page of the pool: the alignment and granule of every buffer in it.
+  std::uint64_t page_size_bytes = 0;
+  // Huge pages in effect: "off", "transparent" or "explicit"; empty for pools without
+  // pages of their own (cuda).
+  std::string huge_pages;
+
+  friend bool operator==(const PoolStats&, const PoolStats&) = default;
+};
+
+// Client::Stats: the daemon's pools, sessions, leases and tensors.
+struct DaemonStats {
+  std::vector<PoolStats> pools;
+  std::uint32_t session_count = 0;
+  std::uint64_t lease_count = 0;
+  // Published names, and live versions across them.
+  std::uint64_t tensor_count = 0;
+  std::uint64_t version_count = 0;
+  // Allocations not yet published.
+  std::uint64_t pending_allocation_count = 0;
+  std::uint64_t daemon_epoch = 0;
+  // Time since the daemon started, in whole seconds.
+  std::chrono::seconds uptime{0};
+
+  friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
+};
+
+// A publish or delete under a watched prefix (Client::Watch).
+struct WatchEvent {
+  enum class Kind : std::uint8_t {
+    kPublished,  // A new version was published.
+    kDeleted,    // A version was deleted.
+  };
+  Kind kind = Kind::kPublished;
+  std::string name;
+  std::uint64_t version = 0;
+  std::uint64_t daemon_epoch = 0;
+
+  friend bool operator==(const WatchEvent&, const WatchEvent&) = default;
+};
+
+}  // namespace hurray

@@ -1,0 +1,44 @@
+// What the client module does with TensorViews beyond their public API: builds them from
+// the daemon's acquire replies and ends many leases at once. Private to the client module
+// (client.h declares it a friend of TensorView; nothing outside client/src includes this).
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "connection.h"
+#include "hurray/client.h"
+#include "hurray/error.h"
+#include "hurray/v1/exchange.pb.h"
+
+namespace hurray::client_internal {
+
+// Static functions only; each is as thread-safe as the views it is given (one thread at a
+// time per view).
+class TensorViewAccess {
+ public:
+  TensorViewAccess() = delete;
+
+  // Maps an acquired tensor (populating its page tables when `populate`) into a view that
+  // holds the reply's lease. INVALID_ARGUMENT ("daemon sent an invalid descriptor") or
+  // INTERNAL (buffer locations that do not fit the descriptor or their segments), or the
+  // error of mapping a segment; the lease is then the caller's to release.
+  [[nodiscard]] static Result<TensorView> FromReply(const std::shared_ptr<Connection>& connection,
+                                                    const v1::AcquireResponse& reply,
+                                                    bool populate);
+
+  // INVALID_ARGUMENT naming the first view that holds a lease of another connection than
+  // `connection`; OK when there is none. Changes nothing.
+  [[nodiscard]] static Status CheckAllOf(const Connection& connection,
+                                         std::span<const TensorView> views);
+
+  // Ends the leases of every view that holds one (each of them `connection`'s, as
+  // CheckAllOf checked) in as few requests as Client::Release promises. Every view is empty
+  // afterwards, whatever the outcome.
+  [[nodiscard]] static Status ReleaseAll(Connection& connection, std::span<TensorView> views);
+
+  // Empties `view` without ending its lease, which the caller ends some other way.
+  static void Forget(TensorView& view);
+};
+
+}  // namespace hurray::client_internal

@@ -1,0 +1,147 @@
+#include "inspection_codec.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "hurray/descriptor_codec.h"
+
+namespace hurray::client_internal {
+namespace {
+
+DaemonTime TimeFromNanoseconds(std::int64_t unix_nanos) {
+  return DaemonTime(std::chrono::nanoseconds(unix_nanos));
+}
+
+Result<TensorSummary> TensorSummaryFromProto(const v1::TensorSummary& summary) {
+  const int tag = summary.element_type();
+  if (tag <= 0 || tag > std::numeric_limits<std::uint8_t>::max()) {
+    return InvalidArgumentError(
+        fmt::format("daemon sent {}: element type {} is not a type tag", summary.name(), tag));
+  }
+  auto element_type = ElementTypeFromTag(static_cast<std::uint8_t>(tag));
+  if (!element_type) {
+    return std::unexpected(
+        element_type.error().WithContext(fmt::format("daemon sent {}", summary.name())));
+  }
+  return TensorSummary{.name = summary.name(),
+                       .latest_version = summary.latest_version(),
+                       .version_count = summary.version_count(),
+                       .element_type = *element_type,
+                       .shape = {summary.shape().begin(), summary.shape().end()},
+                       .byte_size = summary.byte_size(),
+                       .lease_count = summary.lease_count(),
+                       .published_at = TimeFromNanoseconds(summary.published_at_ns())};
+}
+
+Result<SyncMode> SyncModeFromProto(std::uint32_t sync_mode) {
+  if (sync_mode > std::numeric_limits<std::uint8_t>::max()) {
+    return InvalidArgumentError(
+        fmt::format("daemon sent an invalid handoff: sync mode {} is not a byte", sync_mode));
+  }
+  auto mode = SyncModeFromByte(static_cast<std::uint8_t>(sync_mode));
+  if (!mode) return std::unexpected(mode.error().WithContext("daemon sent an invalid handoff"));
+  return *mode;
+}
+
+std::vector<std::byte> BytesOf(const std::string& bytes) {
+  const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+  return {data, data + bytes.size()};
+}
+
+}  // namespace
+
+Result<TensorListPage> TensorListPageFromProto(const v1::ListResponse& reply) {
+  TensorListPage page{.tensors = {},
+                      .next_page_token = reply.next_page_token(),
+                      .daemon_epoch = reply.daemon_epoch()};
+  page.tensors.reserve(static_cast<std::size_t>(reply.tensors_size()));
+  for (const v1::TensorSummary& summary : reply.tensors()) {
+    HURRAY_ASSIGN_OR_RETURN(TensorSummary converted, TensorSummaryFromProto(summary));
+    page.tensors.push_back(std::move(converted));
+  }
+  return page;
+}
+
+Result<TensorDetails> TensorDetailsFromProto(const v1::DescribeResponse& reply) {
+  const v1::TensorInfo& tensor = reply.tensor();
+  auto descriptor = DescriptorFromProto(tensor.tensor_descriptor());
+  if (!descriptor) {
+    return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
+  }
+  HURRAY_ASSIGN_OR_RETURN(const SyncMode sync_mode,
+                          SyncModeFromProto(tensor.handoff().sync_mode()));
+  TensorDetails details{.name = tensor.name(),
+                        .version = tensor.version(),
+                        .descriptor = std::move(*descriptor),
+                        .buffers = {},
+                        .sync_mode = sync_mode,
+                        .cuda_ipc_event_handle = BytesOf(tensor.handoff().cuda_ipc_event_handle()),
+                        .pool = tensor.pool(),
+                        .published_at = TimeFromNanoseconds(tensor.published_at_ns()),
+                        .versions = {},
+                        .daemon_epoch = reply.daemon_epoch()};
+  details.buffers.reserve(static_cast<std::size_t>(tensor.buffers_size()));
+  for (const v1::BufferLocation& location : tensor.buffers()) {
+    details.buffers.push_back(BufferLocation{.segment_id = location.segment_id(),
+                                             .segment_size = location.segment_size(),
+                                             .offset = location.offset(),
+                                             .byte_size = location.byte_size()});
+  }
+  details.versions.reserve(static_cast<std::size_t>(reply.versions_size()));
+  for (const v1::VersionInfo& version : reply.versions()) {
+    details.versions.push_back(
+        VersionSummary{.version = version.version(),
+                       .lease_count = version.lease_count(),
+                       .superseded = version.superseded(),
+                       .byte_size = version.byte_size(),
+                       .published_at = TimeFromNanoseconds(version.published_at_ns())});
+  }
+  return details;
+}
+
+DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
+  DaemonStats stats{.pools = {},
+                    .session_count = reply.session_count(),
+                    .lease_count = reply.lease_count(),
+                    .tensor_count = reply.tensor_count(),
+                    .version_count = reply.version_count(),
+                    .pending_allocation_count = reply.pending_allocation_count(),
+                    .daemon_epoch = reply.daemon_epoch(),
+                    .uptime = std::chrono::seconds(
+                        static_cast<std::chrono::seconds::rep>(reply.uptime_seconds()))};
+  stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
+  for (const v1::PoolStats& pool : reply.pools()) {
+    stats.pools.push_back(PoolStats{.name = pool.name(),
+                                    .kind = pool.kind(),
+                                    .capacity_bytes = pool.capacity_bytes(),
+                                    .used_bytes = pool.used_bytes(),
+                                    .largest_free_bytes = pool.largest_free_bytes(),
+                                    .fragmentation = pool.fragmentation(),
+                                    .segment_count = pool.segment_count(),
+                                    .allocation_count = pool.allocation_count(),
+                                    .page_size_bytes = pool.page_size(),
+                                    .huge_pages = pool.huge_pages()});
+  }
+  return stats;
+}
+
+std::optional<WatchEvent> WatchEventFromProto(const v1::WatchEvent& event) {
+  WatchEvent::Kind kind;
+  switch (event.kind()) {
+    case v1::WatchEvent::KIND_PUBLISHED:
+      kind = WatchEvent::Kind::kPublished;
+      break;
+    case v1::WatchEvent::KIND_DELETED:
+      kind = WatchEvent::Kind::kDeleted;
+      break;
+    default:
+      return std::nullopt;
+  }
+  return WatchEvent{.kind = kind,
+                    .name = event.name(),
+                    .version = event.version(),
+                    .daemon_epoch = event.daemon_epoch()};
+}
+
+}  // namespace hurray::client_internal

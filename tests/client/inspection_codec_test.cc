@@ -1,0 +1,267 @@
+// The conversion of List, Describe, Stats and Watch replies into the client's own values:
+// every field of every reply arrives. Each test first checks, by reflection, that its reply
+// sets every field of the message (so a field added to the .proto fails here until the
+// conversion carries it), then compares the whole converted value.
+#include "inspection_codec.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+
+#include "hurray/descriptor_codec.h"
+#include "testing/status_matchers.h"
+
+namespace hurray::client_internal {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+constexpr std::int64_t kPublishedNanoseconds = 1'700'000'000'123'456'789;
+
+DaemonTime Time(std::int64_t unix_nanos) {
+  return DaemonTime(std::chrono::nanoseconds(unix_nanos));
+}
+
+// Adds a failure for every field of `message` (and of the messages in it: of the first
+// element of a repeated one) left at its default, naming it by its path. tensor_descriptor
+// is core's message, carried whole.
+void ExpectEveryFieldSet(const Message& message, const std::string& path = "") {
+  const Reflection& reflection = *message.GetReflection();
+  const auto& descriptor = *message.GetDescriptor();
+  for (int i = 0; i < descriptor.field_count(); ++i) {
+    const FieldDescriptor& field = *descriptor.field(i);
+    const std::string name = path + field.name();
+    if (field.is_repeated()) {
+      const int size = reflection.FieldSize(message, &field);
+      EXPECT_GT(size, 0) << name << " is empty";
+      if (size > 0 && field.type() == FieldDescriptor::TYPE_MESSAGE) {
+        ExpectEveryFieldSet(reflection.GetRepeatedMessage(message, &field, 0), name + "[0].");
+      }
+      continue;
+    }
+    EXPECT_TRUE(reflection.HasField(message, &field)) << name << " is not set";
+    if (field.type() == FieldDescriptor::TYPE_MESSAGE && field.name() != "tensor_descriptor") {
+      ExpectEveryFieldSet(reflection.GetMessage(message, &field), name + ".");
+    }
+  }
+}
+
+v1::TensorSummary SummaryReply(const std::string& name, std::uint64_t version) {
+  v1::TensorSummary summary;
+  summary.set_name(name);
+  summary.set_latest_version(version);
+  summary.set_version_count(2);
+  summary.set_element_type(v1::ELEMENT_TYPE_INT16);
+  summary.add_shape(3);
+  summary.add_shape(4);
+  summary.set_byte_size(24);
+  summary.set_lease_count(5);
+  summary.set_published_at_ns(kPublishedNanoseconds + static_cast<std::int64_t>(version));
+  return summary;
+}
+
+TEST(InspectionCodecTest, ListPageCarriesEveryField) {
+  v1::ListResponse reply;
+  *reply.add_tensors() = SummaryReply("model/a", 7);
+  *reply.add_tensors() = SummaryReply("model/b", 1);
+  reply.set_next_page_token("model/b");
+  reply.set_daemon_epoch(99);
+  ExpectEveryFieldSet(reply);
+
+  const auto page = TensorListPageFromProto(reply);
+  ASSERT_OK(page);
+  const auto summary = [](std::string name, std::uint64_t version) {
+    return TensorSummary{
+        .name = std::move(name),
+        .latest_version = version,
+        .version_count = 2,
+        .element_type = ElementType::kInt16,
+        .shape = {3, 4},
+        .byte_size = 24,
+        .lease_count = 5,
+        .published_at = Time(kPublishedNanoseconds + static_cast<std::int64_t>(version))};
+  };
+  EXPECT_EQ(*page, (TensorListPage{.tensors = {summary("model/a", 7), summary("model/b", 1)},
+                                   .next_page_token = "model/b",
+                                   .daemon_epoch = 99}));
+}
+
+TEST(InspectionCodecTest, ListPageRefusesAnUnknownElementType) {
+  v1::ListResponse reply;
+  *reply.add_tensors() = SummaryReply("model/a", 1);
+  reply.mutable_tensors(0)->set_element_type(static_cast<v1::ElementType>(200));
+  EXPECT_ERROR(TensorListPageFromProto(reply), StatusCode::kInvalidArgument,
+               {"daemon sent model/a", "200"});
+  reply.mutable_tensors(0)->set_element_type(static_cast<v1::ElementType>(4096));
+  EXPECT_ERROR(TensorListPageFromProto(reply), StatusCode::kInvalidArgument, {"4096"});
+}
+
+// A descriptor whose buffer declares the event sync mode, as an event handoff needs.
+TensorDescriptor EventSyncedDescriptor() {
+  auto buffer = BufferHandle::Create(16, kMinBufferAlignment, DeviceTag::Cpu(), SyncMode::kEvent);
+  EXPECT_TRUE(buffer.has_value());
+  auto descriptor = TensorDescriptor::Create({.element_type = ElementType::kFloat32,
+                                              .shape = {2, 2},
+                                              .layout = DenseLayout{},
+                                              .quantization = NoQuantization{},
+                                              .buffers = {*buffer},
+                                              .metadata = {{"origin", "test"}}});
+  EXPECT_TRUE(descriptor.has_value()) << descriptor.error().ToString();
+  return *descriptor;
+}
+
+v1::DescribeResponse DescribeReply(const TensorDescriptor& descriptor) {
+  v1::DescribeResponse reply;
+  v1::TensorInfo& tensor = *reply.mutable_tensor();
+  tensor.set_name("model/w");
+  tensor.set_version(3);
+  *tensor.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
+  v1::BufferLocation& location = *tensor.add_buffers();
+  location.set_segment_id(11);
+  location.set_segment_size(1 << 20);
+  location.set_offset(8192);
+  location.set_byte_size(16);
+  tensor.mutable_handoff()->set_sync_mode(1);
+  tensor.mutable_handoff()->set_cuda_ipc_event_handle(std::string(64, 'h'));
+  tensor.set_pool("gpu0");
+  tensor.set_published_at_ns(kPublishedNanoseconds);
+  for (std::uint64_t version : {2, 3}) {
+    v1::VersionInfo& info = *reply.add_versions();
+    info.set_version(version);
+    info.set_lease_count(version * 10);
+    info.set_superseded(version == 2);
+    info.set_byte_size(version * 100);
+    info.set_published_at_ns(kPublishedNanoseconds - static_cast<std::int64_t>(version));
+  }
+  reply.set_daemon_epoch(42);
+  return reply;
+}
+
+TEST(InspectionCodecTest, DetailsCarryEveryField) {
+  const TensorDescriptor descriptor = EventSyncedDescriptor();
+  const v1::DescribeResponse reply = DescribeReply(descriptor);
+  ExpectEveryFieldSet(reply);
+
+  const auto details = TensorDetailsFromProto(reply);
+  ASSERT_OK(details);
+  const auto version = [](std::uint64_t number) {
+    return VersionSummary{
+        .version = number,
+        .lease_count = number * 10,
+        .superseded = number == 2,
+        .byte_size = number * 100,
+        .published_at = Time(kPublishedNanoseconds - static_cast<std::int64_t>(number))};
+  };
+  EXPECT_EQ(*details,
+            (TensorDetails{
+                .name = "model/w",
+                .version = 3,
+                .descriptor = descriptor,
+                .buffers = {BufferLocation{
+                    .segment_id = 11, .segment_size = 1 << 20, .offset = 8192, .byte_size = 16}},
+                .sync_mode = SyncMode::kEvent,
+                .cuda_ipc_event_handle = std::vector<std::byte>(64, std::byte{'h'}),
+                .pool = "gpu0",
+                .published_at = Time(kPublishedNanoseconds),
+                .versions = {version(2), version(3)},
+                .daemon_epoch = 42}));
+}
+
+TEST(InspectionCodecTest, DetailsRefuseAnInvalidDescriptorOrSyncMode) {
+  v1::DescribeResponse reply = DescribeReply(EventSyncedDescriptor());
+  reply.mutable_tensor()->mutable_tensor_descriptor()->clear_element_type();
+  EXPECT_ERROR(TensorDetailsFromProto(reply), StatusCode::kInvalidArgument,
+               {"daemon sent an invalid descriptor"});
+
+  reply = DescribeReply(EventSyncedDescriptor());
+  reply.mutable_tensor()->mutable_handoff()->set_sync_mode(7);
+  EXPECT_ERROR(TensorDetailsFromProto(reply), StatusCode::kInvalidArgument,
+               {"daemon sent an invalid handoff"});
+  reply.mutable_tensor()->mutable_handoff()->set_sync_mode(300);
+  EXPECT_ERROR(TensorDetailsFromProto(reply), StatusCode::kInvalidArgument, {"300"});
+}
+
+TEST(InspectionCodecTest, StatsCarryEveryField) {
+  v1::StatsResponse reply;
+  for (const std::string name : {"cpu", "gpu0"}) {
+    v1::PoolStats& pool = *reply.add_pools();
+    pool.set_name(name);
+    pool.set_kind(name == "cpu" ? "cpu" : "cuda");
+    pool.set_capacity_bytes(1 << 30);
+    pool.set_used_bytes(1 << 20);
+    pool.set_largest_free_bytes(1 << 29);
+    pool.set_fragmentation(0.25);
+    pool.set_segment_count(3);
+    pool.set_allocation_count(17);
+    pool.set_page_size(2 << 20);
+    pool.set_huge_pages(name == "cpu" ? "transparent" : "explicit");
+  }
+  reply.set_session_count(4);
+  reply.set_lease_count(5);
+  reply.set_tensor_count(6);
+  reply.set_version_count(7);
+  reply.set_pending_allocation_count(8);
+  reply.set_daemon_epoch(9);
+  reply.set_uptime_seconds(3600);
+  ExpectEveryFieldSet(reply);
+
+  const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
+    return PoolStats{.name = std::move(name),
+                     .kind = std::move(kind),
+                     .capacity_bytes = 1 << 30,
+                     .used_bytes = 1 << 20,
+                     .largest_free_bytes = 1 << 29,
+                     .fragmentation = 0.25,
+                     .segment_count = 3,
+                     .allocation_count = 17,
+                     .page_size_bytes = 2 << 20,
+                     .huge_pages = std::move(huge_pages)};
+  };
+  EXPECT_EQ(
+      DaemonStatsFromProto(reply),
+      (DaemonStats{.pools = {pool("cpu", "cpu", "transparent"), pool("gpu0", "cuda", "explicit")},
+                   .session_count = 4,
+                   .lease_count = 5,
+                   .tensor_count = 6,
+                   .version_count = 7,
+                   .pending_allocation_count = 8,
+                   .daemon_epoch = 9,
+                   .uptime = std::chrono::hours(1)}));
+}
+
+TEST(InspectionCodecTest, WatchEventsCarryEveryField) {
+  v1::WatchEvent reply;
+  reply.set_kind(v1::WatchEvent::KIND_PUBLISHED);
+  reply.set_name("model/w");
+  reply.set_version(12);
+  reply.set_daemon_epoch(34);
+  ExpectEveryFieldSet(reply);
+  EXPECT_EQ(WatchEventFromProto(reply), (WatchEvent{.kind = WatchEvent::Kind::kPublished,
+                                                    .name = "model/w",
+                                                    .version = 12,
+                                                    .daemon_epoch = 34}));
+  reply.set_kind(v1::WatchEvent::KIND_DELETED);
+  EXPECT_EQ(WatchEventFromProto(reply), (WatchEvent{.kind = WatchEvent::Kind::kDeleted,
+                                                    .name = "model/w",
+                                                    .version = 12,
+                                                    .daemon_epoch = 34}));
+}
+
+TEST(InspectionCodecTest, WatchSkipsTheConfirmationAndUnknownKinds) {
+  v1::WatchEvent reply;
+  reply.set_name("model/w");
+  reply.set_kind(v1::WatchEvent::KIND_WATCHING);
+  EXPECT_EQ(WatchEventFromProto(reply), std::nullopt);
+  reply.set_kind(v1::WatchEvent::KIND_UNSPECIFIED);
+  EXPECT_EQ(WatchEventFromProto(reply), std::nullopt);
+  reply.set_kind(static_cast<v1::WatchEvent::Kind>(77));
+  EXPECT_EQ(WatchEventFromProto(reply), std::nullopt);
+}
+
+}  // namespace
+}  // namespace hurray::client_internal
