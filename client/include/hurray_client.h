@@ -1,5 +1,8 @@
 /*
- * hurray_client.h — the C client of hurrayd, extending hurray.h (C ABI version 4).
+ * hurray_client.h — the C client of hurrayd, extending hurray.h (C ABI version 5).
+ *
+ * Shipped as libhurray-client.so (CMake target `hurray-client`), which depends on
+ * libhurray.so; a program that never talks to a daemon links libhurray.so alone.
  *
  * A C producer allocates a tensor's buffers in a daemon pool, writes them in place and
  * publishes the tensor; a C consumer acquires it and gets the same memory, read-only, as a
@@ -17,7 +20,8 @@
  * required pointers, out-parameters last, OWNED/BORROWED stated per function, and
  * hurray_last_error_message() naming what went wrong. Daemon outcomes map to
  * HURRAY_ERR_NOT_FOUND, _TIMEOUT, _UNAVAILABLE, _PERMISSION_DENIED, _RESOURCE_EXHAUSTED,
- * _FAILED_PRECONDITION and _INVALID_ARGUMENT.
+ * _FAILED_PRECONDITION and _INVALID_ARGUMENT; a failure of the daemon's own (or a reply
+ * that breaks the protocol) is HURRAY_ERR_DAEMON_INTERNAL.
  *
  * Threads: a HurrayClient may be used from several threads at once. A HurrayAllocation is
  * for one thread at a time.
@@ -88,7 +92,7 @@ HURRAY_EXPORT HurrayStatus hurray_client_acquire(HurrayClient* client, const cha
 /* Deletes `name` (version 0: every version); *deleted (may be NULL) receives how many.
  * Memory returns to the pool when the last lease of each version ends. */
 HURRAY_EXPORT HurrayStatus hurray_client_delete(HurrayClient* client, const char* name,
-                                                uint64_t version, uint32_t* deleted);
+                                                uint64_t version, uint64_t* deleted);
 
 #ifdef __cplusplus
 } /* extern "C" */

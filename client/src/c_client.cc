@@ -1,12 +1,13 @@
 // The C client of hurray_client.h: a thin layer over the C++ Client. Buffers handed to C
 // consumers are built through hurray.h's own functions, so they follow its rules exactly.
-#include "hurray_client.h"
+#include <fmt/format.h>
 
 #include <memory>
 #include <string>
 
 #include "hurray/c_abi_internal.h"
 #include "hurray/client.h"
+#include "hurray_client.h"
 
 struct HurrayClient {
   std::unique_ptr<hurray::Client> client;
@@ -33,14 +34,13 @@ std::string OrEmpty(const char* text) { return text == nullptr ? std::string() :
 // The C++ descriptor of a C handle, through its encoding.
 hurray::Result<hurray::TensorDescriptor> DescriptorOf(const HurrayDescriptor* descriptor) {
   std::uint8_t* bytes = nullptr;
-  std::size_t length = 0;
+  std::uint64_t length = 0;
   if (HurrayStatus status = hurray_descriptor_encode(descriptor, &bytes, &length);
       status != HURRAY_OK) {
-    return hurray::InvalidArgumentError(std::string("descriptor: ") +
-                                        hurray_last_error_message());
+    return hurray::InvalidArgumentError(fmt::format("descriptor: {}", hurray_last_error_message()));
   }
   auto decoded = hurray::TensorDescriptor::Decode(std::span<const std::uint8_t>(bytes, length));
-  hurray_bytes_free(bytes);
+  (void)hurray_bytes_free(&bytes);
   return decoded;
 }
 
@@ -62,7 +62,7 @@ HurrayStatus BufferListOf(const hurray::TensorView& view, HurrayBufferList** out
         declared.memory_class().ToByte(), nullptr, nullptr, &buffer);
     if (status == HURRAY_OK) status = hurray_buffer_list_push(list, buffer);
     if (status != HURRAY_OK) {
-      if (buffer != nullptr) (void)hurray_buffer_destroy(buffer);
+      (void)hurray_buffer_destroy(&buffer);
       (void)hurray_buffer_list_destroy(&list);
       return status;
     }
@@ -130,9 +130,9 @@ HurrayStatus hurray_allocation_buffer(const HurrayAllocation* allocation, uint64
     HURRAY_REQUIRE(byte_size);
     if (index >= allocation->tensor.buffer_count()) {
       return SetLastError(HURRAY_ERR_OUT_OF_RANGE,
-                          "hurray_allocation_buffer: index " + std::to_string(index) +
-                              " is out of range for " +
-                              std::to_string(allocation->tensor.buffer_count()) + " buffers");
+                          fmt::format("hurray_allocation_buffer: index {} is out of range for {} "
+                                      "buffers",
+                                      index, allocation->tensor.buffer_count()));
     }
     const std::span<std::byte> bytes = allocation->tensor.buffer(static_cast<std::size_t>(index));
     *data = bytes.data();
@@ -202,7 +202,7 @@ HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint6
 }
 
 HurrayStatus hurray_client_delete(HurrayClient* client, const char* name, uint64_t version,
-                                  uint32_t* deleted) {
+                                  uint64_t* deleted) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(client);
     HURRAY_REQUIRE(name);

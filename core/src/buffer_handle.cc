@@ -1,22 +1,18 @@
 #include "hurray/buffer_handle.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <bit>
 
-#include "str_cat.h"
-
 namespace hurray {
-
-using internal::HexByte;
-using internal::StrCat;
 
 Result<DeviceTag> DeviceTag::FromByte(std::uint8_t byte) {
   if (byte == 0xFF) {
-    return InvalidArgumentError(StrCat("device_tag ", HexByte(byte), " is invalid"));
+    return InvalidArgumentError(fmt::format("device_tag 0x{:02X} is invalid", byte));
   }
   if (byte > 0x08 && byte < 0xF0) {
-    return InvalidArgumentError(
-        StrCat("device_tag ", HexByte(byte), " is reserved (0x09-0xEF)"));
+    return InvalidArgumentError(fmt::format("device_tag 0x{:02X} is reserved (0x09-0xEF)", byte));
   }
   return DeviceTag(byte);
 }
@@ -30,11 +26,10 @@ std::string_view DeviceTag::Name() const {
 
 Result<MemoryClass> MemoryClass::FromByte(std::uint8_t byte) {
   if (byte == 0xFF) {
-    return InvalidArgumentError(StrCat("memory_class ", HexByte(byte), " is invalid"));
+    return InvalidArgumentError(fmt::format("memory_class 0x{:02X} is invalid", byte));
   }
   if (byte > 0x03 && byte < 0xF0) {
-    return InvalidArgumentError(
-        StrCat("memory_class ", HexByte(byte), " is reserved (0x04-0xEF)"));
+    return InvalidArgumentError(fmt::format("memory_class 0x{:02X} is reserved (0x04-0xEF)", byte));
   }
   return MemoryClass(byte);
 }
@@ -48,9 +43,10 @@ std::string_view MemoryClass::Name() const {
 
 Result<SyncMode> SyncModeFromByte(std::uint8_t byte) {
   if (byte > SyncModeToByte(SyncMode::kConsumerStream)) {
-    return InvalidArgumentError(StrCat("sync_mode ", HexByte(byte),
-                                       " is not one of 0x00 (producer_synced), 0x01 (event), "
-                                       "0x02 (consumer_stream)"));
+    return InvalidArgumentError(
+        fmt::format("sync_mode 0x{:02X} is not one of 0x00 (producer_synced), 0x01 (event), "
+                    "0x02 (consumer_stream)",
+                    byte));
   }
   return static_cast<SyncMode>(byte);
 }
@@ -74,11 +70,12 @@ Result<BufferHandle> BufferHandle::Create(std::uint64_t byte_size, std::uint64_t
     return std::unexpected(mode.error());
   }
   if (!std::has_single_bit(alignment)) {
-    return InvalidArgumentError(StrCat("alignment ", alignment, " is not a power of two"));
+    return InvalidArgumentError(fmt::format("alignment {} is not a power of two", alignment));
   }
   if (byte_size != 0 && alignment < kMinBufferAlignment) {
-    return InvalidArgumentError(StrCat("alignment ", alignment, " is below the minimum ",
-                                       kMinBufferAlignment, " for a non-empty buffer"));
+    return InvalidArgumentError(
+        fmt::format("alignment {} is below the minimum {} for a non-empty buffer", alignment,
+                    kMinBufferAlignment));
   }
   return BufferHandle(byte_size, alignment, device_tag, sync_mode, memory_class);
 }
@@ -88,9 +85,9 @@ BufferHandle BufferHandle::Empty(DeviceTag device_tag) {
 }
 
 std::string BufferHandle::ToString() const {
-  return StrCat(byte_size_, " bytes, align ", alignment_, ", ", device_tag_.Name(), "(",
-                HexByte(device_tag_.ToByte()), ")/", memory_class_.Name(), ", ",
-                SyncModeName(sync_mode_));
+  return fmt::format("{} bytes, align {}, {}(0x{:02X})/{}, {}", byte_size_, alignment_,
+                     device_tag_.Name(), device_tag_.ToByte(), memory_class_.Name(),
+                     SyncModeName(sync_mode_));
 }
 
 Result<DeviceTag> ValidateColocation(std::span<const BufferHandle> buffers) {
@@ -98,18 +95,16 @@ Result<DeviceTag> ValidateColocation(std::span<const BufferHandle> buffers) {
   const BufferHandle& first = buffers.front();
   for (std::size_t i = 1; i < buffers.size(); ++i) {
     if (buffers[i].device_tag() != first.device_tag()) {
-      return InvalidArgumentError(StrCat("buffer ", i, ": device_tag ",
-                                         HexByte(buffers[i].device_tag().ToByte()),
-                                         " differs from buffer 0's ",
-                                         HexByte(first.device_tag().ToByte()),
-                                         " (all buffers of a tensor share one device)"));
+      return InvalidArgumentError(
+          fmt::format("buffer {}: device_tag 0x{:02X} differs from buffer 0's 0x{:02X} "
+                      "(all buffers of a tensor share one device)",
+                      i, buffers[i].device_tag().ToByte(), first.device_tag().ToByte()));
     }
     if (buffers[i].memory_class() != first.memory_class()) {
-      return InvalidArgumentError(StrCat("buffer ", i, ": memory_class ",
-                                         HexByte(buffers[i].memory_class().ToByte()),
-                                         " differs from buffer 0's ",
-                                         HexByte(first.memory_class().ToByte()),
-                                         " (all buffers of a tensor share one memory class)"));
+      return InvalidArgumentError(
+          fmt::format("buffer {}: memory_class 0x{:02X} differs from buffer 0's 0x{:02X} "
+                      "(all buffers of a tensor share one memory class)",
+                      i, buffers[i].memory_class().ToByte(), first.memory_class().ToByte()));
     }
   }
   return first.device_tag();

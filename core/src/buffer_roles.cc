@@ -1,10 +1,11 @@
 #include "buffer_roles.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <optional>
 
 #include "checked_math.h"
-#include "str_cat.h"
 
 namespace hurray::internal {
 namespace {
@@ -12,7 +13,7 @@ namespace {
 constexpr std::uint64_t kIndexBytes = 8;  // Every index array is uint64.
 
 std::unexpected<Error> Overflow(std::string_view what) {
-  return InvalidArgumentError(StrCat(what, ": byte size overflows 64 bits"));
+  return InvalidArgumentError(fmt::format("{}: byte size overflows 64 bits", what));
 }
 
 // Bytes of `count` elements of `type`, or an overflow error naming `what`.
@@ -69,12 +70,14 @@ class RoleCollector {
       return {};
     }
     if (dense.strides.size() != rank()) {
-      return InvalidArgumentError(StrCat("layout.dense.strides has ", dense.strides.size(),
-                                         " entries but the shape has rank ", rank()));
+      return InvalidArgumentError(
+          fmt::format("layout.dense.strides has {} entries but the shape has rank {}",
+                      dense.strides.size(), rank()));
     }
     if (IsPacked(parts_.element_type)) {
-      return InvalidArgumentError(StrCat("layout.dense.strides: element_type ", type_name(),
-                                         " is packed 4-bit and cannot be strided"));
+      return InvalidArgumentError(
+          fmt::format("layout.dense.strides: element_type {} is packed 4-bit and cannot be strided",
+                      type_name()));
     }
     // The span the strides address: 1 + sum((dim - 1) * stride) elements, or none.
     std::uint64_t span = 0;
@@ -83,7 +86,7 @@ class RoleCollector {
       for (std::size_t i = 0; i < rank(); ++i) {
         auto step = CheckedMul(parts_.shape[i] - 1, dense.strides[i]);
         auto next = step ? CheckedAdd(span, *step) : std::nullopt;
-        if (!next) return Overflow(StrCat("layout.dense.strides[", i, "]"));
+        if (!next) return Overflow(fmt::format("layout.dense.strides[{}]", i));
         span = *next;
       }
     }
@@ -110,7 +113,7 @@ class RoleCollector {
     const std::string_view layout_name = rows ? "csr" : "csc";
     if (rank() != 2) {
       return InvalidArgumentError(
-          StrCat("layout.", layout_name, " needs a rank-2 shape, not rank ", rank()));
+          fmt::format("layout.{} needs a rank-2 shape, not rank {}", layout_name, rank()));
     }
     const std::uint64_t primary_dim = parts_.shape[rows ? 0 : 1];
     auto values = ElementBytes(parts_.element_type, compressed.nnz, "nnz");
@@ -145,8 +148,9 @@ class RoleCollector {
     }
     const std::uint64_t blocks = CeilDiv(parts_.shape[0], paged.block_size);
     if (blocks > 0 && paged.num_pages == 0) {
-      return InvalidArgumentError(StrCat("layout.block_paged.num_pages 0: the tensor has ",
-                                         blocks, " blocks, so it needs at least one page"));
+      return InvalidArgumentError(fmt::format(
+          "layout.block_paged.num_pages 0: the tensor has {} blocks, so it needs at least one page",
+          blocks));
     }
     auto row_elements = CheckedProduct(std::span(parts_.shape).subspan(1));
     auto page_elements =
@@ -156,8 +160,9 @@ class RoleCollector {
                       : std::nullopt;
     if (!page_bits) return Overflow("layout.block_paged page");
     if (*page_bits % 8 != 0) {
-      return InvalidArgumentError(StrCat("layout.block_paged: a page of ", *page_elements, " ",
-                                         type_name(), " elements does not end on a byte"));
+      return InvalidArgumentError(
+          fmt::format("layout.block_paged: a page of {} {} elements does not end on a byte",
+                      *page_elements, type_name()));
     }
     auto data = CheckedMul(*page_bits / 8, paged.num_pages);
     if (!data) return Overflow("layout.block_paged.num_pages");
@@ -185,8 +190,8 @@ class RoleCollector {
         type == ElementType::kFloat8E5m2) {
       return {};
     }
-    return InvalidArgumentError(StrCat(field, " needs an integer or float8 element_type, not ",
-                                       type_name()));
+    return InvalidArgumentError(
+        fmt::format("{} needs an integer or float8 element_type, not {}", field, type_name()));
   }
 
   Status AddQuantization(const PerTensorAffine& affine) {
@@ -194,8 +199,8 @@ class RoleCollector {
       return status;
     }
     if (!std::isfinite(affine.scale) || affine.scale == 0.0) {
-      return InvalidArgumentError(StrCat("quantization.per_tensor_affine.scale ", affine.scale,
-                                         " must be finite and non-zero"));
+      return InvalidArgumentError(fmt::format(
+          "quantization.per_tensor_affine.scale {:g} must be finite and non-zero", affine.scale));
     }
     return {};
   }
@@ -205,13 +210,15 @@ class RoleCollector {
       return status;
     }
     if (affine.axis >= rank()) {
-      return InvalidArgumentError(StrCat("quantization.per_channel_affine.axis ", affine.axis,
-                                         " is out of range for rank ", rank()));
+      return InvalidArgumentError(
+          fmt::format("quantization.per_channel_affine.axis {} is out of range for rank {}",
+                      affine.axis, rank()));
     }
     if (!IsWideFloat(affine.scale_type)) {
-      return InvalidArgumentError(StrCat("quantization.per_channel_affine.scale_type ",
-                                         ElementTypeName(affine.scale_type),
-                                         " is not float16, bfloat16, float32 or float64"));
+      return InvalidArgumentError(fmt::format(
+          "quantization.per_channel_affine.scale_type {} is not float16, bfloat16, float32 or "
+          "float64",
+          ElementTypeName(affine.scale_type)));
     }
     const std::uint64_t channels = parts_.shape[affine.axis];
     auto scales = ElementBytes(affine.scale_type, channels, "per-channel scales");
@@ -220,9 +227,10 @@ class RoleCollector {
     if (affine.zero_points) {
       const ElementType type = affine.zero_points->type;
       if (IsPacked(type) || !(IsInteger(type) || IsWideFloat(type))) {
-        return InvalidArgumentError(StrCat("quantization.per_channel_affine.zero_point_type ",
-                                           ElementTypeName(type),
-                                           " is not an integer of 8 to 64 bits or a float of 16 to 64 bits"));
+        return InvalidArgumentError(fmt::format(
+            "quantization.per_channel_affine.zero_point_type {} is not an integer of 8 to 64 "
+            "bits or a float of 16 to 64 bits",
+            ElementTypeName(type)));
       }
       auto zero_points = ElementBytes(type, channels, "per-channel zero points");
       if (!zero_points) return std::unexpected(zero_points.error());
@@ -234,8 +242,8 @@ class RoleCollector {
 
   Status RequireDense(std::string_view field) const {
     if (!std::holds_alternative<DenseLayout>(parts_.layout)) {
-      return InvalidArgumentError(StrCat(field, " needs the dense layout, not ",
-                                         LayoutName(parts_.layout)));
+      return InvalidArgumentError(
+          fmt::format("{} needs the dense layout, not {}", field, LayoutName(parts_.layout)));
     }
     return {};
   }
@@ -243,7 +251,7 @@ class RoleCollector {
   Status AddQuantization(const Nf4Quantization& nf4) {
     if (parts_.element_type != ElementType::kNf4) {
       return InvalidArgumentError(
-          StrCat("quantization.nf4 needs element_type nf4, not ", type_name()));
+          fmt::format("quantization.nf4 needs element_type nf4, not {}", type_name()));
     }
     if (auto status = RequireDense("quantization.nf4"); !status) return status;
     if (nf4.block_size == 0) {
@@ -252,8 +260,9 @@ class RoleCollector {
     const ElementType type = nf4.scale_type;
     if (type != ElementType::kFloat16 && type != ElementType::kBfloat16 &&
         type != ElementType::kFloat32) {
-      return InvalidArgumentError(StrCat("quantization.nf4.scale_type ", ElementTypeName(type),
-                                         " is not float16, bfloat16 or float32"));
+      return InvalidArgumentError(
+          fmt::format("quantization.nf4.scale_type {} is not float16, bfloat16 or float32",
+                      ElementTypeName(type)));
     }
     auto scales = ElementBytes(type, CeilDiv(element_count_, nf4.block_size), "nf4 scales");
     if (!scales) return std::unexpected(scales.error());
@@ -265,8 +274,8 @@ class RoleCollector {
     const ElementType type = parts_.element_type;
     if (type != ElementType::kMxfp4 && type != ElementType::kFloat8E4m3fn &&
         type != ElementType::kFloat8E5m2) {
-      return InvalidArgumentError(StrCat(
-          "quantization.mxfp needs element_type mxfp4, float8_e4m3fn or float8_e5m2, not ",
+      return InvalidArgumentError(fmt::format(
+          "quantization.mxfp needs element_type mxfp4, float8_e4m3fn or float8_e5m2, not {}",
           type_name()));
     }
     if (auto status = RequireDense("quantization.mxfp"); !status) return status;
@@ -299,23 +308,23 @@ std::string DescribeQuantization(const Quantization& quantization) {
   struct Describer {
     std::string operator()(const NoQuantization&) const { return "none"; }
     std::string operator()(const PerTensorAffine& q) const {
-      return StrCat("per_tensor_affine scale ", q.scale, ", zero point ", q.zero_point);
+      return fmt::format("per_tensor_affine scale {:g}, zero point {}", q.scale, q.zero_point);
     }
     std::string operator()(const PerChannelAffine& q) const {
-      std::string text = StrCat("per_channel_affine axis ", q.axis, ", scales in buffer ",
-                                q.scale_buffer, " (", ElementTypeName(q.scale_type), ")");
+      std::string text = fmt::format("per_channel_affine axis {}, scales in buffer {} ({})", q.axis,
+                                     q.scale_buffer, ElementTypeName(q.scale_type));
       if (q.zero_points) {
-        text += StrCat(", zero points in buffer ", q.zero_points->buffer, " (",
-                       ElementTypeName(q.zero_points->type), ")");
+        text += fmt::format(", zero points in buffer {} ({})", q.zero_points->buffer,
+                            ElementTypeName(q.zero_points->type));
       }
       return text;
     }
     std::string operator()(const Nf4Quantization& q) const {
-      return StrCat("nf4 block ", q.block_size, ", scales in buffer ", q.scale_buffer, " (",
-                    ElementTypeName(q.scale_type), ")");
+      return fmt::format("nf4 block {}, scales in buffer {} ({})", q.block_size, q.scale_buffer,
+                         ElementTypeName(q.scale_type));
     }
     std::string operator()(const MxfpQuantization& q) const {
-      return StrCat("mxfp block ", q.block_size, ", e8m0 scales in buffer ", q.scale_buffer);
+      return fmt::format("mxfp block {}, e8m0 scales in buffer {}", q.block_size, q.scale_buffer);
     }
   };
   return std::visit(Describer{}, quantization);

@@ -1,5 +1,7 @@
 // The C ABI of hurray.h. Every entry point runs inside Guard, so no exception crosses the
 // boundary, and every error leaves a message for hurray_last_error_message.
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -9,10 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hurray/c_abi_internal.h"
 #include "hurray.h"
+#include "hurray/c_abi_internal.h"
 #include "hurray/tensor_descriptor.h"
-#include "str_cat.h"
 
 struct HurrayBuffer {
   void* data;
@@ -47,7 +48,6 @@ using hurray::internal::CurrentFunction;
 using hurray::internal::Guard;
 using hurray::internal::NullArgument;
 using hurray::internal::SetLastError;
-using hurray::internal::StrCat;
 
 #ifndef NDEBUG
 // Debug builds track every live handle, so a double destroy (or a handle of the wrong kind)
@@ -85,20 +85,20 @@ LiveHandles& Live() {
 }
 
 #define HURRAY_TRACK(handle, kind) Live().Add(handle, HandleKind::kind)
-#define HURRAY_UNTRACK_OR_FAIL(handle, kind, what)                                  \
-  do {                                                                              \
-    if (!Live().Remove(handle, HandleKind::kind)) {                                 \
-      return SetLastError(HURRAY_ERR_INTERNAL,                                      \
-                          StrCat(CurrentFunction(), ": ", what,                              \
-                                 " is not a live handle (destroyed twice?)"));      \
-    }                                                                               \
+#define HURRAY_UNTRACK_OR_FAIL(handle, kind, what)                                                 \
+  do {                                                                                             \
+    if (!Live().Remove(handle, HandleKind::kind)) {                                                \
+      return SetLastError(                                                                         \
+          HURRAY_ERR_INTERNAL,                                                                     \
+          fmt::format("{}: {} is not a live handle (destroyed twice?)", CurrentFunction(), what)); \
+    }                                                                                              \
   } while (false)
-#define HURRAY_CHECK_LIVE(handle, kind, what)                                       \
-  do {                                                                              \
-    if (!Live().Contains(handle, HandleKind::kind)) {                               \
-      return SetLastError(HURRAY_ERR_INTERNAL,                                      \
-                          StrCat(CurrentFunction(), ": ", what, " is not a live handle"));   \
-    }                                                                               \
+#define HURRAY_CHECK_LIVE(handle, kind, what)                                                   \
+  do {                                                                                          \
+    if (!Live().Contains(handle, HandleKind::kind)) {                                           \
+      return SetLastError(HURRAY_ERR_INTERNAL,                                                  \
+                          fmt::format("{}: {} is not a live handle", CurrentFunction(), what)); \
+    }                                                                                           \
   } while (false)
 #else
 #define HURRAY_TRACK(handle, kind) ((void)0)
@@ -124,9 +124,9 @@ std::optional<HurrayStatus> FailureOf(const hurray::Result<T>& result) {
 
 HurrayStatus SyncModeMismatch(const HurrayBuffer* buffer, hurray::SyncMode expected) {
   return SetLastError(HURRAY_ERR_SYNC_MODE_MISMATCH,
-                      StrCat(CurrentFunction(), ": buffer declares sync_mode ",
-                             hurray::SyncModeName(buffer->handle.sync_mode()), ", not ",
-                             hurray::SyncModeName(expected)));
+                      fmt::format("{}: buffer declares sync_mode {}, not {}", CurrentFunction(),
+                                  hurray::SyncModeName(buffer->handle.sync_mode()),
+                                  hurray::SyncModeName(expected)));
 }
 
 HurrayStatus CheckHandoffDevice(const HurrayBuffer* buffer, std::uint8_t device_tag,
@@ -134,9 +134,8 @@ HurrayStatus CheckHandoffDevice(const HurrayBuffer* buffer, std::uint8_t device_
   const std::uint8_t buffer_tag = buffer->handle.device_tag().ToByte();
   if (device_tag == buffer_tag) return HURRAY_OK;
   return SetLastError(HURRAY_ERR_INVALID_ARGUMENT,
-                      StrCat(CurrentFunction(), ": ", field, " ", hurray::internal::HexByte(device_tag),
-                             " differs from the buffer's device_tag ",
-                             hurray::internal::HexByte(buffer_tag)));
+                      fmt::format("{}: {} 0x{:02X} differs from the buffer's device_tag 0x{:02X}",
+                                  CurrentFunction(), field, device_tag, buffer_tag));
 }
 
 }  // namespace
@@ -177,12 +176,12 @@ const char* hurray_status_name(HurrayStatus status) {
       return "HURRAY_ERR_RESOURCE_EXHAUSTED";
     case HURRAY_ERR_FAILED_PRECONDITION:
       return "HURRAY_ERR_FAILED_PRECONDITION";
+    case HURRAY_ERR_DAEMON_INTERNAL:
+      return "HURRAY_ERR_DAEMON_INTERNAL";
     default:
       return "HURRAY_ERR_UNKNOWN";
   }
 }
-
-const char* hurray_last_error_message(void) { return hurray::internal::LastErrorMessage(); }
 
 // ---- Buffers ----
 
@@ -203,9 +202,9 @@ HurrayStatus hurray_buffer_from_ptr(void* data, uint64_t byte_size, uint64_t ali
     if (auto failure = FailureOf(handle)) return *failure;
     // Alignment is measured, not asserted: the address must back the declared guarantee.
     if (byte_size != 0 && reinterpret_cast<std::uintptr_t>(data) % alignment != 0) {
-      return SetLastError(HURRAY_ERR_INVALID_ARGUMENT,
-                          StrCat("data pointer ", data, " is not aligned to the declared ",
-                                 alignment, " bytes"));
+      return SetLastError(
+          HURRAY_ERR_INVALID_ARGUMENT,
+          fmt::format("data pointer {} is not aligned to the declared {} bytes", data, alignment));
     }
     auto* buffer = new HurrayBuffer{data, *handle, release, release_context};
     HURRAY_TRACK(buffer, kBuffer);
@@ -214,17 +213,19 @@ HurrayStatus hurray_buffer_from_ptr(void* data, uint64_t byte_size, uint64_t ali
   });
 }
 
-HurrayStatus hurray_buffer_destroy(HurrayBuffer* buffer) {
+HurrayStatus hurray_buffer_destroy(HurrayBuffer** buffer) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(buffer);
-    HURRAY_CHECK_LIVE(buffer, kBuffer, "buffer");
-    if (buffer->owned_by_list) {
+    if (*buffer == nullptr) return HURRAY_OK;
+    HURRAY_CHECK_LIVE(*buffer, kBuffer, "buffer");
+    if ((*buffer)->owned_by_list) {
       return SetLastError(HURRAY_ERR_INTERNAL,
                           "hurray_buffer_destroy: the buffer is owned (and will be destroyed) "
                           "by its list; destroy the list instead");
     }
-    HURRAY_UNTRACK_OR_FAIL(buffer, kBuffer, "buffer");
-    FreeBuffer(buffer);
+    HURRAY_UNTRACK_OR_FAIL(*buffer, kBuffer, "buffer");
+    FreeBuffer(*buffer);
+    *buffer = nullptr;
     return HURRAY_OK;
   });
 }
@@ -330,8 +331,9 @@ HurrayStatus hurray_buffer_list_get(const HurrayBufferList* list, uint64_t index
     HURRAY_REQUIRE(out);
     if (index >= list->buffers.size()) {
       return SetLastError(HURRAY_ERR_OUT_OF_RANGE,
-                          StrCat("hurray_buffer_list_get: index ", index,
-                                 " is out of range for a list of ", list->buffers.size()));
+                          fmt::format("hurray_buffer_list_get: index {} is out of range for a "
+                                      "list of {}",
+                                      index, list->buffers.size()));
     }
     *out = list->buffers[static_cast<std::size_t>(index)];
     return HURRAY_OK;
@@ -355,7 +357,7 @@ HurrayStatus hurray_buffer_list_destroy(HurrayBufferList** list) {
 
 // ---- Descriptors ----
 
-HurrayStatus hurray_descriptor_decode(const uint8_t* bytes, size_t len, HurrayDescriptor** out) {
+HurrayStatus hurray_descriptor_decode(const uint8_t* bytes, uint64_t len, HurrayDescriptor** out) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(out);
     if (bytes == nullptr && len != 0) return NullArgument("bytes");
@@ -376,7 +378,7 @@ HurrayStatus hurray_descriptor_new_dense(uint8_t element_type_tag, const uint64_
     if (dims == nullptr && rank != 0) return NullArgument("dims");
     if (rank > hurray::kMaxRank) {
       return SetLastError(HURRAY_ERR_INVALID_ARGUMENT,
-                          StrCat("rank ", rank, " is above the limit ", hurray::kMaxRank));
+                          fmt::format("rank {} is above the limit {}", rank, hurray::kMaxRank));
     }
     auto type = hurray::ElementTypeFromTag(element_type_tag);
     if (auto failure = FailureOf(type)) return *failure;
@@ -391,7 +393,7 @@ HurrayStatus hurray_descriptor_new_dense(uint8_t element_type_tag, const uint64_
 }
 
 HurrayStatus hurray_descriptor_encode(const HurrayDescriptor* descriptor, uint8_t** bytes,
-                                      size_t* len) {
+                                      uint64_t* len) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
     HURRAY_REQUIRE(bytes);
@@ -406,13 +408,22 @@ HurrayStatus hurray_descriptor_encode(const HurrayDescriptor* descriptor, uint8_
   });
 }
 
-void hurray_bytes_free(uint8_t* bytes) { std::free(bytes); }
+HurrayStatus hurray_bytes_free(uint8_t** bytes) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(bytes);
+    std::free(*bytes);
+    *bytes = nullptr;
+    return HURRAY_OK;
+  });
+}
 
-HurrayStatus hurray_descriptor_destroy(HurrayDescriptor* descriptor) {
+HurrayStatus hurray_descriptor_destroy(HurrayDescriptor** descriptor) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
-    HURRAY_UNTRACK_OR_FAIL(descriptor, kDescriptor, "descriptor");
-    delete descriptor;
+    if (*descriptor == nullptr) return HURRAY_OK;
+    HURRAY_UNTRACK_OR_FAIL(*descriptor, kDescriptor, "descriptor");
+    delete *descriptor;
+    *descriptor = nullptr;
     return HURRAY_OK;
   });
 }
@@ -427,20 +438,21 @@ HurrayStatus hurray_descriptor_rank(const HurrayDescriptor* descriptor, uint32_t
 }
 
 HurrayStatus hurray_descriptor_shape(const HurrayDescriptor* descriptor, uint64_t* out_dims,
-                                     size_t* in_out_rank) {
+                                     uint32_t* in_out_rank) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
     HURRAY_REQUIRE(in_out_rank);
     const auto& shape = descriptor->descriptor.shape();
-    if ((out_dims == nullptr && !shape.empty()) || *in_out_rank < shape.size()) {
-      const std::size_t capacity = out_dims == nullptr ? 0 : *in_out_rank;
-      *in_out_rank = shape.size();
-      return SetLastError(HURRAY_ERR_BUFFER_TOO_SMALL,
-                          StrCat("hurray_descriptor_shape: capacity ", capacity,
-                                 " is below the rank ", shape.size()));
+    const auto rank = static_cast<uint32_t>(shape.size());  // At most kMaxRank.
+    if ((out_dims == nullptr && rank != 0) || *in_out_rank < rank) {
+      const uint32_t capacity = out_dims == nullptr ? 0 : *in_out_rank;
+      *in_out_rank = rank;
+      return SetLastError(
+          HURRAY_ERR_BUFFER_TOO_SMALL,
+          fmt::format("hurray_descriptor_shape: capacity {} is below the rank {}", capacity, rank));
     }
     std::copy(shape.begin(), shape.end(), out_dims);
-    *in_out_rank = shape.size();
+    *in_out_rank = rank;
     return HURRAY_OK;
   });
 }
@@ -472,8 +484,9 @@ HurrayStatus hurray_descriptor_buffer_byte_size(const HurrayDescriptor* descript
     const auto& buffers = descriptor->descriptor.buffers();
     if (index >= buffers.size()) {
       return SetLastError(HURRAY_ERR_OUT_OF_RANGE,
-                          StrCat("hurray_descriptor_buffer_byte_size: index ", index,
-                                 " is out of range for a buffer table of ", buffers.size()));
+                          fmt::format("hurray_descriptor_buffer_byte_size: index {} is out of "
+                                      "range for a buffer table of {}",
+                                      index, buffers.size()));
     }
     *out = buffers[static_cast<std::size_t>(index)].byte_size();
     return HURRAY_OK;
@@ -496,7 +509,7 @@ HurrayStatus hurray_descriptor_check_buffer_list(const HurrayDescriptor* descrip
 
 // ---- Tensor context ----
 
-HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, size_t len,
+HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, uint64_t len,
                                        HurrayOwnerRelease owner_release, void* owner_context,
                                        HurrayTensorContext** out) {
   return Guard(__func__, [&]() -> HurrayStatus {

@@ -1,11 +1,12 @@
 #include "hurray/c_abi_internal.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 namespace hurray::internal {
 namespace {
 
-thread_local std::string last_error_message;
 thread_local const char* current_function = "";
 
 }  // namespace
@@ -33,39 +34,38 @@ HurrayStatus ToCStatus(StatusCode code) {
     case StatusCode::kFailedPrecondition:
     case StatusCode::kAlreadyExists:
       return HURRAY_ERR_FAILED_PRECONDITION;
-    default:
-      return HURRAY_ERR_INTERNAL;
+    case StatusCode::kUnknown:
+    case StatusCode::kAborted:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kInternal:
+    case StatusCode::kDataLoss:
+      return HURRAY_ERR_DAEMON_INTERNAL;
   }
+  return HURRAY_ERR_DAEMON_INTERNAL;  // A value outside the enumeration.
 }
 
 HurrayStatus SetLastError(HurrayStatus status, std::string_view message) {
-  // Assigning may allocate; if even that fails, keep the status and lose the message.
+  // The message crosses as a C string; building it may throw, and then only the status stays.
   try {
-    last_error_message.assign(message);
+    return hurray_set_last_error(status, std::string(message).c_str());
   } catch (...) {
-    last_error_message.clear();
+    return hurray_set_last_error(status, nullptr);
   }
-  return status;
 }
 
 HurrayStatus SetLastError(const Error& error) {
-  return SetLastError(ToCStatus(error.code()), error.message());
+  return hurray_set_last_error(ToCStatus(error.code()), error.message().c_str());
 }
 
-void ClearLastError() { last_error_message.clear(); }
-
-const char* LastErrorMessage() { return last_error_message.c_str(); }
+void ClearLastError() { (void)hurray_set_last_error(HURRAY_OK, nullptr); }
 
 const char* CurrentFunction() { return current_function; }
 
 void SetCurrentFunction(const char* function) { current_function = function; }
 
 HurrayStatus NullArgument(std::string_view argument) {
-  std::string message = current_function;
-  message += ": ";
-  message += argument;
-  message += " is null";
-  return SetLastError(HURRAY_ERR_NULL_POINTER, message);
+  return SetLastError(HURRAY_ERR_NULL_POINTER,
+                      fmt::format("{}: {} is null", current_function, argument));
 }
 
 }  // namespace hurray::internal

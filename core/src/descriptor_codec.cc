@@ -1,25 +1,22 @@
 #include "hurray/descriptor_codec.h"
 
+#include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
-#include "str_cat.h"
-
 namespace hurray {
 namespace {
-
-using internal::StrCat;
 
 constexpr std::uint32_t kMaxByte = 0xFF;
 
 // A proto enum or uint32 field that must hold a valid element type.
 Result<ElementType> ElementTypeField(int value, std::string_view field) {
-  if (value == 0) return InvalidArgumentError(StrCat(field, " is unspecified"));
+  if (value == 0) return InvalidArgumentError(fmt::format("{} is unspecified", field));
   if (value < 0 || static_cast<std::uint32_t>(value) > kMaxByte) {
-    return InvalidArgumentError(StrCat(field, " ", value, " names no element type"));
+    return InvalidArgumentError(fmt::format("{} {} names no element type", field, value));
   }
   auto type = ElementTypeFromTag(static_cast<std::uint8_t>(value));
-  if (!type) return InvalidArgumentError(StrCat(field, " ", value, " names no element type"));
+  if (!type) return InvalidArgumentError(fmt::format("{} {} names no element type", field, value));
   return *type;
 }
 
@@ -27,14 +24,14 @@ Result<ElementType> ElementTypeField(int value, std::string_view field) {
 Result<std::uint8_t> ByteField(std::uint32_t value, std::size_t buffer, std::string_view name) {
   if (value > kMaxByte) {
     return InvalidArgumentError(
-        StrCat("buffers[", buffer, "].", name, " ", value, " does not fit in one byte"));
+        fmt::format("buffers[{}].{} {} does not fit in one byte", buffer, name, value));
   }
   return static_cast<std::uint8_t>(value);
 }
 
 Result<BufferHandle> BufferFromProto(const v1::BufferHandle& message, std::size_t index) {
   // Built only for an error: this runs for every buffer of every descriptor decoded.
-  const auto context = [index] { return StrCat("buffers[", index, "]"); };
+  const auto context = [index] { return fmt::format("buffers[{}]", index); };
   auto device_byte = ByteField(message.device_tag(), index, "device_tag");
   if (!device_byte) return std::unexpected(device_byte.error());
   auto memory_byte = ByteField(message.memory_class(), index, "memory_class");
@@ -107,8 +104,9 @@ Result<Quantization> QuantizationFromProto(const v1::TensorDescriptor& message) 
         affine.zero_points = ZeroPoints{.buffer = q.zero_point_buffer(), .type = *type};
       } else if (q.zero_point_type() != v1::ELEMENT_TYPE_UNSPECIFIED) {
         return InvalidArgumentError(
-            StrCat("quantization.per_channel_affine.zero_point_type ", q.zero_point_type(),
-                   " is set but zero_point_buffer is not"));
+            fmt::format("quantization.per_channel_affine.zero_point_type {} is set but "
+                        "zero_point_buffer is not",
+                        static_cast<int>(q.zero_point_type())));
       }
       return affine;
     }
@@ -148,7 +146,7 @@ Result<TensorDescriptor> DescriptorFromProto(const v1::TensorDescriptor& message
   parts.element_type = *element_type;
   if (static_cast<std::size_t>(message.shape_size()) > kMaxRank) {
     return InvalidArgumentError(
-        StrCat("shape has rank ", message.shape_size(), ", above the limit ", kMaxRank));
+        fmt::format("shape has rank {}, above the limit {}", message.shape_size(), kMaxRank));
   }
   parts.shape.assign(message.shape().begin(), message.shape().end());
   parts.layout = LayoutFromProto(message);
@@ -162,8 +160,8 @@ Result<TensorDescriptor> DescriptorFromProto(const v1::TensorDescriptor& message
     parts.buffers.push_back(*buffer);
   }
   if (static_cast<std::size_t>(message.metadata_size()) > kMaxMetadataEntries) {
-    return InvalidArgumentError(StrCat("metadata has ", message.metadata_size(),
-                                       " entries, above the limit ", kMaxMetadataEntries));
+    return InvalidArgumentError(fmt::format("metadata has {} entries, above the limit {}",
+                                            message.metadata_size(), kMaxMetadataEntries));
   }
   for (const auto& [key, value] : message.metadata()) parts.metadata.emplace(key, value);
   return TensorDescriptor::Create(std::move(parts));
@@ -244,14 +242,13 @@ v1::TensorDescriptor DescriptorToProto(const TensorDescriptor& descriptor) {
 
 Result<TensorDescriptor> TensorDescriptor::Decode(std::span<const std::uint8_t> bytes) {
   if (bytes.size() > kMaxEncodedDescriptorBytes) {
-    return InvalidArgumentError(StrCat("descriptor of ", bytes.size(),
-                                       " bytes is above the limit ",
-                                       kMaxEncodedDescriptorBytes));
+    return InvalidArgumentError(fmt::format("descriptor of {} bytes is above the limit {}",
+                                            bytes.size(), kMaxEncodedDescriptorBytes));
   }
   v1::TensorDescriptor message;
   if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return InvalidArgumentError(StrCat("descriptor: ", bytes.size(),
-                                       " bytes do not parse as a hurray.v1.TensorDescriptor"));
+    return InvalidArgumentError(fmt::format(
+        "descriptor: {} bytes do not parse as a hurray.v1.TensorDescriptor", bytes.size()));
   }
   return DescriptorFromProto(message);
 }

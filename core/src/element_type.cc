@@ -1,9 +1,10 @@
 #include "hurray/element_type.h"
 
+#include <fmt/format.h>
+
 #include <array>
 
 #include "checked_math.h"
-#include "str_cat.h"
 
 namespace hurray {
 namespace {
@@ -48,8 +49,7 @@ const ElementTypeInfo& InfoOf(ElementType type) {
 
 Result<ElementType> ElementTypeFromTag(std::uint8_t tag) {
   if (tag == 0 || tag > kElementTypes.size()) {
-    return InvalidArgumentError(
-        internal::StrCat("element type tag ", static_cast<unsigned>(tag), " names no type"));
+    return InvalidArgumentError(fmt::format("element type tag {} names no type", tag));
   }
   return kElementTypes[tag - 1].type;
 }

@@ -1,5 +1,7 @@
 #include "hurray/error.h"
 
+#include <fmt/format.h>
+
 #include <array>
 
 namespace hurray {
@@ -16,17 +18,11 @@ std::string_view StatusCodeName(StatusCode code) {
 }
 
 std::string Error::ToString() const {
-  std::string text(StatusCodeName(code_));
-  text += ": ";
-  text += message_;
-  return text;
+  return fmt::format("{}: {}", StatusCodeName(code_), message_);
 }
 
 Error Error::WithContext(std::string_view context) const {
-  std::string message(context);
-  message += ": ";
-  message += message_;
-  return Error(code_, std::move(message));
+  return Error(code_, fmt::format("{}: {}", context, message_));
 }
 
 std::unexpected<Error> MakeError(StatusCode code, std::string message) {

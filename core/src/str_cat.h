@@ -1,4 +1,4 @@
-// Message building for errors: StrCat of strings and numbers, and hex bytes.
+// Message building for errors: StrCat of strings and numbers.
 #pragma once
 
 #include <cstdint>
@@ -9,16 +9,6 @@
 #include <utility>
 
 namespace hurray::internal {
-
-// "0x0A": a one-byte tag as it is written in docs (wider values print in full).
-[[nodiscard]] inline std::string HexByte(std::uint32_t value) {
-  static constexpr char kDigits[] = "0123456789ABCDEF";
-  std::string text = "0x";
-  int shift = 28;
-  while (shift > 4 && ((value >> shift) & 0xF) == 0) shift -= 4;
-  for (; shift >= 0; shift -= 4) text += kDigits[(value >> shift) & 0xF];
-  return text;
-}
 
 // Concatenates anything an ostream prints; 8-bit integers print as numbers.
 template <typename... Parts>

@@ -1,26 +1,21 @@
 #include "hurray/tensor_descriptor.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <optional>
 
 #include "buffer_roles.h"
 #include "checked_math.h"
-#include "str_cat.h"
 
 namespace hurray {
 namespace {
 
 using internal::BufferRole;
 using internal::CheckedProduct;
-using internal::StrCat;
 
 std::string ShapeString(std::span<const std::uint64_t> shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
+  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 // Whether `text` is well-formed UTF-8 (no overlongs, no surrogates, at most U+10FFFF).
@@ -63,27 +58,29 @@ bool IsValidUtf8(std::string_view text) {
 
 Status CheckMetadata(const std::map<std::string, std::string>& metadata) {
   if (metadata.size() > kMaxMetadataEntries) {
-    return InvalidArgumentError(StrCat("metadata has ", metadata.size(),
-                                       " entries, above the limit ", kMaxMetadataEntries));
+    return InvalidArgumentError(fmt::format("metadata has {} entries, above the limit {}",
+                                            metadata.size(), kMaxMetadataEntries));
   }
   std::size_t total = 0;
   for (const auto& [key, value] : metadata) {
     total += key.size() + value.size();
     if (key.empty() || key.size() > kMaxMetadataKeyBytes) {
-      return InvalidArgumentError(StrCat("metadata key of ", key.size(),
-                                         " bytes is outside 1..", kMaxMetadataKeyBytes));
+      return InvalidArgumentError(fmt::format("metadata key of {} bytes is outside 1..{}",
+                                              key.size(), kMaxMetadataKeyBytes));
     }
     if (value.size() > kMaxMetadataValueBytes) {
-      return InvalidArgumentError(StrCat("metadata[\"", key, "\"]: value of ", value.size(),
-                                         " bytes is above the limit ", kMaxMetadataValueBytes));
+      return InvalidArgumentError(
+          fmt::format("metadata[\"{}\"]: value of {} bytes is above the limit {}", key,
+                      value.size(), kMaxMetadataValueBytes));
     }
     if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
       return InvalidArgumentError("metadata: keys and values must be valid UTF-8");
     }
   }
   if (total > kMaxMetadataTotalBytes) {
-    return InvalidArgumentError(StrCat("metadata holds ", total, " bytes of keys and values, ",
-                                       "above the limit ", kMaxMetadataTotalBytes));
+    return InvalidArgumentError(
+        fmt::format("metadata holds {} bytes of keys and values, above the limit {}", total,
+                    kMaxMetadataTotalBytes));
   }
   return {};
 }
@@ -95,33 +92,33 @@ Status CheckBufferTable(const std::vector<BufferRole>& roles,
   std::vector<const BufferRole*> role_of_buffer(buffers.size(), nullptr);
   for (const BufferRole& role : roles) {
     if (role.index >= buffers.size()) {
-      return InvalidArgumentError(StrCat(role.field, " ", role.index,
-                                         " does not resolve: the buffer table has ",
-                                         buffers.size(), " entries"));
+      return InvalidArgumentError(
+          fmt::format("{} {} does not resolve: the buffer table has {} entries", role.field,
+                      role.index, buffers.size()));
     }
     if (role_of_buffer[role.index] != nullptr) {
-      return InvalidArgumentError(StrCat(role.field, " ", role.index, " is already the ",
-                                         role_of_buffer[role.index]->name,
-                                         " buffer; each buffer has one role"));
+      return InvalidArgumentError(
+          fmt::format("{} {} is already the {} buffer; each buffer has one role", role.field,
+                      role.index, role_of_buffer[role.index]->name));
     }
     role_of_buffer[role.index] = &role;
   }
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     if (role_of_buffer[i] == nullptr) {
       return InvalidArgumentError(
-          StrCat("buffers[", i, "] is not referenced by the layout or the quantization"));
+          fmt::format("buffers[{}] is not referenced by the layout or the quantization", i));
     }
     const BufferRole& role = *role_of_buffer[i];
     const std::uint64_t actual = buffers[i].byte_size();
     if (role.exact && actual != role.byte_size) {
-      return InvalidArgumentError(StrCat("buffers[", i, "].byte_size ", actual, " (", role.name,
-                                         ") differs from the ", role.byte_size,
-                                         " bytes the descriptor implies"));
+      return InvalidArgumentError(fmt::format(
+          "buffers[{}].byte_size {} ({}) differs from the {} bytes the descriptor implies", i,
+          actual, role.name, role.byte_size));
     }
     if (!role.exact && actual < role.byte_size) {
-      return InvalidArgumentError(StrCat("buffers[", i, "].byte_size ", actual, " (", role.name,
-                                         ") is below the ", role.byte_size,
-                                         " bytes the strides address"));
+      return InvalidArgumentError(
+          fmt::format("buffers[{}].byte_size {} ({}) is below the {} bytes the strides address", i,
+                      actual, role.name, role.byte_size));
     }
   }
   return {};
@@ -169,11 +166,11 @@ Result<TensorDescriptor> TensorDescriptor::Create(Parts parts) {
   if (auto valid = CheckEnumerators(parts); !valid) return std::unexpected(valid.error());
   if (parts.shape.size() > kMaxRank) {
     return InvalidArgumentError(
-        StrCat("shape has rank ", parts.shape.size(), ", above the limit ", kMaxRank));
+        fmt::format("shape has rank {}, above the limit {}", parts.shape.size(), kMaxRank));
   }
   if (!CheckedProduct(parts.shape)) {
-    return InvalidArgumentError(StrCat("shape ", ShapeString(parts.shape),
-                                       ": element count overflows 64 bits"));
+    return InvalidArgumentError(
+        fmt::format("shape {}: element count overflows 64 bits", ShapeString(parts.shape)));
   }
   auto roles = internal::BufferRoles(parts);
   if (!roles) return std::unexpected(roles.error());
@@ -196,9 +193,8 @@ Result<TensorDescriptor> TensorDescriptor::Dense(ElementType element_type,
   const auto count = CheckedProduct(shape);
   const auto byte_size = count ? ByteSizeOf(element_type, *count) : std::nullopt;
   if (!byte_size) {
-    return InvalidArgumentError(StrCat("shape ", ShapeString(shape), " of ",
-                                       ElementTypeName(element_type),
-                                       ": byte size overflows 64 bits"));
+    return InvalidArgumentError(fmt::format("shape {} of {}: byte size overflows 64 bits",
+                                            ShapeString(shape), ElementTypeName(element_type)));
   }
   auto buffer = BufferHandle::Create(*byte_size, *byte_size == 0 ? 1 : alignment, device_tag,
                                      SyncMode::kProducerSynced, memory_class);
@@ -227,46 +223,47 @@ Status TensorDescriptor::ValidateDeliveredBuffers(
     std::span<const BufferHandle> delivered) const {
   const auto& table = parts_.buffers;
   if (delivered.size() != table.size()) {
-    return InvalidArgumentError(StrCat("buffer list has ", delivered.size(),
-                                       " buffers but the descriptor's buffer table has ",
-                                       table.size()));
+    return InvalidArgumentError(
+        fmt::format("buffer list has {} buffers but the descriptor's buffer table has {}",
+                    delivered.size(), table.size()));
   }
   for (std::size_t i = 0; i < table.size(); ++i) {
     const BufferHandle& got = delivered[i];
     const BufferHandle& want = table[i];
     if (got.byte_size() != want.byte_size()) {
-      return InvalidArgumentError(StrCat("buffer ", i, ": byte_size ", got.byte_size(),
-                                         " differs from the descriptor's ", want.byte_size()));
+      return InvalidArgumentError(
+          fmt::format("buffer {}: byte_size {} differs from the descriptor's {}", i,
+                      got.byte_size(), want.byte_size()));
     }
     if (got.alignment() < want.alignment()) {
-      return InvalidArgumentError(StrCat("buffer ", i, ": alignment ", got.alignment(),
-                                         " is below the descriptor's ", want.alignment()));
+      return InvalidArgumentError(
+          fmt::format("buffer {}: alignment {} is below the descriptor's {}", i, got.alignment(),
+                      want.alignment()));
     }
     if (got.device_tag() != want.device_tag() || got.memory_class() != want.memory_class()) {
-      return InvalidArgumentError(StrCat("buffer ", i, ": ", got.device_tag().Name(), "/",
-                                         got.memory_class().Name(), " differs from the ",
-                                         "descriptor's ", want.device_tag().Name(), "/",
-                                         want.memory_class().Name()));
+      return InvalidArgumentError(fmt::format(
+          "buffer {}: {}/{} differs from the descriptor's {}/{}", i, got.device_tag().Name(),
+          got.memory_class().Name(), want.device_tag().Name(), want.memory_class().Name()));
     }
     if (got.sync_mode() != want.sync_mode()) {
-      return InvalidArgumentError(StrCat("buffer ", i, ": sync_mode ",
-                                         SyncModeName(got.sync_mode()), " differs from the ",
-                                         "descriptor's ", SyncModeName(want.sync_mode())));
+      return InvalidArgumentError(
+          fmt::format("buffer {}: sync_mode {} differs from the descriptor's {}", i,
+                      SyncModeName(got.sync_mode()), SyncModeName(want.sync_mode())));
     }
   }
   return {};
 }
 
 std::string TensorDescriptor::ToString() const {
-  std::string text = StrCat(ElementTypeName(parts_.element_type), ShapeString(parts_.shape),
-                            " ", LayoutName(parts_.layout));
+  std::string text = fmt::format("{}{} {}", ElementTypeName(parts_.element_type),
+                                 ShapeString(parts_.shape), LayoutName(parts_.layout));
   if (const auto* dense = std::get_if<DenseLayout>(&parts_.layout);
       dense != nullptr && !dense->strides.empty()) {
-    text += StrCat(" strides ", ShapeString(dense->strides));
+    text += fmt::format(" strides {}", ShapeString(dense->strides));
   }
-  text += StrCat(", ", parts_.buffers.size(),
-                 parts_.buffers.size() == 1 ? " buffer\n" : " buffers\n");
-  text += StrCat("  quantization: ", internal::DescribeQuantization(parts_.quantization), "\n");
+  text += fmt::format(", {} {}\n", parts_.buffers.size(),
+                      parts_.buffers.size() == 1 ? "buffer" : "buffers");
+  text += fmt::format("  quantization: {}\n", internal::DescribeQuantization(parts_.quantization));
   const auto roles = internal::BufferRoles(parts_);
   for (std::size_t i = 0; i < parts_.buffers.size(); ++i) {
     std::string_view role_name = "?";
@@ -275,10 +272,10 @@ std::string TensorDescriptor::ToString() const {
         if (role.index == i) role_name = role.name;
       }
     }
-    text += StrCat("  buffer ", i, " (", role_name, "): ", parts_.buffers[i].ToString(), "\n");
+    text += fmt::format("  buffer {} ({}): {}\n", i, role_name, parts_.buffers[i].ToString());
   }
   for (const auto& [key, value] : parts_.metadata) {
-    text += StrCat("  metadata ", key, " = ", value, "\n");
+    text += fmt::format("  metadata {} = {}\n", key, value);
   }
   return text;
 }

@@ -1,4 +1,5 @@
-/* hurray_test_c_agent: a consumer written in C, against libhurray.so (hurray_client.h).
+/* hurray_test_c_agent: a consumer written in C, against libhurray-client.so
+ * (hurray_client.h).
  *
  *   hurray_test_c_agent SOCKET NAME SEED
  *
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   status = hurray_tensor_context_descriptor(context, &bytes, &length);
   if (status != HURRAY_OK) return Fail("context descriptor", status);
   HurrayDescriptor* descriptor = NULL;
-  status = hurray_descriptor_decode(bytes, (size_t)length, &descriptor);
+  status = hurray_descriptor_decode(bytes, length, &descriptor);
   if (status != HURRAY_OK) return Fail("decode", status);
 
   status = hurray_descriptor_check_buffer_list(descriptor, list);
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  hurray_descriptor_destroy(descriptor);
+  hurray_descriptor_destroy(&descriptor);
   hurray_buffer_list_destroy(&list);
   hurray_tensor_context_destroy(&context); /* owner_release: the lease ends. */
   if ((status = hurray_client_close(&client)) != HURRAY_OK) return Fail("close", status);

@@ -1,6 +1,8 @@
-// For the library's own C entry points only (never installed): the one place that turns
-// C++ errors into C ABI status codes, the per-thread message hurray_last_error_message
-// reports, and Guard, which keeps exceptions from crossing the boundary.
+// For the C entry points of libhurray and libhurray-client only (never installed): the one
+// place that turns C++ errors into C ABI status codes, the thread's last error (reported
+// through hurray_set_last_error, so both libraries share the one message that
+// hurray_last_error_message returns), and Guard, which keeps exceptions from crossing the
+// boundary. Both libraries compile this translation unit in; its state is per thread.
 #pragma once
 
 #include <exception>
@@ -14,7 +16,10 @@ namespace hurray::internal {
 
 // The C status for an error code: each code with a HURRAY_ERR_* twin maps to it
 // (DEADLINE_EXCEEDED to TIMEOUT; UNAUTHENTICATED to PERMISSION_DENIED; CANCELLED to
-// UNAVAILABLE; ALREADY_EXISTS to FAILED_PRECONDITION); the rest are HURRAY_ERR_INTERNAL.
+// UNAVAILABLE; ALREADY_EXISTS to FAILED_PRECONDITION); UNKNOWN, ABORTED, UNIMPLEMENTED,
+// INTERNAL and DATA_LOSS, which the format never reports and the client reports for a
+// failed daemon exchange, to DAEMON_INTERNAL.
+// HURRAY_ERR_INTERNAL (a misused handle) is never the translation of an error code.
 [[nodiscard]] HurrayStatus ToCStatus(StatusCode code);
 
 // Records `message` as this thread's last error and returns `status`.
@@ -25,9 +30,6 @@ HurrayStatus SetLastError(const Error& error);
 
 // Clears this thread's last error (a call succeeded).
 void ClearLastError();
-
-// This thread's last error message; "" when none.
-[[nodiscard]] const char* LastErrorMessage();
 
 // The C entry point running on this thread (set by Guard), for error messages.
 [[nodiscard]] const char* CurrentFunction();

@@ -1,0 +1,61 @@
+# Checks what a shared library exports and what it depends on; run by ctest as
+#   cmake -DLIBRARY=... -DNM=... -DREADELF=... -DEXPORTS=... -DMUST_EXPORT=...
+#         -DFORBIDDEN_NEEDED=... [-DREQUIRED_NEEDED=...] -P check_library.cmake
+# Every symbol `nm -D --defined-only` lists must match the regex EXPORTS, MUST_EXPORT must
+# be among them, no NEEDED entry of `readelf -d` may match FORBIDDEN_NEEDED, and one must
+# match REQUIRED_NEEDED when it is given. Any other outcome fails the test.
+foreach(variable LIBRARY NM READELF EXPORTS MUST_EXPORT FORBIDDEN_NEEDED)
+  if(NOT DEFINED ${variable} OR "${${variable}}" STREQUAL "")
+    message(FATAL_ERROR "check_library.cmake: ${variable} is not set")
+  endif()
+endforeach()
+
+execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY}
+                OUTPUT_VARIABLE symbol_lines RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${NM} -D --defined-only ${LIBRARY} failed: ${status}")
+endif()
+string(REGEX MATCHALL "[^\n]+" symbol_lines "${symbol_lines}")
+set(stray "")
+set(found_must_export FALSE)
+foreach(line IN LISTS symbol_lines)
+  string(REGEX REPLACE "^.* " "" symbol "${line}")  # The name is the last field.
+  if(symbol STREQUAL MUST_EXPORT)
+    set(found_must_export TRUE)
+  endif()
+  if(NOT symbol MATCHES "${EXPORTS}")
+    list(APPEND stray "${symbol}")
+  endif()
+endforeach()
+if(stray)
+  list(JOIN stray "\n  " stray)
+  message(FATAL_ERROR "${LIBRARY} exports symbols outside ${EXPORTS}:\n  ${stray}")
+endif()
+if(NOT found_must_export)
+  message(FATAL_ERROR "${LIBRARY} does not export ${MUST_EXPORT}")
+endif()
+
+execute_process(COMMAND ${READELF} -d ${LIBRARY}
+                OUTPUT_VARIABLE dynamic RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${READELF} -d ${LIBRARY} failed: ${status}")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*\\[[^]\n]+\\]" needed_lines "${dynamic}")
+set(needed "")
+foreach(line IN LISTS needed_lines)
+  string(REGEX REPLACE "^.*\\[([^]]+)\\]$" "\\1" library "${line}")
+  list(APPEND needed "${library}")
+endforeach()
+set(found_required FALSE)
+foreach(library IN LISTS needed)
+  if(library MATCHES "${FORBIDDEN_NEEDED}")
+    message(FATAL_ERROR "${LIBRARY} needs ${library} (forbidden: ${FORBIDDEN_NEEDED})")
+  endif()
+  if(DEFINED REQUIRED_NEEDED AND library MATCHES "${REQUIRED_NEEDED}")
+    set(found_required TRUE)
+  endif()
+endforeach()
+if(DEFINED REQUIRED_NEEDED AND NOT found_required)
+  message(FATAL_ERROR "${LIBRARY} does not need ${REQUIRED_NEEDED}; it needs: ${needed}")
+endif()
+message(STATUS "${LIBRARY}: ${EXPORTS} only; needs ${needed}")
