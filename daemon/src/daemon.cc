@@ -89,6 +89,7 @@ Status PrepareSocketPath(const std::string& path) {
 Daemon::Daemon(Config config) : config_(std::move(config)), epoch_(NewEpoch()) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(config)));
   if (auto started = daemon->StartParts(); !started) {
     daemon->Shutdown();

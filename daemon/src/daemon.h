@@ -25,9 +25,10 @@ class SessionServer;
 
 class Daemon {
  public:
-  // Builds every part and starts serving: the CPU pool's segments exist, both sockets
-  // accept connections, and READY=1 went to systemd (when run under it). FAILED_PRECONDITION
-  // when another daemon already serves the socket.
+  // Sets the log level, builds every part from `config` (as LoadConfig makes it: checked)
+  // and starts serving: the CPU pool's segments exist, both sockets accept connections, and
+  // READY=1 went to systemd (when run under it). FAILED_PRECONDITION when another daemon
+  // already serves the socket.
   [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
 
   ~Daemon();
