@@ -46,8 +46,10 @@ class Daemon {
 
  private:
   explicit Daemon(Config config);
-  // The parts start in this order, each stopping what it started itself when it fails;
-  // Start() then stops the parts already running, in reverse order (Shutdown).
+  // Starts the parts in order: socket paths, pools (CreatePools), registry and service,
+  // gRPC, sessions, io threads. A step that fails stops what it started itself; Start()
+  // then stops the parts already running with Shutdown(), which is their reverse order
+  // (the io threads start last, once no step can fail).
   Status StartParts();
   // Both socket paths checked, their directory made, stale sockets of a dead daemon removed.
   Status PrepareSocketPaths();
@@ -61,8 +63,9 @@ class Daemon {
   void Announce();
   // Handles SIGINT/SIGTERM (stop) and SIGHUP (ignored, logged), one signal at a time.
   void WaitForSignal();
-  // Stops what is running: the transports first, so that calls in flight finish on the
-  // io threads, then the io threads, then the registry and the pools. Idempotent.
+  // Stops what is running: gRPC, then the sessions (the transports first, so that calls in
+  // flight finish on the io threads), then the io threads, the registry and the pools.
+  // Idempotent.
   void Shutdown();
   // Ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.
   void StopGrpc();
