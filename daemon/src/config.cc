@@ -1,9 +1,14 @@
 #include "config.h"
 
+#include <fmt/format.h>
+#include <spdlog/common.h>
+#include <toml++/toml.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "cpu_pool.h"
 #include "hurray/socket_path.h"
@@ -11,25 +16,39 @@
 namespace hurray::daemon {
 namespace {
 
-std::string Key(std::string_view table, std::string_view key) {
-  return table.empty() ? std::string(key) : std::string(table) + "." + std::string(key);
+// `result`, its error prefixed with the name of the setting or flag that gave the value.
+template <typename T>
+Result<T> Named(std::string_view name, Result<T> result) {
+  if (!result) return std::unexpected(result.error().WithContext(name));
+  return result;
 }
+
+Result<std::string> ParseLogLevel(std::string_view text) {
+  if (spdlog::level::from_str(std::string(text)) == spdlog::level::off && text != "off") {
+    return InvalidArgumentError(fmt::format(
+        "\"{}\" is not a level: trace, debug, info, warn, error, critical or off", text));
+  }
+  return std::string(text);
+}
+
+// ---- Readers of TOML values: each names `key` in its errors. ----
 
 // A size given as an integer (bytes) or a string ("4GiB").
 Result<std::uint64_t> SizeOf(const toml::node& node, const std::string& key) {
   if (const auto* integer = node.as_integer()) {
     if (integer->get() < 0) {
-      return InvalidArgumentError(key + ": " + std::to_string(integer->get()) +
-                                  " is negative");
+      return InvalidArgumentError(fmt::format("{}: {} is negative", key, integer->get()));
     }
     return static_cast<std::uint64_t>(integer->get());
   }
-  if (const auto* text = node.as_string()) {
-    auto size = ParseByteSize(text->get());
-    if (!size) return std::unexpected(size.error().WithContext(key));
-    return *size;
-  }
+  if (const auto* text = node.as_string()) return Named(key, ParseByteSize(text->get()));
   return InvalidArgumentError(key + " must be a size: bytes, or a string like \"4GiB\"");
+}
+
+Result<std::uint32_t> MessageSizeOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t size, SizeOf(node, key));
+  if (size > INT32_MAX) return InvalidArgumentError(key + " is above 2 GiB");
+  return static_cast<std::uint32_t>(size);
 }
 
 Result<std::string> StringOf(const toml::node& node, const std::string& key) {
@@ -37,37 +56,146 @@ Result<std::string> StringOf(const toml::node& node, const std::string& key) {
   return InvalidArgumentError(key + " must be a string");
 }
 
-Result<std::uint32_t> UnsignedOf(const toml::node& node, const std::string& key) {
+template <std::uint32_t kMin, std::uint32_t kMax>
+Result<std::uint32_t> UnsignedIn(const toml::node& node, const std::string& key) {
   const auto* integer = node.as_integer();
-  if (integer == nullptr || integer->get() < 0 || integer->get() > UINT32_MAX) {
-    return InvalidArgumentError(key + " must be an integer from 0 to 4294967295");
+  if (integer == nullptr || integer->get() < kMin || integer->get() > kMax) {
+    return InvalidArgumentError(
+        fmt::format("{} must be an integer from {} to {}", key, kMin, kMax));
   }
   return static_cast<std::uint32_t>(integer->get());
 }
 
-Status ApplyCpuPool(Config::CpuPool& pool, const toml::table& table) {
-  for (const auto& [key_node, node] : table) {
-    const std::string_view key = key_node.str();
-    const std::string name = Key("cpu_pool", key);
-    if (key == "capacity") {
-      HURRAY_ASSIGN_OR_RETURN(pool.capacity_bytes, SizeOf(node, name));
-    } else if (key == "segment_size") {
-      HURRAY_ASSIGN_OR_RETURN(pool.segment_bytes, SizeOf(node, name));
-    } else if (key == "page_size") {
-      HURRAY_ASSIGN_OR_RETURN(pool.page_size, SizeOf(node, name));
-    } else if (key == "shm_prefix") {
-      HURRAY_ASSIGN_OR_RETURN(pool.shm_prefix, StringOf(node, name));
-    } else if (key == "huge_pages") {
-      std::string mode;
-      HURRAY_ASSIGN_OR_RETURN(mode, StringOf(node, name));
-      Result<HugePages> parsed = ParseHugePages(mode);
-      if (!parsed) return std::unexpected(parsed.error().WithContext(name));
-      pool.huge_pages = *parsed;
-    } else {
-      return InvalidArgumentError("unknown setting " + name);
+// Permission bits as an octal string ("0660") or an integer (0o660 in TOML).
+Result<std::uint32_t> ModeOf(const toml::node& node, const std::string& key) {
+  if (const auto* integer = node.as_integer()) {
+    if (integer->get() < 0 || integer->get() > 0777) {
+      return InvalidArgumentError(fmt::format(
+          "{}: {} is not a mode from 0 to 0777 (write it as a string, \"0660\", or as 0o660)", key,
+          integer->get()));
     }
+    return static_cast<std::uint32_t>(integer->get());
+  }
+  if (const auto* text = node.as_string()) return Named(key, ParseFileMode(text->get()));
+  return InvalidArgumentError(key + " must be a mode: a string like \"0660\"");
+}
+
+Result<std::string> LogLevelOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
+  return Named(key, ParseLogLevel(text));
+}
+
+Result<HugePages> HugePagesOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
+  return Named(key, ParseHugePages(text));
+}
+
+// ---- The settings of the file ----
+
+using Apply = Status (*)(Config& config, const toml::node& node, const std::string& key);
+
+template <auto kMember, auto kRead>
+Status Assign(Config& config, const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(config.*kMember, kRead(node, key));
+  return {};
+}
+
+template <auto kMember, auto kRead>
+Status AssignCpuPool(Config& config, const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(config.cpu_pool.*kMember, kRead(node, key));
+  return {};
+}
+
+struct Setting {
+  std::string_view key;  // As a message names it: "cpu_pool.capacity".
+  Apply apply;
+};
+
+constexpr Setting kSettings[] = {
+    {"socket", Assign<&Config::socket_path, StringOf>},
+    {"tcp_address", Assign<&Config::tcp_address, StringOf>},
+    {"log_level", Assign<&Config::log_level, LogLevelOf>},
+    {"socket_mode", Assign<&Config::socket_mode, ModeOf>},
+    {"session_socket_mode", Assign<&Config::session_socket_mode, ModeOf>},
+    {"socket_directory_mode", Assign<&Config::socket_directory_mode, ModeOf>},
+    {"session_quota", Assign<&Config::session_quota_bytes, SizeOf>},
+    {"max_wait_ms", Assign<&Config::max_wait_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"max_message_size", Assign<&Config::max_message_bytes, MessageSizeOf>},
+    {"max_batch_names", Assign<&Config::max_batch_names, UnsignedIn<1, UINT32_MAX>>},
+    {"watch_queue_length", Assign<&Config::watch_queue_length, UnsignedIn<1, UINT32_MAX>>},
+    {"io_threads", Assign<&Config::io_threads, UnsignedIn<1, kMaxIoThreads>>},
+    {"shutdown_grace_ms", Assign<&Config::shutdown_grace_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"cpu_pool.capacity", AssignCpuPool<&Config::CpuPool::capacity_bytes, SizeOf>},
+    {"cpu_pool.segment_size", AssignCpuPool<&Config::CpuPool::segment_bytes, SizeOf>},
+    {"cpu_pool.page_size", AssignCpuPool<&Config::CpuPool::page_size, SizeOf>},
+    {"cpu_pool.shm_prefix", AssignCpuPool<&Config::CpuPool::shm_prefix, StringOf>},
+    {"cpu_pool.huge_pages", AssignCpuPool<&Config::CpuPool::huge_pages, HugePagesOf>},
+};
+
+// The tables a file may hold; their settings are in kSettings as "table.key".
+constexpr std::string_view kTables[] = {"cpu_pool"};
+
+// Applies the settings of `table`, the whole document when `table_name` is empty.
+Status ApplyTable(Config& config, const toml::table& table, std::string_view table_name) {
+  for (const auto& [key_node, node] : table) {
+    const std::string_view name = key_node.str();
+    const std::string key =
+        table_name.empty() ? std::string(name) : fmt::format("{}.{}", table_name, name);
+    if (table_name.empty() && std::ranges::find(kTables, name) != std::end(kTables)) {
+      const auto* inner = node.as_table();
+      if (inner == nullptr) return InvalidArgumentError(key + " must be a table");
+      HURRAY_RETURN_IF_ERROR(ApplyTable(config, *inner, key));
+      continue;
+    }
+    const auto* setting = std::ranges::find(kSettings, key, &Setting::key);
+    // A quoted key with a dot ("cpu_pool.capacity" = 1) names no setting.
+    if (setting == std::end(kSettings) || name.find('.') != std::string_view::npos) {
+      return InvalidArgumentError("unknown setting " + key);
+    }
+    HURRAY_RETURN_IF_ERROR(setting->apply(config, node, key));
   }
   return {};
+}
+
+// ---- The command line ----
+
+// hurrayd's flags as given; an empty string is a flag not given.
+struct Flags {
+  std::string config_file;
+  std::string socket;
+  std::string log_level;
+  std::string cpu_pool_capacity;
+  std::string cpu_pool_huge_pages;
+  bool print_config = false;
+};
+
+void AddFlags(CLI::App& app, Flags& flags) {
+  app.add_option("--config", flags.config_file, "TOML configuration file");
+  app.add_option("--socket", flags.socket, "gRPC unix socket path (session socket: PATH.session)");
+  app.add_option("--log-level", flags.log_level,
+                 "trace, debug, info, warn, error, critical or off");
+  app.add_option("--cpu-pool-capacity", flags.cpu_pool_capacity, "CPU pool size, e.g. 4GiB");
+  app.add_option("--cpu-pool-huge-pages", flags.cpu_pool_huge_pages,
+                 "Huge pages for the CPU pool: off, transparent, explicit or auto");
+  app.add_flag("--print-config", flags.print_config, "Print the effective configuration and exit");
+}
+
+// `config` with the flags that were given applied over it.
+Result<Config> MergeFlags(Config config, const Flags& flags) {
+  if (!flags.socket.empty()) config.socket_path = flags.socket;
+  if (!flags.log_level.empty()) {
+    HURRAY_ASSIGN_OR_RETURN(config.log_level, Named("--log-level", ParseLogLevel(flags.log_level)));
+  }
+  if (!flags.cpu_pool_capacity.empty()) {
+    HURRAY_ASSIGN_OR_RETURN(config.cpu_pool.capacity_bytes,
+                            Named("--cpu-pool-capacity", ParseByteSize(flags.cpu_pool_capacity)));
+  }
+  if (!flags.cpu_pool_huge_pages.empty()) {
+    HURRAY_ASSIGN_OR_RETURN(
+        config.cpu_pool.huge_pages,
+        Named("--cpu-pool-huge-pages", ParseHugePages(flags.cpu_pool_huge_pages)));
+  }
+  return config;
 }
 
 }  // namespace
@@ -84,23 +212,34 @@ Result<std::uint64_t> ParseByteSize(std::string_view text) {
   const char* end = text.data() + text.size();
   auto [rest, error] = std::from_chars(text.data(), end, number);
   if (error != std::errc() || rest == text.data()) {
-    return InvalidArgumentError("\"" + std::string(text) + "\" is not a size");
+    return InvalidArgumentError(fmt::format("\"{}\" is not a size", text));
   }
   std::string_view unit(rest, static_cast<std::size_t>(end - rest));
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   static constexpr std::pair<std::string_view, int> kUnits[] = {
-      {"", 0},   {"B", 0},  {"K", 10},  {"KB", 10}, {"KiB", 10}, {"M", 20}, {"MB", 20},
-      {"MiB", 20}, {"G", 30}, {"GB", 30}, {"GiB", 30}, {"T", 40}, {"TB", 40}, {"TiB", 40}};
+      {"", 0},     {"B", 0},  {"K", 10},  {"KB", 10},  {"KiB", 10}, {"M", 20},  {"MB", 20},
+      {"MiB", 20}, {"G", 30}, {"GB", 30}, {"GiB", 30}, {"T", 40},   {"TB", 40}, {"TiB", 40}};
   for (const auto& [name, shift] : kUnits) {
     if (unit == name) {
       if (shift != 0 && number > (UINT64_MAX >> shift)) {
-        return InvalidArgumentError("\"" + std::string(text) + "\" overflows 64 bits");
+        return InvalidArgumentError(fmt::format("\"{}\" overflows 64 bits", text));
       }
       return number << shift;
     }
   }
-  return InvalidArgumentError("\"" + std::string(text) +
-                              "\": unknown unit (use B, KiB, MiB, GiB or TiB)");
+  return InvalidArgumentError(
+      fmt::format("\"{}\": unknown unit (use B, KiB, MiB, GiB or TiB)", text));
+}
+
+Result<std::uint32_t> ParseFileMode(std::string_view text) {
+  std::uint32_t mode = 0;
+  const char* end = text.data() + text.size();
+  auto [rest, error] = std::from_chars(text.data(), end, mode, 8);
+  if (text.empty() || error != std::errc() || rest != end) {
+    return InvalidArgumentError(fmt::format("\"{}\" is not an octal mode like \"0660\"", text));
+  }
+  if (mode > 0777) return InvalidArgumentError(fmt::format("\"{}\" is above 0777", text));
+  return mode;
 }
 
 Result<Config> ApplyToml(Config base, std::string_view toml_text, std::string_view source_name) {
@@ -108,61 +247,63 @@ Result<Config> ApplyToml(Config base, std::string_view toml_text, std::string_vi
   try {
     document = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& error) {
-    std::ostringstream message;
-    message << source_name << ":" << error.source().begin.line << ":"
-            << error.source().begin.column << ": " << error.description();
-    return InvalidArgumentError(message.str());
+    return InvalidArgumentError(fmt::format("{}:{}:{}: {}", source_name, error.source().begin.line,
+                                            error.source().begin.column, error.description()));
   }
-  for (const auto& [key_node, node] : document) {
-    const std::string key(key_node.str());
-    if (key == "socket") {
-      HURRAY_ASSIGN_OR_RETURN(base.socket_path, StringOf(node, key));
-    } else if (key == "tcp_address") {
-      HURRAY_ASSIGN_OR_RETURN(base.tcp_address, StringOf(node, key));
-    } else if (key == "log_level") {
-      HURRAY_ASSIGN_OR_RETURN(base.log_level, StringOf(node, key));
-    } else if (key == "session_quota") {
-      HURRAY_ASSIGN_OR_RETURN(base.session_quota_bytes, SizeOf(node, key));
-    } else if (key == "max_wait_ms") {
-      HURRAY_ASSIGN_OR_RETURN(base.max_wait_ms, UnsignedOf(node, key));
-    } else if (key == "max_message_size") {
-      std::uint64_t size = 0;
-      HURRAY_ASSIGN_OR_RETURN(size, SizeOf(node, key));
-      if (size > INT32_MAX) return InvalidArgumentError(key + " is above 2 GiB");
-      base.max_message_bytes = static_cast<std::uint32_t>(size);
-    } else if (key == "cpu_pool") {
-      const auto* table = node.as_table();
-      if (table == nullptr) return InvalidArgumentError("cpu_pool must be a table");
-      if (auto applied = ApplyCpuPool(base.cpu_pool, *table); !applied) {
-        return std::unexpected(applied.error());
-      }
-    } else {
-      return InvalidArgumentError("unknown setting " + key);
-    }
-  }
+  HURRAY_RETURN_IF_ERROR(ApplyTable(base, document, ""));
   return base;
 }
 
 Result<Config> ApplyTomlFile(Config base, const std::string& path) {
   std::ifstream file(path);
-  if (!file) return NotFoundError("config file " + path + " cannot be read");
+  if (!file) return NotFoundError(fmt::format("config file {} cannot be read", path));
   std::ostringstream text;
   text << file.rdbuf();
   return ApplyToml(std::move(base), text.str(), path);
 }
 
+Result<Invocation> LoadConfig(int argc, const char* const* argv) {
+  CLI::App app{"hurrayd: zero-copy tensor exchange between processes"};
+  Flags flags;
+  AddFlags(app, flags);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success&) {  // --help
+    return Invocation{.config = Config{}, .output = app.help()};
+  } catch (const CLI::ParseError& error) {
+    return InvalidArgumentError(fmt::format("{} (hurrayd --help lists the flags)", error.what()));
+  }
+  Config config = DefaultConfig();
+  if (!flags.config_file.empty()) {
+    HURRAY_ASSIGN_OR_RETURN(config, ApplyTomlFile(std::move(config), flags.config_file));
+  }
+  HURRAY_ASSIGN_OR_RETURN(config, MergeFlags(std::move(config), flags));
+  Invocation invocation{.config = std::move(config), .output = std::nullopt};
+  if (flags.print_config) invocation.output = ToToml(invocation.config);
+  return invocation;
+}
+
 std::string ToToml(const Config& config) {
-  toml::table pool{{"capacity", static_cast<std::int64_t>(config.cpu_pool.capacity_bytes)},
-                   {"segment_size", static_cast<std::int64_t>(config.cpu_pool.segment_bytes)},
-                   {"page_size", static_cast<std::int64_t>(config.cpu_pool.page_size)},
+  const auto integer = [](std::uint64_t value) { return static_cast<std::int64_t>(value); };
+  const auto mode = [](std::uint32_t bits) { return fmt::format("{:04o}", bits); };
+  toml::table pool{{"capacity", integer(config.cpu_pool.capacity_bytes)},
+                   {"segment_size", integer(config.cpu_pool.segment_bytes)},
+                   {"page_size", integer(config.cpu_pool.page_size)},
                    {"shm_prefix", config.cpu_pool.shm_prefix},
                    {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))}};
   toml::table document{{"socket", config.socket_path},
                        {"tcp_address", config.tcp_address},
                        {"log_level", config.log_level},
-                       {"session_quota", static_cast<std::int64_t>(config.session_quota_bytes)},
-                       {"max_wait_ms", static_cast<std::int64_t>(config.max_wait_ms)},
-                       {"max_message_size", static_cast<std::int64_t>(config.max_message_bytes)},
+                       {"socket_mode", mode(config.socket_mode)},
+                       {"session_socket_mode", mode(config.session_socket_mode)},
+                       {"socket_directory_mode", mode(config.socket_directory_mode)},
+                       {"session_quota", integer(config.session_quota_bytes)},
+                       {"max_wait_ms", integer(config.max_wait_ms)},
+                       {"max_message_size", integer(config.max_message_bytes)},
+                       {"max_batch_names", integer(config.max_batch_names)},
+                       {"watch_queue_length", integer(config.watch_queue_length)},
+                       {"io_threads", integer(config.io_threads)},
+                       {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
                        {"cpu_pool", std::move(pool)}};
   std::ostringstream out;
   out << document << "\n";

@@ -1,8 +1,10 @@
 // hurrayd's configuration: embedded defaults, a TOML file, then command-line flags, each
-// overriding the one before. Plain values; thread-safe once built.
+// overriding the one before, every value checked as it is read. Plain values; thread-safe
+// once built.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,12 @@ struct Config {
   // trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
 
+  // Permission bits (at most 0777) of the gRPC socket, of the session socket, and of the
+  // sockets' directory when the daemon creates it.
+  std::uint32_t socket_mode = 0660;
+  std::uint32_t session_socket_mode = 0660;
+  std::uint32_t socket_directory_mode = 0755;
+
   struct CpuPool {
     std::uint64_t capacity_bytes = 0;  // 0 until defaults are applied.
     std::uint64_t segment_bytes = 0;   // 0: one segment of the whole capacity.
@@ -34,7 +42,20 @@ struct Config {
   std::uint32_t max_wait_ms = 3'600'000;
   // Largest gRPC message accepted, in bytes.
   std::uint32_t max_message_bytes = 4u << 20;
+  // Most names (and prefixes) one BatchAcquire may list; at least 1.
+  std::uint32_t max_batch_names = 100'000;
+  // Most events a Watch stream may have queued for a slow reader before it is ended with
+  // RESOURCE_EXHAUSTED; at least 1.
+  std::uint32_t watch_queue_length = 65'536;
+  // Threads that run the daemon's event loop (session-socket accepts, acquire-wait timers,
+  // signals); from 1 to kMaxIoThreads.
+  std::uint32_t io_threads = 2;
+  // How long a stopping daemon lets gRPC calls in flight finish before it cancels them, in
+  // milliseconds.
+  std::uint32_t shutdown_grace_ms = 2000;
 };
+
+inline constexpr std::uint32_t kMaxIoThreads = 1024;
 
 // Embedded defaults: the socket location rule (hurray/socket_path.h) and a CPU pool sized
 // for this machine (DefaultCpuPoolCapacity).
@@ -48,8 +69,25 @@ struct Config {
 // Reads and applies a TOML file; NOT_FOUND when it cannot be read.
 [[nodiscard]] Result<Config> ApplyTomlFile(Config base, const std::string& path);
 
+// What hurrayd's command line asks for.
+struct Invocation {
+  // Defaults, then the file of --config, then the flags.
+  Config config;
+  // Set for --help (the usage) and --print-config (ToToml of `config`): print it and exit
+  // instead of serving.
+  std::optional<std::string> output;
+};
+
+// Parses hurrayd's command line (argv[0] is the program) and builds the configuration it
+// names. INVALID_ARGUMENT naming the flag for an unknown flag, a missing value or a bad
+// value; the errors of ApplyTomlFile for the --config file.
+[[nodiscard]] Result<Invocation> LoadConfig(int argc, const char* const* argv);
+
 // "4GiB", "512MiB", "64M", "1048576": a size in bytes. INVALID_ARGUMENT otherwise.
 [[nodiscard]] Result<std::uint64_t> ParseByteSize(std::string_view text);
+
+// "0660", "755": permission bits in octal, at most 0777. INVALID_ARGUMENT otherwise.
+[[nodiscard]] Result<std::uint32_t> ParseFileMode(std::string_view text);
 
 // The effective configuration as a TOML document (hurrayd --print-config).
 [[nodiscard]] std::string ToToml(const Config& config);

@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <fmt/format.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -26,8 +27,6 @@
 namespace hurray::daemon {
 namespace {
 
-constexpr int kIoThreads = 2;
-
 std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
@@ -44,8 +43,9 @@ bool SomeoneListens(const std::string& path) {
   return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
 }
 
-// Makes the socket's directory, and clears a stale socket file left by a daemon that died.
-Status PrepareSocketPath(const std::string& path) {
+// Makes the socket's directory (with `directory_mode`), and clears a stale socket file left
+// by a daemon that died.
+Status PrepareSocketPath(const std::string& path, std::uint32_t directory_mode) {
   constexpr std::size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
   if (path.empty() || path.size() > kMaxUnixPath) {
     return InvalidArgumentError("socket path \"" + path + "\" is empty or longer than " +
@@ -58,7 +58,7 @@ Status PrepareSocketPath(const std::string& path) {
     if (error) {
       return FailedPreconditionError("mkdir " + directory.string() + ": " + error.message());
     }
-    ::chmod(directory.c_str(), 0755);
+    ::chmod(directory.c_str(), static_cast<mode_t>(directory_mode));
   }
   // A directory someone else made (a pre-created /tmp/hurray-$UID) could be theirs to swap
   // sockets in: refuse it, unless we are root or it is root's (/run).
@@ -84,11 +84,46 @@ Status PrepareSocketPath(const std::string& path) {
   return {};
 }
 
+// The CPU pool the configuration describes, with the huge pages the host can give it.
+Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
+  // Explicit or transparent that the host cannot honour stops the start; only auto falls
+  // back, and says why.
+  auto huge_pages =
+      ChooseHugePages(config.huge_pages, config.capacity_bytes, ReadHostHugePageFacts());
+  if (!huge_pages) return std::unexpected(huge_pages.error().WithContext("cpu_pool"));
+  spdlog::info("cpu pool: huge pages: {}", huge_pages->explanation);
+  auto pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
+                                               .capacity_bytes = config.capacity_bytes,
+                                               .segment_bytes = config.segment_bytes,
+                                               .page_size = config.page_size,
+                                               .shm_prefix = config.shm_prefix,
+                                               .first_segment_id = 1,
+                                               .huge_pages = huge_pages->backing});
+  if (!pool) return std::unexpected(pool.error().WithContext("cpu_pool"));
+  for (std::uint32_t i = 0; i < (*pool)->segment_count(); ++i) {
+    const std::uint64_t segment = (*pool)->first_segment_id() + i;
+    spdlog::info("cpu pool: segment {} is {} ({} MiB)", segment,
+                 (*pool)->SegmentPath(segment).value_or("?"),
+                 (*pool)->SegmentSize(segment).value_or(0) >> 20);
+  }
+  return std::unique_ptr<Pool>(std::move(*pool));
+}
+
+// The daemon's pools, one of each kind the configuration describes. A pool that fails
+// leaves none behind: the pools already made are destroyed with the set.
+Result<std::unique_ptr<PoolSet>> CreatePools(const Config& config) {
+  auto pools = std::make_unique<PoolSet>();
+  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<Pool> cpu_pool, CreateCpuPool(config.cpu_pool));
+  pools->Add(std::move(cpu_pool));
+  return pools;
+}
+
 }  // namespace
 
 Daemon::Daemon(Config config) : config_(std::move(config)), epoch_(NewEpoch()) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(config)));
   if (auto started = daemon->StartParts(); !started) {
     daemon->Shutdown();
@@ -98,41 +133,31 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
 }
 
 Status Daemon::StartParts() {
-  const std::string session_path = SessionSocketPath(config_.socket_path);
-  for (const std::string& path : {config_.socket_path, session_path}) {
-    if (auto prepared = PrepareSocketPath(path); !prepared) return prepared;
-  }
-
-  // Explicit or transparent that the host cannot honour stops the start; only auto falls
-  // back, and says why.
-  auto huge_pages = ChooseHugePages(config_.cpu_pool.huge_pages, config_.cpu_pool.capacity_bytes,
-                                    ReadHostHugePageFacts());
-  if (!huge_pages) return std::unexpected(huge_pages.error().WithContext("cpu_pool"));
-  spdlog::info("cpu pool: huge pages: {}", huge_pages->explanation);
-  auto cpu_pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
-                                                   .capacity_bytes = config_.cpu_pool.capacity_bytes,
-                                                   .segment_bytes = config_.cpu_pool.segment_bytes,
-                                                   .page_size = config_.cpu_pool.page_size,
-                                                   .shm_prefix = config_.cpu_pool.shm_prefix,
-                                                   .first_segment_id = 1,
-                                                   .huge_pages = huge_pages->backing});
-  if (!cpu_pool) return std::unexpected(cpu_pool.error().WithContext("cpu_pool"));
-  for (std::uint32_t i = 0; i < (*cpu_pool)->segment_count(); ++i) {
-    const std::uint64_t segment = (*cpu_pool)->first_segment_id() + i;
-    spdlog::info("cpu pool: segment {} is {} ({} MiB)", segment,
-                 (*cpu_pool)->SegmentPath(segment).value_or("?"),
-                 (*cpu_pool)->SegmentSize(segment).value_or(0) >> 20);
-  }
-  pools_ = std::make_unique<PoolSet>();
-  pools_->Add(std::move(*cpu_pool));
-
+  HURRAY_RETURN_IF_ERROR(PrepareSocketPaths());
+  HURRAY_ASSIGN_OR_RETURN(pools_, CreatePools(config_));
   registry_ = std::make_unique<Registry>(
       *pools_, io_,
       Registry::Options{.daemon_epoch = epoch_,
                         .session_quota_bytes = config_.session_quota_bytes,
-                        .max_wait_ms = config_.max_wait_ms});
-  service_ = std::make_unique<ExchangeService>(*registry_);
+                        .max_wait_ms = config_.max_wait_ms,
+                        .max_batch_names = config_.max_batch_names});
+  service_ = std::make_unique<ExchangeService>(
+      *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length});
+  HURRAY_RETURN_IF_ERROR(StartGrpc());
+  HURRAY_RETURN_IF_ERROR(StartSessions());
+  StartIo();
+  Announce();
+  return {};
+}
 
+Status Daemon::PrepareSocketPaths() {
+  for (const std::string& path : {config_.socket_path, SessionSocketPath(config_.socket_path)}) {
+    HURRAY_RETURN_IF_ERROR(PrepareSocketPath(path, config_.socket_directory_mode));
+  }
+  return {};
+}
+
+Status Daemon::StartGrpc() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -142,40 +167,52 @@ Status Daemon::StartParts() {
   }
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes));
   builder.RegisterService(service_.get());
-  // The socket is born 0660: owner and group may connect, nobody else, not even briefly.
-  const mode_t old_umask = ::umask(0117);
+  // The socket is born with its mode (owner and group may connect, by default): nobody it
+  // leaves out can connect, not even briefly.
+  const mode_t old_umask = ::umask(static_cast<mode_t>(~config_.socket_mode & 0777u));
   server_ = builder.BuildAndStart();
   ::umask(old_umask);
   if (!server_) {
-    return FailedPreconditionError("gRPC server could not listen on unix:" + config_.socket_path +
-                                   (config_.tcp_address.empty() ? "" : " and " + config_.tcp_address));
+    return FailedPreconditionError(
+        fmt::format("gRPC server could not listen on unix:{}{}", config_.socket_path,
+                    config_.tcp_address.empty() ? "" : " and " + config_.tcp_address));
   }
-  grpc_socket_bound_ = true;
-  if (::chmod(config_.socket_path.c_str(), 0660) != 0) {
-    return FailedPreconditionError("chmod 0660 " + config_.socket_path + ": " +
-                                   std::strerror(errno));
+  if (::chmod(config_.socket_path.c_str(), static_cast<mode_t>(config_.socket_mode)) != 0) {
+    const int error = errno;
+    StopGrpc();
+    return FailedPreconditionError(fmt::format("chmod {:04o} {}: {}", config_.socket_mode,
+                                               config_.socket_path, std::strerror(error)));
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
+  return {};
+}
 
-  auto session_server = SessionServer::Create(io_, session_path, *registry_, epoch_);
-  if (!session_server) return std::unexpected(session_server.error());
-  session_server_ = std::move(*session_server);
+Status Daemon::StartSessions() {
+  HURRAY_ASSIGN_OR_RETURN(session_server_,
+                          SessionServer::Create(io_, SessionSocketPath(config_.socket_path),
+                                                *registry_, epoch_, config_.session_socket_mode));
+  return {};
+}
 
+void Daemon::StartIo() {
   signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
   WaitForSignal();
-  for (int i = 0; i < kIoThreads; ++i) {
+  for (std::uint32_t i = 0; i < config_.io_threads; ++i) {
     io_threads_.emplace_back([this] {
       auto work = boost::asio::make_work_guard(io_);
       io_.run();
     });
   }
+}
 
+void Daemon::Announce() {
   const auto usage = pools_->Find("cpu")->Usage();
   spdlog::info("hurrayd serving gRPC on unix:{}, sessions on {}, cpu pool {} MiB, epoch {}",
-               config_.socket_path, session_path, usage.capacity_bytes >> 20, epoch_);
+               config_.socket_path, session_server_->socket_path(), usage.capacity_bytes >> 20,
+               epoch_);
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%lu", config_.socket_path.c_str(),
              static_cast<unsigned long>(::getpid()));
-  return {};
+  serving_ = true;
 }
 
 void Daemon::WaitForSignal() {
@@ -206,21 +243,36 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   sd_notify(0, "STOPPING=1");
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (session_server_) session_server_->Stop();
+  StopGrpc();
+  StopSessions();
+  StopIo();
+  service_.reset();
+  registry_.reset();
+  pools_.reset();  // Removes the segments.
+  if (serving_) spdlog::info("hurrayd stopped");
+}
+
+void Daemon::StopGrpc() {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(config_.shutdown_grace_ms));
+  server_.reset();
+  // Only a socket this server bound: a refused start must not unlink another daemon's.
+  ::unlink(config_.socket_path.c_str());
+}
+
+// The session server unlinks its socket itself when it stops.
+void Daemon::StopSessions() {
+  if (!session_server_) return;
+  session_server_->Stop();
+  session_server_.reset();
+}
+
+void Daemon::StopIo() {
   if (signals_) signals_->cancel();
   io_.stop();
   for (auto& thread : io_threads_) thread.join();
   io_threads_.clear();
-  server_.reset();
-  session_server_.reset();
-  service_.reset();
-  registry_.reset();
-  pools_.reset();  // Removes the segments.
-  // Only our own socket: a refused start must not unlink another daemon's. (The session
-  // server unlinks its socket itself when it stops.)
-  if (grpc_socket_bound_) ::unlink(config_.socket_path.c_str());
-  if (grpc_socket_bound_) spdlog::info("hurrayd stopped");
 }
 
 Daemon::~Daemon() { Shutdown(); }

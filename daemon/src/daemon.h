@@ -25,9 +25,10 @@ class SessionServer;
 
 class Daemon {
  public:
-  // Builds every part and starts serving: the CPU pool's segments exist, both sockets
-  // accept connections, and READY=1 went to systemd (when run under it). FAILED_PRECONDITION
-  // when another daemon already serves the socket.
+  // Sets the log level, builds every part from `config` (as LoadConfig makes it: checked)
+  // and starts serving: the CPU pool's segments exist, both sockets accept connections, and
+  // READY=1 went to systemd (when run under it). FAILED_PRECONDITION when another daemon
+  // already serves the socket. A failed start leaves nothing behind.
   [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
 
   ~Daemon();
@@ -45,10 +46,31 @@ class Daemon {
 
  private:
   explicit Daemon(Config config);
+  // Starts the parts in order: socket paths, pools (CreatePools), registry and service,
+  // gRPC, sessions, io threads. A step that fails stops what it started itself; Start()
+  // then stops the parts already running with Shutdown(), which is their reverse order
+  // (the io threads start last, once no step can fail).
   Status StartParts();
+  // Both socket paths checked, their directory made, stale sockets of a dead daemon removed.
+  Status PrepareSocketPaths();
+  // The gRPC server on the unix socket (and TCP, when configured), health SERVING.
+  Status StartGrpc();
+  // The session socket.
+  Status StartSessions();
+  // The io_context's threads, and signal handling on them.
+  void StartIo();
+  // The log line and READY=1 to systemd.
+  void Announce();
   // Handles SIGINT/SIGTERM (stop) and SIGHUP (ignored, logged), one signal at a time.
   void WaitForSignal();
+  // Stops what is running: gRPC, then the sessions (the transports first, so that calls in
+  // flight finish on the io threads), then the io threads, the registry and the pools.
+  // Idempotent.
   void Shutdown();
+  // Ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.
+  void StopGrpc();
+  void StopSessions();
+  void StopIo();
 
   const Config config_;
   const std::uint64_t epoch_;
@@ -62,8 +84,8 @@ class Daemon {
   std::vector<std::thread> io_threads_;
   std::promise<void> stop_requested_;
   std::once_flag stop_once_;
+  bool serving_ = false;  // Whether Announce() ran.
   bool shut_down_ = false;
-  bool grpc_socket_bound_ = false;  // Whether the gRPC socket file is ours to unlink.
 };
 
 }  // namespace hurray::daemon

@@ -7,9 +7,6 @@
 namespace hurray::daemon {
 namespace {
 
-// Most events a watcher may have queued before it is dropped as too slow.
-constexpr std::size_t kMaxQueuedWatchEvents = 65536;
-
 // The session named by the call's metadata.
 Result<std::uint64_t> SessionOf(const grpc::CallbackServerContext* context,
                                 const Registry& registry) {
@@ -142,7 +139,9 @@ grpc::ServerUnaryReactor* StartWaiting(Registry& registry, std::uint64_t session
 // Streams watch events. Events are queued by registry callbacks and written one at a time.
 class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
  public:
-  WatchStream(Registry& registry, std::string prefix) : registry_(registry) {
+  // `max_queued` events may wait for the reader; one more drops the watcher as too slow.
+  WatchStream(Registry& registry, std::string prefix, std::size_t max_queued)
+      : registry_(registry), max_queued_(max_queued) {
     v1::WatchEvent hello;
     hello.set_kind(v1::WatchEvent::KIND_WATCHING);
     hello.set_name(prefix);
@@ -187,10 +186,10 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
   void Push(v1::WatchEvent event) {
     std::unique_lock lock(mutex_);
     if (done_) return;
-    if (queue_.size() >= kMaxQueuedWatchEvents) {
+    if (queue_.size() >= max_queued_) {
       done_ = true;
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "watcher fell " + std::to_string(kMaxQueuedWatchEvents) +
+                          "watcher fell " + std::to_string(max_queued_) +
                               " events behind and was dropped"));
       return;
     }
@@ -203,6 +202,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
   }
 
   Registry& registry_;
+  const std::size_t max_queued_;
   std::uint64_t watch_id_ = 0;
   std::mutex mutex_;
   std::deque<v1::WatchEvent> queue_;  // Guarded by mutex_; front() is being written.
@@ -296,7 +296,7 @@ grpc::ServerUnaryReactor* ExchangeService::Describe(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::WatchEvent>* ExchangeService::Watch(
     grpc::CallbackServerContext* /*context*/, const v1::WatchRequest* request) {
-  return new WatchStream(registry_, request->prefix());
+  return new WatchStream(registry_, request->prefix(), options_.watch_queue_length);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Stats(grpc::CallbackServerContext* context,

@@ -20,7 +20,14 @@ inline constexpr char kSessionMetadataKey[] = "x-hurray-session";
 
 class ExchangeService final : public v1::Exchange::CallbackService {
  public:
-  explicit ExchangeService(Registry& registry) : registry_(registry) {}
+  struct Options {
+    // Most events a Watch stream may have queued for a slow reader; one more ends the
+    // stream with RESOURCE_EXHAUSTED.
+    std::size_t watch_queue_length = 65'536;
+  };
+
+  // `registry` must outlive the service.
+  ExchangeService(Registry& registry, Options options) : registry_(registry), options_(options) {}
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* context,
                                      const v1::AllocateRequest* request,
@@ -57,6 +64,7 @@ class ExchangeService final : public v1::Exchange::CallbackService {
 
  private:
   Registry& registry_;
+  const Options options_;
 };
 
 }  // namespace hurray::daemon

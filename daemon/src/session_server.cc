@@ -46,7 +46,6 @@ constexpr int kMaxAcceptsPerWakeup = 64;
 // replies: the first delay, doubled up to the last.
 constexpr std::chrono::milliseconds kFirstDrainDelay{1};
 constexpr std::chrono::milliseconds kLastDrainDelay{100};
-constexpr mode_t kSocketFileMode = 0660;
 constexpr mode_t kDirectoryMode = 0755;
 
 // The name of the message's body field ("map_segment"), from the message's own descriptor.
@@ -671,7 +670,8 @@ Status SessionServer::Connection::WaitUntilEarlierRepliesAreRead() {
 Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_context& io_context,
                                                              std::string socket_path,
                                                              SessionHost& host,
-                                                             std::uint64_t daemon_epoch) {
+                                                             std::uint64_t daemon_epoch,
+                                                             std::uint32_t socket_mode) {
   auto address = UnixSocketAddress(socket_path);
   if (!address) return std::unexpected(address.error().WithContext("socket_path"));
   if (auto made = CreateParentDirectories(socket_path); !made) {
@@ -691,7 +691,7 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_con
     return std::unexpected(std::move(error));
   };
   // Before listen(), so that no client connects through a socket of the umask's mode.
-  if (::chmod(socket_path.c_str(), kSocketFileMode) != 0) {
+  if (::chmod(socket_path.c_str(), static_cast<mode_t>(socket_mode)) != 0) {
     return fail(SystemCallError(fmt::format("chmod {}", socket_path), errno));
   }
   struct stat info {};

@@ -1,8 +1,12 @@
 #include "config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "testing/status_matchers.h"
 
@@ -39,7 +43,8 @@ TEST(ConfigTest, TomlOverridesDefaults) {
       capacity = "256MiB"
       segment_size = 67108864
       shm_prefix = "test"
-  )", "inline");
+  )",
+                          "inline");
   ASSERT_OK(config);
   EXPECT_EQ(config->socket_path, "/tmp/x/d.sock");
   EXPECT_EQ(config->log_level, "debug");
@@ -57,14 +62,14 @@ TEST(ConfigTest, MistakesNameTheKey) {
                StatusCode::kInvalidArgument, {"cpu_pool.capacity must be a size"});
   EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cpu_pool]\ncapacity = \"lots\"", "t"),
                StatusCode::kInvalidArgument, {"cpu_pool.capacity", "not a size"});
-  EXPECT_ERROR(ApplyToml(DefaultConfig(), "max_wait_ms = -4", "t"),
-               StatusCode::kInvalidArgument, {"max_wait_ms"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "max_wait_ms = -4", "t"), StatusCode::kInvalidArgument,
+               {"max_wait_ms"});
   EXPECT_ERROR(ApplyToml(DefaultConfig(), "cpu_pool = 3", "t"), StatusCode::kInvalidArgument,
                {"cpu_pool must be a table"});
-  EXPECT_ERROR(ApplyToml(DefaultConfig(), "socket = ", "file.toml"),
-               StatusCode::kInvalidArgument, {"file.toml:1:"});
-  EXPECT_ERROR(ApplyTomlFile(DefaultConfig(), "/nonexistent/hurrayd.toml"),
-               StatusCode::kNotFound, {"/nonexistent/hurrayd.toml"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "socket = ", "file.toml"), StatusCode::kInvalidArgument,
+               {"file.toml:1:"});
+  EXPECT_ERROR(ApplyTomlFile(DefaultConfig(), "/nonexistent/hurrayd.toml"), StatusCode::kNotFound,
+               {"/nonexistent/hurrayd.toml"});
 }
 
 TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
@@ -78,6 +83,8 @@ TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
   EXPECT_EQ(again->cpu_pool.capacity_bytes, config.cpu_pool.capacity_bytes);
   EXPECT_EQ(again->cpu_pool.huge_pages, HugePages::kAuto);
   EXPECT_EQ(again->max_message_bytes, config.max_message_bytes);
+  EXPECT_EQ(ToToml(*again), ToToml(config));  // Every setting.
+  EXPECT_NE(ToToml(config).find("socket_mode = '0660'"), std::string::npos) << ToToml(config);
   EXPECT_NE(ToToml(config).find("huge_pages = 'auto'"), std::string::npos) << ToToml(config);
 }
 
@@ -114,6 +121,163 @@ TEST(ConfigTest, ShippedExampleConfigParses) {
   auto config = ApplyTomlFile(DefaultConfig(), HURRAY_SOURCE_DIR "/deploy/hurrayd.toml");
   ASSERT_OK(config);
   EXPECT_EQ(config->cpu_pool.shm_prefix, "hurray");
+  // The values the file shows are the embedded defaults.
+  EXPECT_EQ(ToToml(*config), ToToml(DefaultConfig()));
+}
+
+TEST(ConfigTest, DaemonLimitsDefaultToTheirFormerFixedValues) {
+  const Config config = DefaultConfig();
+  EXPECT_EQ(config.io_threads, 2u);
+  EXPECT_EQ(config.shutdown_grace_ms, 2000u);
+  EXPECT_EQ(config.socket_mode, 0660u);
+  EXPECT_EQ(config.session_socket_mode, 0660u);
+  EXPECT_EQ(config.socket_directory_mode, 0755u);
+  EXPECT_EQ(config.watch_queue_length, 65536u);
+  EXPECT_EQ(config.max_batch_names, 100000u);
+}
+
+TEST(ConfigTest, TomlSetsTheDaemonLimits) {
+  auto config = ApplyToml(DefaultConfig(), R"(
+      io_threads = 8
+      shutdown_grace_ms = 0
+      socket_mode = "0600"
+      session_socket_mode = 0o666
+      socket_directory_mode = "750"
+      watch_queue_length = 16
+      max_batch_names = 1
+  )",
+                          "inline");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->io_threads, 8u);
+  EXPECT_EQ(config->shutdown_grace_ms, 0u);
+  EXPECT_EQ(config->socket_mode, 0600u);
+  EXPECT_EQ(config->session_socket_mode, 0666u);
+  EXPECT_EQ(config->socket_directory_mode, 0750u);
+  EXPECT_EQ(config->watch_queue_length, 16u);
+  EXPECT_EQ(config->max_batch_names, 1u);
+}
+
+TEST(ConfigTest, DaemonLimitsOutOfRangeNameTheKey) {
+  const std::pair<std::string_view, std::string_view> kMistakes[] = {
+      {"io_threads = 0", "io_threads must be an integer from 1 to 1024"},
+      {"io_threads = 1025", "io_threads must be an integer from 1 to 1024"},
+      {"io_threads = \"2\"", "io_threads must be an integer"},
+      {"shutdown_grace_ms = -1", "shutdown_grace_ms must be an integer from 0"},
+      {"watch_queue_length = 0", "watch_queue_length must be an integer from 1"},
+      {"max_batch_names = 0", "max_batch_names must be an integer from 1"},
+      {"socket_mode = 660", "socket_mode: 660 is not a mode from 0 to 0777"},
+      {"socket_mode = \"0999\"", "socket_mode: \"0999\" is not an octal mode"},
+      {"session_socket_mode = \"01777\"", "session_socket_mode: \"01777\" is above 0777"},
+      {"socket_directory_mode = \"\"", "socket_directory_mode: \"\" is not an octal mode"},
+      {"socket_directory_mode = true", "socket_directory_mode must be a mode"},
+      {"log_level = \"loud\"", "log_level: \"loud\" is not a level"},
+      {"\"cpu_pool.capacity\" = 1", "unknown setting cpu_pool.capacity"},
+  };
+  for (const auto& [toml, words] : kMistakes) {
+    EXPECT_ERROR(ApplyToml(DefaultConfig(), toml, "t"), StatusCode::kInvalidArgument, {words})
+        << toml;
+  }
+}
+
+TEST(ConfigTest, FileModesAreOctal) {
+  EXPECT_EQ(ParseFileMode("0660").value(), 0660u);
+  EXPECT_EQ(ParseFileMode("755").value(), 0755u);
+  EXPECT_EQ(ParseFileMode("0").value(), 0u);
+  EXPECT_EQ(ParseFileMode("0777").value(), 0777u);
+  EXPECT_ERROR(ParseFileMode("1000"), StatusCode::kInvalidArgument, {"above 0777"});
+  EXPECT_ERROR(ParseFileMode("0o660"), StatusCode::kInvalidArgument, {"not an octal mode"});
+  EXPECT_ERROR(ParseFileMode("rw-"), StatusCode::kInvalidArgument, {"not an octal mode"});
+  EXPECT_ERROR(ParseFileMode("-1"), StatusCode::kInvalidArgument, {"not an octal mode"});
+}
+
+// The command line, as main() passes it.
+Result<Invocation> Load(std::vector<std::string> args) {
+  args.insert(args.begin(), "hurrayd");
+  std::vector<const char*> argv;
+  for (const auto& arg : args) argv.push_back(arg.c_str());
+  return LoadConfig(static_cast<int>(argv.size()), argv.data());
+}
+
+class LoadConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "config_test_" + std::to_string(::getpid()) + ".toml";
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  void WriteFile(const std::string& text) {
+    std::ofstream file(path_);
+    file << text;
+    ASSERT_TRUE(file) << path_;
+  }
+
+  std::string path_;
+};
+
+TEST_F(LoadConfigTest, NoFlagsGiveTheDefaults) {
+  auto invocation = Load({});
+  ASSERT_OK(invocation);
+  EXPECT_FALSE(invocation->output.has_value());
+  EXPECT_EQ(ToToml(invocation->config), ToToml(DefaultConfig()));
+}
+
+TEST_F(LoadConfigTest, FlagsOverrideTheFile) {
+  WriteFile(R"(
+      socket = "/tmp/from-file.sock"
+      log_level = "debug"
+      io_threads = 3
+      [cpu_pool]
+      capacity = "128MiB"
+      huge_pages = "auto"
+  )");
+  auto invocation = Load({"--config", path_, "--socket", "/tmp/from-flag.sock", "--log-level",
+                          "warn", "--cpu-pool-capacity", "96MiB", "--cpu-pool-huge-pages", "off"});
+  ASSERT_OK(invocation);
+  const Config& config = invocation->config;
+  EXPECT_EQ(config.socket_path, "/tmp/from-flag.sock");
+  EXPECT_EQ(config.log_level, "warn");
+  EXPECT_EQ(config.cpu_pool.capacity_bytes, std::uint64_t{96} << 20);
+  EXPECT_EQ(config.cpu_pool.huge_pages, HugePages::kOff);
+  EXPECT_EQ(config.io_threads, 3u);  // The file's, where no flag speaks.
+}
+
+TEST_F(LoadConfigTest, TheFileOverridesTheDefaults) {
+  WriteFile("socket = \"/tmp/from-file.sock\"\n");
+  auto invocation = Load({"--config", path_});
+  ASSERT_OK(invocation);
+  EXPECT_EQ(invocation->config.socket_path, "/tmp/from-file.sock");
+  EXPECT_EQ(invocation->config.cpu_pool.capacity_bytes, DefaultConfig().cpu_pool.capacity_bytes);
+}
+
+TEST_F(LoadConfigTest, BadFlagValuesNameTheFlag) {
+  EXPECT_ERROR(Load({"--cpu-pool-capacity", "lots"}), StatusCode::kInvalidArgument,
+               {"--cpu-pool-capacity: \"lots\" is not a size"});
+  EXPECT_ERROR(Load({"--cpu-pool-huge-pages", "on"}), StatusCode::kInvalidArgument,
+               {"--cpu-pool-huge-pages: \"on\""});
+  EXPECT_ERROR(Load({"--log-level", "loud"}), StatusCode::kInvalidArgument,
+               {"--log-level: \"loud\" is not a level"});
+  EXPECT_ERROR(Load({"--socket"}), StatusCode::kInvalidArgument, {"--socket"});
+  EXPECT_ERROR(Load({"--sokcet", "/x"}), StatusCode::kInvalidArgument, {"--sokcet"});
+}
+
+TEST_F(LoadConfigTest, FileMistakesStopTheLoad) {
+  EXPECT_ERROR(Load({"--config", "/nonexistent/hurrayd.toml"}), StatusCode::kNotFound,
+               {"/nonexistent/hurrayd.toml"});
+  WriteFile("io_threads = 0\n");
+  EXPECT_ERROR(Load({"--config", path_}), StatusCode::kInvalidArgument, {"io_threads"});
+}
+
+TEST_F(LoadConfigTest, PrintConfigAndHelpAreOutputs) {
+  auto printed = Load({"--print-config", "--socket", "/tmp/p.sock"});
+  ASSERT_OK(printed);
+  ASSERT_TRUE(printed->output.has_value());
+  EXPECT_EQ(*printed->output, ToToml(printed->config));
+  EXPECT_NE(printed->output->find("/tmp/p.sock"), std::string::npos);
+
+  auto help = Load({"--help"});
+  ASSERT_OK(help);
+  ASSERT_TRUE(help->output.has_value());
+  EXPECT_NE(help->output->find("--cpu-pool-capacity"), std::string::npos) << *help->output;
 }
 
 }  // namespace

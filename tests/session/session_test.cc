@@ -703,6 +703,14 @@ TEST_F(SessionServerCreateTest, ReplacesStaleSocketFile) {
   EXPECT_OK(ConnectUnixSocket(socket_path_));
 }
 
+TEST_F(SessionServerCreateTest, SetsTheSocketModeItIsGiven) {
+  auto server = SessionServer::Create(io_context_, socket_path_, host_, 1, 0600);
+  ASSERT_OK(server);
+  struct stat info {};
+  ASSERT_EQ(::lstat(socket_path_.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+}
+
 TEST_F(SessionServerCreateTest, RefusesSocketInUse) {
   auto first = SessionServer::Create(io_context_, socket_path_, host_, 1);
   ASSERT_OK(first);
