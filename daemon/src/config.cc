@@ -6,7 +6,7 @@
 #include <toml++/toml.h>
 
 #include "cpu_pool.h"
-#include "hurray/socket_path.h"
+#include "hurray/ipc/socket_path.h"
 
 namespace hurray::daemon {
 namespace {

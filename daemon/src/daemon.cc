@@ -4,21 +4,18 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 
 #include "cpu_pool.h"
 #include "exchange_service.h"
-#include "hurray/socket_path.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/socket_path.h"
+#include "hurray/ipc/unix_socket.h"
 #include "pool_set.h"
 #include "registry.h"
 #include "session_server.h"
@@ -32,56 +29,6 @@ std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
-}
-
-// Whether something accepts connections on the unix socket at `path`.
-bool SomeoneListens(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (!fd || path.size() >= sizeof(address.sun_path)) return false;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-}
-
-// Makes the socket's directory, and clears a stale socket file left by a daemon that died.
-Status PrepareSocketPath(const std::string& path) {
-  constexpr std::size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
-  if (path.empty() || path.size() > kMaxUnixPath) {
-    return InvalidArgumentError("socket path \"" + path + "\" is empty or longer than " +
-                                std::to_string(kMaxUnixPath) + " bytes");
-  }
-  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
-  std::error_code error;
-  if (!directory.empty() && !std::filesystem::exists(directory, error)) {
-    std::filesystem::create_directories(directory, error);
-    if (error) {
-      return FailedPreconditionError("mkdir " + directory.string() + ": " + error.message());
-    }
-    ::chmod(directory.c_str(), 0755);
-  }
-  // A directory someone else made (a pre-created /tmp/hurray-$UID) could be theirs to swap
-  // sockets in: refuse it, unless we are root or it is root's (/run).
-  struct stat directory_status {};
-  if (!directory.empty() && ::stat(directory.c_str(), &directory_status) == 0 &&
-      directory_status.st_uid != ::geteuid() && directory_status.st_uid != 0 &&
-      ::geteuid() != 0) {
-    return FailedPreconditionError("socket directory " + directory.string() +
-                                   " belongs to uid " + std::to_string(directory_status.st_uid) +
-                                   ", not to this user");
-  }
-  struct stat status {};
-  if (::lstat(path.c_str(), &status) == 0) {
-    if (!S_ISSOCK(status.st_mode)) {
-      return FailedPreconditionError(path + " exists and is not a socket");
-    }
-    if (SomeoneListens(path)) {
-      return FailedPreconditionError("another hurrayd already serves " + path);
-    }
-    spdlog::info("removing the stale socket {} of a daemon that is gone", path);
-    ::unlink(path.c_str());
-  }
-  return {};
 }
 
 }  // namespace
@@ -100,7 +47,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
 Status Daemon::StartParts() {
   const std::string session_path = SessionSocketPath(config_.socket_path);
   for (const std::string& path : {config_.socket_path, session_path}) {
-    if (auto prepared = PrepareSocketPath(path); !prepared) return prepared;
+    HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(path));
+    if (removed_stale) spdlog::info("removed the stale socket {} of a daemon that is gone", path);
   }
 
   // Explicit or transparent that the host cannot honour stops the start; only auto falls
@@ -152,8 +100,7 @@ Status Daemon::StartParts() {
   }
   grpc_socket_bound_ = true;
   if (::chmod(config_.socket_path.c_str(), 0660) != 0) {
-    return FailedPreconditionError("chmod 0660 " + config_.socket_path + ": " +
-                                   std::strerror(errno));
+    return std::unexpected(ErrnoError("chmod 0660", config_.socket_path, errno));
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
 
