@@ -63,7 +63,7 @@ Error ErrnoError(std::string_view call, std::string_view path, int error_number)
   std::string message = path.empty()
                             ? fmt::format("{}: {}", call, ErrnoText(error_number))
                             : fmt::format("{} {}: {}", call, path, ErrnoText(error_number));
-  return Error(CodeForErrno(error_number), std::move(message));
+  return {CodeForErrno(error_number), std::move(message)};
 }
 
 }  // namespace hurray

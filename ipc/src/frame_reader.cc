@@ -92,9 +92,8 @@ std::unexpected<Error> EndOfStreamError(std::size_t header_received, std::size_t
 
 Result<Frame> FrameReader::Next(int socket) {
   while (true) {
-    auto frame = TakeFrame();
-    if (!frame) return std::unexpected(std::move(frame).error());
-    if (frame->has_value()) return std::move(**frame);
+    HURRAY_ASSIGN_OR_RETURN(std::optional<Frame> frame, TakeFrame());
+    if (frame.has_value()) return std::move(*frame);
     const std::size_t available = end_ - begin_;
     std::size_t frame_bytes = kSessionFrameHeaderBytes;
     if (available >= kSessionFrameHeaderBytes) {
@@ -158,10 +157,10 @@ Result<bool> FrameReader::Receive(int socket, std::size_t frame_bytes) {
   if (buffer_.size() < wanted) buffer_.resize(wanted);
 
   UniqueFd descriptor;  // Owned (and closed) whatever happens next.
-  auto received = ReceiveSome(socket, std::span(buffer_).subspan(end_), descriptor);
-  if (!received) return std::unexpected(std::move(received).error());
-  if (!received->has_value()) return false;
-  const std::size_t count = **received;
+  HURRAY_ASSIGN_OR_RETURN(const std::optional<std::size_t> received,
+                          ReceiveSome(socket, std::span(buffer_).subspan(end_), descriptor));
+  if (!received.has_value()) return false;
+  const std::size_t count = *received;
   if (count == 0) {
     const std::size_t available = end_ - begin_;
     const std::size_t header_received = std::min(available, kSessionFrameHeaderBytes);

@@ -3,12 +3,13 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include "hurray/ipc/errno_error.h"
 
 namespace hurray::ipc_internal {
 
-Status WaitUntilReady(int socket, short events) {
+Status WaitUntilReady(int socket, std::int16_t events) {
   pollfd entry{.fd = socket, .events = events, .revents = 0};
   while (true) {
     const int ready = ::poll(&entry, 1, -1);

@@ -33,7 +33,7 @@ class UnixSocketTest : public ::testing::Test {
     UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     auto address = UnixSocketAddress(path);
     EXPECT_OK(address);
-    if (!address) return UniqueFd();
+    if (!address) return {};
     EXPECT_EQ(::bind(socket.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)),
               0);
     if (listen) {
