@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/unique_fd.h"
 
 namespace hurray::bench {
 namespace {

@@ -1,18 +1,19 @@
 #include "connection.h"
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 
-#include "hurray/socket_path.h"
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/session_protocol.h"
+#include "hurray/ipc/socket_path.h"
 
 namespace hurray::client_internal {
 namespace {
 
-constexpr char kSessionMetadataKey[] = "x-hurray-session";
 constexpr std::uint64_t kHugePageBytes = std::uint64_t{2} << 20;
 
 // Linux 5.14's advice value; older C libraries do not define it.
@@ -147,8 +148,7 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
   void* base = ::mmap(nullptr, granted->size, protection, MAP_SHARED, granted->fd.get(), 0);
   if (base == MAP_FAILED) {
-    return InternalError("mmap segment " + std::to_string(segment_id) + ": " +
-                         std::strerror(errno));
+    return std::unexpected(ErrnoError("mmap", fmt::format("segment {}", segment_id), errno));
   }
   // A pool with huge pages: ask for huge page mappings of them. Only advice: a kernel that
   // declines (hugetlbfs needs none, a tmpfs policy may refuse) leaves a working mapping.

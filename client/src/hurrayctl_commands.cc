@@ -14,14 +14,14 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <system_error>
 #include <variant>
 #include <vector>
 
 #include "connection.h"
 #include "hurray/client.h"
 #include "hurray/descriptor_codec.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/exchange.pb.h"
 #include "hurrayctl_format.h"
 #include "inspection_calls.h"
@@ -82,33 +82,6 @@ class JsonObject {
  private:
   google::protobuf::Struct fields_;
 };
-
-// The canonical code for an errno value from file I/O.
-StatusCode CodeOfErrno(int error_number) {
-  switch (error_number) {
-    case ENOENT:
-    case ENOTDIR:
-      return StatusCode::kNotFound;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return StatusCode::kPermissionDenied;
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-      return StatusCode::kResourceExhausted;
-    case EISDIR:
-      return StatusCode::kInvalidArgument;
-    default:
-      return StatusCode::kUnknown;
-  }
-}
-
-// `call(path): strerror`, with the code CodeOfErrno gives.
-Error ErrnoError(std::string_view call, std::string_view path, int error_number) {
-  return Error(CodeOfErrno(error_number), std::string(call) + "(\"" + std::string(path) + "\"): " +
-                                              std::generic_category().message(error_number));
-}
 
 // Fills `bytes` from `fd` at `offset`. DATA_LOSS when the file ends first (it shrank after
 // its size was read).
@@ -338,7 +311,7 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGUSR1);
   if (const int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
-    return InternalError("pthread_sigmask: " + std::generic_category().message(error));
+    return std::unexpected(ErrnoError("pthread_sigmask", "", error));
   }
   HURRAY_ASSIGN_OR_RETURN(auto connection, ConnectForReplies(options));
 
@@ -370,7 +343,7 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
 
   int signal_number = 0;
   if (const int error = sigwait(&signals, &signal_number); error != 0) {
-    return InternalError("sigwait: " + std::generic_category().message(error));
+    return std::unexpected(ErrnoError("sigwait", "", error));
   }
   watch->reset();  // Cancels the stream and joins its thread; on_end has run.
   if (signal_number != SIGUSR1) return {};

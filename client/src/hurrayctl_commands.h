@@ -16,7 +16,7 @@
 namespace hurray::ctl {
 
 struct GlobalOptions {
-  // The daemon's gRPC socket; empty: $HURRAY_SOCKET or the default (hurray/socket_path.h).
+  // The daemon's gRPC socket; empty: $HURRAY_SOCKET or the default (hurray/ipc/socket_path.h).
   std::string socket_path;
   // Print JSON instead of text.
   bool json = false;

@@ -4,17 +4,13 @@
 #include <utility>
 #include <vector>
 
+#include "hurray/ipc/frame_sender.h"
+#include "hurray/ipc/session_protocol.h"
+#include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
 
 namespace hurray::client {
 namespace {
-
-// The name of the message's body field ("map_segment"), from the message's own descriptor.
-std::string BodyName(const v1::SessionMessage& message) {
-  const auto* body = message.GetReflection()->GetOneofFieldDescriptor(
-      message, message.GetDescriptor()->FindOneofByName("body"));
-  return body == nullptr ? "no body" : body->name();
-}
 
 // The daemon's SessionError as an Error of the same code.
 Error FromSessionError(const v1::SessionError& error) {
@@ -82,7 +78,7 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const v1::SessionMessage& message = reply->message;
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (!message.has_welcome()) {
-    return InternalError("session hello: the daemon answered with " + BodyName(message) +
+    return InternalError("session hello: the daemon answered with " + SessionBodyName(message) +
                          ", not a welcome");
   }
   const v1::SessionWelcome& welcome = message.welcome();
@@ -117,7 +113,9 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   }
   // The request's name appears only in errors: a reflection lookup on every request of the
   // hot path would cost more than nothing.
-  const auto describe = [&] { return context.empty() ? BodyName(request) : std::string(context); };
+  const auto describe = [&] {
+    return context.empty() ? SessionBodyName(request) : std::string(context);
+  };
   const std::uint64_t request_id = next_request_id_++;
   request.set_request_id(request_id);
   if (auto sent = Send(socket_.get(), request); !sent) {
@@ -134,9 +132,9 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   }
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (message.body_case() != reply_case) {
-    return std::unexpected(BreakLocked(
-        Error(StatusCode::kInternal, describe() + ": the daemon answered with " +
-                                         BodyName(message) + ", not the reply of the request")));
+    return std::unexpected(BreakLocked(Error(
+        StatusCode::kInternal, describe() + ": the daemon answered with " +
+                                   SessionBodyName(message) + ", not the reply of the request")));
   }
   if (fd != nullptr) *fd = std::move(reply->fd);
   return std::move(message);

@@ -10,8 +10,9 @@
 #include <string_view>
 
 #include "hurray/error.h"
-#include "hurray/session_wire.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/frame_reader.h"
+#include "hurray/ipc/peer_credentials.h"
+#include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/session.pb.h"
 
 namespace hurray::client {
@@ -34,7 +35,7 @@ class SessionConnection {
  public:
   // Connects to the daemon's session socket at `socket_path` and opens a session;
   // `client_name` names this process in the daemon's logs (at most 256 bytes).
-  // UNAVAILABLE "connect <path>: <strerror>" when no daemon listens there; the daemon's
+  // UNAVAILABLE "connect <path>: ...: no daemon listens there" when none does; the daemon's
   // error, with its code, when it refuses the session; UNAVAILABLE when it hangs up.
   [[nodiscard]] static Result<std::unique_ptr<SessionConnection>> Connect(
       const std::string& socket_path, std::string_view client_name);

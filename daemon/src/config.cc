@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "cpu_pool.h"
-#include "hurray/socket_path.h"
+#include "hurray/ipc/socket_path.h"
 
 namespace hurray::daemon {
 namespace {

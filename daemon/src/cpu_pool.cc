@@ -8,8 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <utility>
+
+#include "hurray/ipc/errno_error.h"
 
 namespace hurray::daemon {
 namespace {
@@ -46,8 +47,8 @@ Status ValidateBacking(const HugePageBacking& backing, const std::string& where)
   }
   struct statfs file_system {};
   if (::statfs(directory.c_str(), &file_system) != 0) {
-    return FailedPreconditionError(where + "huge_pages explicit: statfs " + directory + ": " +
-                                   std::strerror(errno));
+    return FailedPreconditionError(
+        where + "huge_pages explicit: " + ErrnoError("statfs", directory, errno).message());
   }
   if (static_cast<std::uint64_t>(file_system.f_type) != HUGETLBFS_MAGIC) {
     return FailedPreconditionError(where + "huge_pages explicit: " + directory +

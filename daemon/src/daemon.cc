@@ -5,21 +5,18 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 
 #include "cpu_pool.h"
 #include "exchange_service.h"
-#include "hurray/socket_path.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/socket_path.h"
+#include "hurray/ipc/unix_socket.h"
 #include "pool_set.h"
 #include "registry.h"
 #include "session_server.h"
@@ -31,57 +28,6 @@ std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
-}
-
-// Whether something accepts connections on the unix socket at `path`.
-bool SomeoneListens(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (!fd || path.size() >= sizeof(address.sun_path)) return false;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-}
-
-// Makes the socket's directory (with `directory_mode`), and clears a stale socket file left
-// by a daemon that died.
-Status PrepareSocketPath(const std::string& path, std::uint32_t directory_mode) {
-  constexpr std::size_t kMaxUnixPath = sizeof(sockaddr_un::sun_path) - 1;
-  if (path.empty() || path.size() > kMaxUnixPath) {
-    return InvalidArgumentError("socket path \"" + path + "\" is empty or longer than " +
-                                std::to_string(kMaxUnixPath) + " bytes");
-  }
-  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
-  std::error_code error;
-  if (!directory.empty() && !std::filesystem::exists(directory, error)) {
-    std::filesystem::create_directories(directory, error);
-    if (error) {
-      return FailedPreconditionError("mkdir " + directory.string() + ": " + error.message());
-    }
-    ::chmod(directory.c_str(), static_cast<mode_t>(directory_mode));
-  }
-  // A directory someone else made (a pre-created /tmp/hurray-$UID) could be theirs to swap
-  // sockets in: refuse it, unless we are root or it is root's (/run).
-  struct stat directory_status {};
-  if (!directory.empty() && ::stat(directory.c_str(), &directory_status) == 0 &&
-      directory_status.st_uid != ::geteuid() && directory_status.st_uid != 0 &&
-      ::geteuid() != 0) {
-    return FailedPreconditionError("socket directory " + directory.string() +
-                                   " belongs to uid " + std::to_string(directory_status.st_uid) +
-                                   ", not to this user");
-  }
-  struct stat status {};
-  if (::lstat(path.c_str(), &status) == 0) {
-    if (!S_ISSOCK(status.st_mode)) {
-      return FailedPreconditionError(path + " exists and is not a socket");
-    }
-    if (SomeoneListens(path)) {
-      return FailedPreconditionError("another hurrayd already serves " + path);
-    }
-    spdlog::info("removing the stale socket {} of a daemon that is gone", path);
-    ::unlink(path.c_str());
-  }
-  return {};
 }
 
 // The CPU pool the configuration describes, with the huge pages the host can give it.
@@ -152,7 +98,9 @@ Status Daemon::StartParts() {
 
 Status Daemon::PrepareSocketPaths() {
   for (const std::string& path : {config_.socket_path, SessionSocketPath(config_.socket_path)}) {
-    HURRAY_RETURN_IF_ERROR(PrepareSocketPath(path, config_.socket_directory_mode));
+    HURRAY_ASSIGN_OR_RETURN(const bool removed_stale,
+                            PrepareSocketPath(path, config_.socket_directory_mode));
+    if (removed_stale) spdlog::info("removed the stale socket {} of a daemon that is gone", path);
   }
   return {};
 }
@@ -180,8 +128,8 @@ Status Daemon::StartGrpc() {
   if (::chmod(config_.socket_path.c_str(), static_cast<mode_t>(config_.socket_mode)) != 0) {
     const int error = errno;
     StopGrpc();
-    return FailedPreconditionError(fmt::format("chmod {:04o} {}: {}", config_.socket_mode,
-                                               config_.socket_path, std::strerror(error)));
+    return std::unexpected(
+        ErrnoError(fmt::format("chmod {:04o}", config_.socket_mode), config_.socket_path, error));
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
   return {};

@@ -7,13 +7,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "registry.h"
 
 namespace hurray::daemon {
-
-// The metadata key that carries a session token.
-inline constexpr char kSessionMetadataKey[] = "x-hurray-session";
 
 // The gRPC status of an error: the same canonical code, the same message.
 [[nodiscard]] grpc::Status ToGrpcStatus(const Error& error);

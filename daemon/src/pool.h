@@ -9,7 +9,7 @@
 
 #include "hurray/buffer_handle.h"
 #include "hurray/error.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/unique_fd.h"
 
 namespace hurray::daemon {
 

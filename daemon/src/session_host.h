@@ -7,7 +7,8 @@
 #include <string_view>
 
 #include "hurray/error.h"
-#include "hurray/session_wire.h"
+#include "hurray/ipc/peer_credentials.h"
+#include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.pb.h"
 #include "pool.h"
 

@@ -18,7 +18,6 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -28,8 +27,13 @@
 #include <utility>
 #include <vector>
 
-#include "hurray/session_wire.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/frame_reader.h"
+#include "hurray/ipc/frame_sender.h"
+#include "hurray/ipc/peer_credentials.h"
+#include "hurray/ipc/session_protocol.h"
+#include "hurray/ipc/unique_fd.h"
+#include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
 
 namespace hurray::daemon {
@@ -46,68 +50,6 @@ constexpr int kMaxAcceptsPerWakeup = 64;
 // replies: the first delay, doubled up to the last.
 constexpr std::chrono::milliseconds kFirstDrainDelay{1};
 constexpr std::chrono::milliseconds kLastDrainDelay{100};
-constexpr mode_t kDirectoryMode = 0755;
-
-// The name of the message's body field ("map_segment"), from the message's own descriptor.
-std::string BodyName(const v1::SessionMessage& message) {
-  const auto* body = message.GetReflection()->GetOneofFieldDescriptor(
-      message, message.GetDescriptor()->FindOneofByName("body"));
-  return body == nullptr ? "no body" : body->name();
-}
-
-// mkdir with mode 0755 (whatever the umask), or nothing when it exists.
-Status MakeDirectory(const std::string& directory) {
-  if (::mkdir(directory.c_str(), kDirectoryMode) == 0) {
-    if (::chmod(directory.c_str(), kDirectoryMode) != 0) {
-      return std::unexpected(SystemCallError(fmt::format("chmod {}", directory), errno));
-    }
-    return {};
-  }
-  if (errno == EEXIST) return {};
-  return std::unexpected(SystemCallError(fmt::format("mkdir {}", directory), errno));
-}
-
-// Creates the directory of `socket_path` and any missing parent, each with mode 0755.
-Status CreateParentDirectories(const std::string& socket_path) {
-  const std::string directory = std::filesystem::path(socket_path).parent_path().string();
-  if (directory.empty()) return {};
-  struct stat info {};
-  if (::stat(directory.c_str(), &info) == 0) return {};
-  for (std::size_t slash = directory.find('/', 1); slash != std::string::npos;
-       slash = directory.find('/', slash + 1)) {
-    if (auto made = MakeDirectory(directory.substr(0, slash)); !made) return made;
-  }
-  return MakeDirectory(directory);
-}
-
-// Removes a socket file nobody listens on; refuses a live socket or a file of another kind.
-Status RemoveStaleSocket(const std::string& path, const sockaddr_un& address) {
-  struct stat info {};
-  if (::lstat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return {};
-    return std::unexpected(SystemCallError(fmt::format("lstat {}", path), errno));
-  }
-  if (!S_ISSOCK(info.st_mode)) {
-    return FailedPreconditionError(fmt::format("socket_path {} exists and is not a socket", path));
-  }
-  // Non-blocking, so that a live listener with a full backlog reads as live, not as a hang.
-  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!probe) return std::unexpected(SystemCallError("socket", errno));
-  if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ||
-      errno == EAGAIN || errno == EINPROGRESS) {
-    return std::unexpected(
-        Error(StatusCode::kAlreadyExists,
-              fmt::format("socket_path {} is in use: a process listens on it", path)));
-  }
-  if (errno != ECONNREFUSED) {
-    return std::unexpected(SystemCallError(fmt::format("connect {}", path), errno));
-  }
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return std::unexpected(SystemCallError(fmt::format("unlink {}", path), errno));
-  }
-  spdlog::info("session server: removed the stale socket file {}", path);
-  return {};
-}
 
 // Which file a path named when we looked, to remove only our own socket file later.
 struct FileIdentity {
@@ -393,7 +335,7 @@ void SessionServer::Core::OnListenerReady(const boost::system::error_code& error
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         spdlog::warn("session server on {}: {}", socket_path_,
-                     SystemCallError("accept4", errno).ToString());
+                     ErrnoError("accept4", "", errno).ToString());
         retry_later = true;
         break;
       }
@@ -444,7 +386,7 @@ void SessionServer::Core::RemoveSocketFile() const {
   }
   if (::unlink(socket_path_.c_str()) != 0 && errno != ENOENT) {
     spdlog::warn("session server: {}",
-                 SystemCallError(fmt::format("unlink {}", socket_path_), errno).ToString());
+                 ErrnoError("unlink", socket_path_, errno).ToString());
   }
 }
 
@@ -517,7 +459,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
   if (request.body_case() != v1::SessionMessage::kHello) {
     return RejectProtocol(
         request.request_id(),
-        fmt::format("the first session message must be a hello, not {}", BodyName(request)));
+        fmt::format("the first session message must be a hello, not {}", SessionBodyName(request)));
   }
   const v1::SessionHello& hello = request.hello();
   if (hello.protocol_version() != kSessionProtocolVersion) {
@@ -578,7 +520,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
       return RejectProtocol(
           request.request_id(),
           fmt::format("session message {}: {} is not a request this daemon serves",
-                      request.request_id(), BodyName(request)));
+                      request.request_id(), SessionBodyName(request)));
   }
 }
 
@@ -674,16 +616,12 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_con
                                                              std::uint32_t socket_mode) {
   auto address = UnixSocketAddress(socket_path);
   if (!address) return std::unexpected(address.error().WithContext("socket_path"));
-  if (auto made = CreateParentDirectories(socket_path); !made) {
-    return std::unexpected(std::move(made).error());
-  }
-  if (auto removed = RemoveStaleSocket(socket_path, *address); !removed) {
-    return std::unexpected(std::move(removed).error());
-  }
+  HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(socket_path));
+  if (removed_stale) spdlog::info("session server: removed the stale socket file {}", socket_path);
   UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!listener) return std::unexpected(SystemCallError("socket", errno));
+  if (!listener) return std::unexpected(ErrnoError("socket", "", errno));
   if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
-    return std::unexpected(SystemCallError(fmt::format("bind {}", socket_path), errno));
+    return std::unexpected(ErrnoError("bind", socket_path, errno));
   }
   // From here on the socket file is ours: remove it if we fail.
   auto fail = [&socket_path](Error error) -> Result<std::unique_ptr<SessionServer>> {
@@ -692,14 +630,14 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_con
   };
   // Before listen(), so that no client connects through a socket of the umask's mode.
   if (::chmod(socket_path.c_str(), static_cast<mode_t>(socket_mode)) != 0) {
-    return fail(SystemCallError(fmt::format("chmod {}", socket_path), errno));
+    return fail(ErrnoError("chmod", socket_path, errno));
   }
   struct stat info {};
   if (::lstat(socket_path.c_str(), &info) != 0) {
-    return fail(SystemCallError(fmt::format("lstat {}", socket_path), errno));
+    return fail(ErrnoError("lstat", socket_path, errno));
   }
   if (::listen(listener.get(), SOMAXCONN) != 0) {
-    return fail(SystemCallError(fmt::format("listen {}", socket_path), errno));
+    return fail(ErrnoError("listen", socket_path, errno));
   }
   auto core = std::make_shared<Core>(io_context, socket_path, host, daemon_epoch,
                                      FileIdentity{.device = info.st_dev, .inode = info.st_ino});

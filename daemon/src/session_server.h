@@ -43,13 +43,15 @@ namespace hurray::daemon {
 // call after its destructor returns).
 class SessionServer {
  public:
-  // Listens on `socket_path`: creates its parent directory (mode 0755) when missing,
-  // replaces a stale socket file (one nobody listens on), and sets `socket_mode` (at most
-  // 0777) on the new one before it accepts. `daemon_epoch` goes into every welcome.
-  // Accepting starts at once (handlers run on `io_context`).
+  // Listens on `socket_path`, readied as PrepareSocketPath (hurray/ipc/unix_socket.h)
+  // does for every listener: missing directories are created (mode 0755), a stale socket
+  // file (one nobody listens on) is replaced; the new one gets `socket_mode` (at most 0777)
+  // before it accepts. `daemon_epoch` goes into every welcome. Accepting starts at once
+  // (handlers run on `io_context`).
   // INVALID_ARGUMENT for an empty path or one too long for a unix socket;
-  // FAILED_PRECONDITION when the path exists and is not a socket; ALREADY_EXISTS when a
-  // live process listens on it; errors of the failed system call otherwise.
+  // FAILED_PRECONDITION when the path exists and is not a socket, or its directory belongs
+  // to another user; ALREADY_EXISTS when a live process listens on it; errors of the
+  // failed system call otherwise.
   [[nodiscard]] static Result<std::unique_ptr<SessionServer>> Create(
       boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
       std::uint64_t daemon_epoch, std::uint32_t socket_mode = 0660);

@@ -1,6 +1,7 @@
 #include "shm_segment.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -13,7 +14,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <limits>
-#include <system_error>
+
+#include "hurray/ipc/errno_error.h"
 
 namespace hurray::daemon {
 namespace {
@@ -29,51 +31,13 @@ constexpr std::string_view kShmDirectory = "/dev/shm";
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older C library headers lack it.
 #endif
 
-std::string ErrnoText(int error_number) {
-  return std::error_code(error_number, std::generic_category()).message();
-}
-
-// The canonical code for an errno value of a failed shm call.
-StatusCode CodeForErrno(int error_number) {
-  switch (error_number) {
-    case ENOSPC:
-    case ENOMEM:
-    case EFBIG:
-    case EMFILE:
-    case ENFILE:
-      return StatusCode::kResourceExhausted;
-    case EACCES:
-    case EPERM:
-      return StatusCode::kPermissionDenied;
-    case ENOENT:
-      return StatusCode::kNotFound;
-    case EEXIST:
-      return StatusCode::kAlreadyExists;
-    default:
-      return StatusCode::kInternal;
-  }
-}
-
-// "<call> <name>: <errno text>" with the code the errno value calls for.
-Error ErrnoError(std::string_view call, const std::string& name, int error_number) {
-  std::string message(call);
-  message += " ";
-  message += name;
-  message += ": ";
-  message += ErrnoText(error_number);
-  return Error(CodeForErrno(error_number), std::move(message));
-}
-
+// A Boost.Interprocess failure, with the code its errno value calls for (INTERNAL when it
+// carries none).
 Error InterprocessError(std::string_view call, const std::string& name,
                         const bip::interprocess_exception& exception) {
   const int error_number = exception.get_native_error();
-  std::string message(call);
-  message += " ";
-  message += name;
-  message += ": ";
-  message += exception.what();
   return Error(error_number != 0 ? CodeForErrno(error_number) : StatusCode::kInternal,
-               std::move(message));
+               fmt::format("{} {}: {}", call, name, exception.what()));
 }
 
 bool IsPrefixCharacter(char c) {
@@ -89,7 +53,7 @@ Result<std::string> RandomName(std::string_view prefix) {
     const ssize_t got = ::getrandom(random.data() + filled, random.size() - filled, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return InternalError("getrandom: " + ErrnoText(errno));
+      return std::unexpected(ErrnoError("getrandom", "", errno));
     }
     filled += static_cast<std::size_t>(got);
   }
@@ -214,12 +178,12 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     result = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
   }
   if (result != 0) {
-    if (CodeForErrno(result) == StatusCode::kResourceExhausted) {
-      return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
-                                    " bytes of shared memory: posix_fallocate " + segment.name_ +
-                                    ": " + ErrnoText(result));
+    const Error error = ErrnoError("posix_fallocate", segment.name_, result);
+    if (error.code() == StatusCode::kResourceExhausted) {
+      return ResourceExhaustedError(
+          fmt::format("cannot reserve {} bytes of shared memory: {}", size, error.message()));
     }
-    return std::unexpected(ErrnoError("posix_fallocate", segment.name_, result));
+    return std::unexpected(error);
   }
   return segment;
 }
@@ -248,13 +212,12 @@ Result<ShmSegment> ShmSegment::CreateFile(std::string name, const std::string& d
     result = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(size));
   } while (result != 0 && errno == EINTR);
   if (result != 0) {
-    const int error_number = errno;
-    if (CodeForErrno(error_number) == StatusCode::kResourceExhausted) {
-      return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
-                                    " bytes of huge pages: fallocate " + path + ": " +
-                                    ErrnoText(error_number));
+    const Error error = ErrnoError("fallocate", path, errno);
+    if (error.code() == StatusCode::kResourceExhausted) {
+      return ResourceExhaustedError(
+          fmt::format("cannot reserve {} bytes of huge pages: {}", size, error.message()));
     }
-    return std::unexpected(ErrnoError("fallocate", path, error_number));
+    return std::unexpected(error);
   }
   return segment;
 }

@@ -9,7 +9,7 @@
 
 #include "huge_pages.h"
 #include "hurray/error.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/unique_fd.h"
 
 namespace hurray::daemon {
 

@@ -349,7 +349,8 @@ TEST_F(HurrayctlTest, MalformedFilesFailAndTheDaemonKeepsServing) {
 
   Finished absent = Ctl({"put", "test/bad", Path("absent.npy")});
   EXPECT_EQ(absent.exit_code, 1);
-  EXPECT_TRUE(Contains(absent.err, "hurrayctl: NOT_FOUND: open(")) << absent.err;
+  EXPECT_TRUE(Contains(absent.err, "hurrayctl: NOT_FOUND: open " + Path("absent.npy")))
+      << absent.err;
 
   Finished directory = Ctl({"put", "test/bad", dir_});
   EXPECT_EQ(directory.exit_code, 1);

@@ -4,6 +4,12 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <cerrno>
+
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/frame_sender.h"
+#include "hurray/ipc/unix_socket.h"
+
 namespace hurray::integration {
 
 std::optional<RawSession> RawSession::Connect(const std::string& session_socket_path) {
@@ -48,14 +54,14 @@ Status RawSession::SendBytes(std::string_view bytes) {
   while (sent < bytes.size()) {
     const ssize_t count =
         ::send(socket_.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (count < 0) return std::unexpected(SystemCallError("send", errno));
+    if (count < 0) return std::unexpected(ErrnoError("send", "", errno));
     sent += static_cast<std::size_t>(count);
   }
   return {};
 }
 
 Result<v1::SessionMessage> RawSession::Receive(UniqueFd* fd) {
-  auto frame = ReceiveFrame(socket_.get());
+  auto frame = reader_.Next(socket_.get());
   if (!frame) return std::unexpected(frame.error());
   v1::SessionMessage message;
   if (!message.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size()))) {
@@ -67,7 +73,7 @@ Result<v1::SessionMessage> RawSession::Receive(UniqueFd* fd) {
 
 bool RawSession::ClosedByDaemon() {
   for (int frames = 0; frames < 16; ++frames) {
-    auto frame = ReceiveFrame(socket_.get());
+    auto frame = reader_.Next(socket_.get());
     if (!frame) return frame.error().code() == StatusCode::kUnavailable;
   }
   return false;

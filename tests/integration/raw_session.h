@@ -13,15 +13,14 @@
 #include <string>
 #include <string_view>
 
-#include "hurray/session_wire.h"
-#include "hurray/unique_fd.h"
+#include "hurray/ipc/frame_reader.h"
+#include "hurray/ipc/session_protocol.h"
+#include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "hurray/v1/session.pb.h"
 #include "integration_test.h"
 
 namespace hurray::integration {
-
-inline constexpr char kSessionMetadataKey[] = "x-hurray-session";
 
 // A connection to the session socket. Receives time out after 30 s (SO_RCVTIMEO) rather
 // than hang a test. Closing it ends the session.
@@ -47,6 +46,7 @@ class RawSession {
  private:
   explicit RawSession(UniqueFd socket) : socket_(std::move(socket)) {}
   UniqueFd socket_;
+  FrameReader reader_;  // Reads socket_'s frames.
   std::string token_;
 };
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "hurray/descriptor_codec.h"
+#include "hurray/ipc/frame_sender.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "integration_test.h"
 #include "raw_session.h"

@@ -28,7 +28,10 @@
 #include <thread>
 #include <vector>
 
-#include "hurray/session_wire.h"
+#include "hurray/ipc/frame_reader.h"
+#include "hurray/ipc/frame_sender.h"
+#include "hurray/ipc/session_protocol.h"
+#include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
 #include "session_connection.h"
 #include "session_host.h"
@@ -195,8 +198,13 @@ Status SendMessage(int socket, const v1::SessionMessage& message) {
                    std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
 }
 
+// The next frame on a raw socket, read by a reader of its own: for a socket on which the
+// server has sent nothing after it but perhaps the end of stream (a reader may read past
+// the frame it returns).
+Result<Frame> ReceiveOneFrame(int socket) { return FrameReader().Next(socket); }
+
 Result<v1::SessionMessage> ReceiveMessage(int socket) {
-  auto frame = ReceiveFrame(socket);
+  auto frame = ReceiveOneFrame(socket);
   if (!frame) return std::unexpected(frame.error());
   v1::SessionMessage message;
   if (!message.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size()))) {
@@ -435,7 +443,7 @@ TEST_F(SessionServerTest, GarbageBeforeHelloIsRejectedWithoutSession) {
   EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
   EXPECT_NE(reply->error().message().find("does not parse"), std::string::npos)
       << reply->error().message();
-  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(socket.get()), StatusCode::kUnavailable);
   EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
   EXPECT_EQ(host_.open_count(), 0u);
   EXPECT_EQ(host_.closed_session_count(), 0u);
@@ -453,7 +461,7 @@ TEST_F(SessionServerTest, FirstMessageMustBeHello) {
   ASSERT_TRUE(reply->has_error());
   EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
   EXPECT_EQ(reply->error().message(), "the first session message must be a hello, not map_segment");
-  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(socket.get()), StatusCode::kUnavailable);
   EXPECT_EQ(host_.open_count(), 0u);
 }
 
@@ -466,7 +474,7 @@ TEST_F(SessionServerTest, UnsupportedProtocolVersionIsRejected) {
   EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
   EXPECT_NE(reply->error().message().find("hello.protocol_version 2"), std::string::npos)
       << reply->error().message();
-  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(socket.get()), StatusCode::kUnavailable);
   EXPECT_EQ(host_.open_count(), 0u);
 }
 
@@ -474,7 +482,7 @@ TEST_F(SessionServerTest, OversizedLengthPrefixDisconnectsWithoutSession) {
   UniqueFd socket = ConnectRaw();
   const std::array<std::uint8_t, 4> header = {0xFF, 0xFF, 0xFF, 0xFF};
   ASSERT_EQ(::send(socket.get(), header.data(), header.size(), MSG_NOSIGNAL), 4);
-  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(socket.get()), StatusCode::kUnavailable);
   EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
   EXPECT_EQ(host_.open_count(), 0u);
   EXPECT_EQ(host_.closed_session_count(), 0u);
@@ -490,7 +498,7 @@ TEST_F(SessionServerTest, GarbageAfterWelcomeClosesOpenSessionOnce) {
   ASSERT_OK(reply);
   ASSERT_TRUE(reply->has_error());
   EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kInvalidArgument));
-  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(socket.get()), StatusCode::kUnavailable);
   ASSERT_TRUE(host_.WaitForClose(id));
   EXPECT_EQ(host_.close_count(id), 1);
 }
@@ -501,7 +509,7 @@ TEST_F(SessionServerTest, OversizedFrameAfterWelcomeClosesOpenSessionOnce) {
   ASSERT_NE(id, 0u);
   const std::array<std::uint8_t, 4> header = {0x01, 0x00, 0x10, 0x00};  // 1 MiB + 1.
   ASSERT_EQ(::send(socket.get(), header.data(), header.size(), MSG_NOSIGNAL), 4);
-  EXPECT_ERROR(ReceiveFrame(socket.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(socket.get()), StatusCode::kUnavailable);
   ASSERT_TRUE(host_.WaitForClose(id));
   EXPECT_EQ(host_.close_count(id), 1);
   EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
@@ -548,13 +556,14 @@ TEST_F(SessionServerTest, PipelinedRequestsAreAnsweredInOrderOneDescriptorAtATim
   ASSERT_TRUE(Eventually([&] { return host_.grant_count() >= 2; }));
   int unread = 0;
   ASSERT_EQ(::ioctl(socket.get(), FIONREAD, &unread), 0);
-  auto first = ReceiveFrame(socket.get());
+  FrameReader reader;
+  auto first = reader.Next(socket.get());
   ASSERT_OK(first);
   EXPECT_EQ(static_cast<std::size_t>(unread), kSessionFrameHeaderBytes + first->payload.size());
   EXPECT_TRUE(first->fd.valid());
 
   for (std::uint64_t id = 2; id <= kRequests; ++id) {
-    auto frame = ReceiveFrame(socket.get());
+    auto frame = reader.Next(socket.get());
     ASSERT_OK(frame);
     v1::SessionMessage reply;
     ASSERT_TRUE(
@@ -611,7 +620,7 @@ TEST_F(SessionServerTest, StopClosesClientsAndTheirSessions) {
     EXPECT_ERROR(connection->MapSegment(1, false), StatusCode::kUnavailable);
     EXPECT_ERROR(connection->MapSegment(1, false), StatusCode::kUnavailable);
   }
-  EXPECT_ERROR(ReceiveFrame(no_hello_yet.get()), StatusCode::kUnavailable);
+  EXPECT_ERROR(ReceiveOneFrame(no_hello_yet.get()), StatusCode::kUnavailable);
 
   server_->Stop();  // Idempotent.
   EXPECT_EQ(host_.closed_session_count(), 3u);

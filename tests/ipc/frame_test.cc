@@ -1,8 +1,9 @@
-// The session socket's framing: SendFrame / ReceiveFrame and their incremental forms over
-// a socketpair, descriptor passing, end of stream, oversized frames, peer credentials.
-#include "hurray/session_wire.h"
+// The session socket's framing over a socketpair: SendFrame and FrameReader,
+// descriptor passing, end of stream, oversized frames.
+#include "hurray/ipc/frame.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "hurray/ipc/frame_reader.h"
+#include "hurray/ipc/frame_sender.h"
+#include "hurray/ipc/unique_fd.h"
 #include "testing/status_matchers.h"
 
 namespace hurray {
@@ -57,7 +61,7 @@ void SendWithDescriptors(int socket, const std::vector<std::uint8_t>& bytes,
   ASSERT_EQ(::sendmsg(socket, &message, 0), static_cast<ssize_t>(bytes.size()));
 }
 
-class SessionWireTest : public ::testing::Test {
+class FrameTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::array<int, 2> pair{};
@@ -72,32 +76,33 @@ class SessionWireTest : public ::testing::Test {
 
   UniqueFd sender_;
   UniqueFd receiver_;
+  FrameReader reader_;  // Reads receiver_.
 };
 
-TEST_F(SessionWireTest, RoundTripsPayload) {
+TEST_F(FrameTest, RoundTripsPayload) {
   const auto payload = Bytes("a session message");
   ASSERT_OK(SendFrame(sender_.get(), payload));
-  auto frame = ReceiveFrame(receiver_.get());
+  auto frame = reader_.Next(receiver_.get());
   ASSERT_OK(frame);
   EXPECT_EQ(frame->payload, payload);
   EXPECT_FALSE(frame->fd.valid());
 }
 
-TEST_F(SessionWireTest, WritesLittleEndianLengthPrefix) {
+TEST_F(FrameTest, WritesLittleEndianLengthPrefix) {
   ASSERT_OK(SendFrame(sender_.get(), Bytes("abc")));
   std::array<std::uint8_t, 7> raw{};
   ASSERT_EQ(::read(receiver_.get(), raw.data(), raw.size()), 7);
   EXPECT_EQ(raw, (std::array<std::uint8_t, 7>{3, 0, 0, 0, 'a', 'b', 'c'}));
 }
 
-TEST_F(SessionWireTest, RoundTripsEmptyPayload) {
+TEST_F(FrameTest, RoundTripsEmptyPayload) {
   ASSERT_OK(SendFrame(sender_.get(), {}));
-  auto frame = ReceiveFrame(receiver_.get());
+  auto frame = reader_.Next(receiver_.get());
   ASSERT_OK(frame);
   EXPECT_TRUE(frame->payload.empty());
 }
 
-TEST_F(SessionWireTest, PassesDescriptorWithFrame) {
+TEST_F(FrameTest, PassesDescriptorWithFrame) {
   std::array<int, 2> pipe_ends{};
   ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
   UniqueFd read_end(pipe_ends[0]);
@@ -105,7 +110,7 @@ TEST_F(SessionWireTest, PassesDescriptorWithFrame) {
 
   ASSERT_OK(SendFrame(sender_.get(), Bytes("granted"), write_end.get()));
   write_end.Reset();  // The receiver's copy is now the only write end.
-  auto frame = ReceiveFrame(receiver_.get());
+  auto frame = reader_.Next(receiver_.get());
   ASSERT_OK(frame);
   EXPECT_EQ(frame->payload, Bytes("granted"));
   ASSERT_TRUE(frame->fd.valid());
@@ -117,7 +122,7 @@ TEST_F(SessionWireTest, PassesDescriptorWithFrame) {
   EXPECT_EQ(byte, 'x');
 }
 
-TEST_F(SessionWireTest, ClosesDescriptorsBeyondTheFirst) {
+TEST_F(FrameTest, ClosesDescriptorsBeyondTheFirst) {
   std::array<int, 2> pipe_ends{};
   ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
   UniqueFd read_end(pipe_ends[0]);
@@ -131,7 +136,7 @@ TEST_F(SessionWireTest, ClosesDescriptorsBeyondTheFirst) {
   write_end.Reset();
 
   {
-    auto frame = ReceiveFrame(receiver_.get());
+    auto frame = reader_.Next(receiver_.get());
     ASSERT_OK(frame);
     EXPECT_EQ(frame->payload, Bytes("hi"));
     ASSERT_TRUE(frame->fd.valid());
@@ -143,99 +148,93 @@ TEST_F(SessionWireTest, ClosesDescriptorsBeyondTheFirst) {
   EXPECT_EQ(::read(read_end.get(), &byte, 1), 0);
 }
 
-TEST_F(SessionWireTest, LargestFrameCrossesInPieces) {
+TEST_F(FrameTest, LargestFrameCrossesInPieces) {
   // Larger than the socket buffer: both sides see partial writes and reads.
   std::vector<std::uint8_t> payload(kMaxSessionFrameBytes);
   std::iota(payload.begin(), payload.end(), std::uint8_t{7});
   Status sent;
   std::thread writer([&] { sent = SendFrame(sender_.get(), payload); });
-  auto frame = ReceiveFrame(receiver_.get());
+  auto frame = reader_.Next(receiver_.get());
   writer.join();
   ASSERT_OK(sent);
   ASSERT_OK(frame);
   EXPECT_TRUE(frame->payload == payload);
 }
 
-TEST_F(SessionWireTest, SendFrameWaitsWhenNonBlockingSocketIsFull) {
+TEST_F(FrameTest, SendFrameWaitsWhenNonBlockingSocketIsFull) {
   MakeNonBlocking(sender_.get());
   std::vector<std::uint8_t> payload(kMaxSessionFrameBytes, 0x5A);
   Status sent;
   std::thread writer([&] { sent = SendFrame(sender_.get(), payload); });
-  auto frame = ReceiveFrame(receiver_.get());
+  auto frame = reader_.Next(receiver_.get());
   writer.join();
   ASSERT_OK(sent);
   ASSERT_OK(frame);
   EXPECT_TRUE(frame->payload == payload);
 }
 
-TEST_F(SessionWireTest, ReportsEndOfStream) {
+TEST_F(FrameTest, ReportsEndOfStream) {
   sender_.Reset();
-  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kUnavailable,
+  EXPECT_ERROR(reader_.Next(receiver_.get()), StatusCode::kUnavailable,
                {"session socket closed by peer"});
 }
 
-TEST_F(SessionWireTest, ReportsEndOfStreamInsideFrame) {
+TEST_F(FrameTest, ReportsEndOfStreamInsideFrame) {
   auto bytes = Header(10);
   bytes.push_back('a');
   WriteAll(sender_.get(), bytes);
   sender_.Reset();
-  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kUnavailable,
+  EXPECT_ERROR(reader_.Next(receiver_.get()), StatusCode::kUnavailable,
                {"session socket closed by peer", "payload: 1 of 10 bytes"});
 }
 
-TEST_F(SessionWireTest, RejectsOversizedLengthPrefix) {
+TEST_F(FrameTest, RejectsOversizedLengthPrefix) {
   WriteAll(sender_.get(), Header(kMaxSessionFrameBytes + 1));
-  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kInvalidArgument,
+  EXPECT_ERROR(reader_.Next(receiver_.get()), StatusCode::kInvalidArgument,
                {"session frame length 1048577", "limit of 1048576"});
 }
 
-TEST_F(SessionWireTest, RejectsLargestPossibleLengthPrefixBeforeAllocating) {
+TEST_F(FrameTest, RejectsLargestPossibleLengthPrefixBeforeAllocating) {
   WriteAll(sender_.get(), Header(0xFFFFFFFF));
-  EXPECT_ERROR(ReceiveFrame(receiver_.get()), StatusCode::kInvalidArgument, {"4294967295"});
+  EXPECT_ERROR(reader_.Next(receiver_.get()), StatusCode::kInvalidArgument, {"4294967295"});
 }
 
-TEST_F(SessionWireTest, SendRejectsOversizedPayload) {
+TEST_F(FrameTest, SendRejectsOversizedPayload) {
   std::vector<std::uint8_t> payload(kMaxSessionFrameBytes + 1);
   EXPECT_ERROR(SendFrame(sender_.get(), payload), StatusCode::kInvalidArgument,
                {"session frame length 1048577"});
   EXPECT_FALSE(Readable(receiver_.get()));  // Nothing was written.
 }
 
-TEST_F(SessionWireTest, SendToClosedPeerFailsWithoutSignal) {
+TEST_F(FrameTest, SendToClosedPeerFailsWithoutSignal) {
   receiver_.Reset();
   // SIGPIPE would kill the test; MSG_NOSIGNAL turns it into EPIPE.
   EXPECT_ERROR(SendFrame(sender_.get(), Bytes("anyone?")), StatusCode::kUnavailable, {"sendmsg"});
 }
 
-TEST_F(SessionWireTest, ReceiverResumesAcrossPiecesAndStopsAtFrameEnd) {
-  MakeNonBlocking(receiver_.get());
-  FrameReceiver receiver;
+TEST_F(FrameTest, ReaderAssemblesFrameArrivingByteByByteThenTakesTheNextOne) {
   auto first = Header(3);
   auto more = Bytes("abc");
   first.insert(first.end(), more.begin(), more.end());
-  for (std::uint8_t byte : first) {
-    auto nothing = receiver.Continue(receiver_.get());
-    ASSERT_OK(nothing);
-    EXPECT_FALSE(nothing->has_value());
-    WriteAll(sender_.get(), {byte});
-  }
-  // The next frame is already queued behind the first one.
   auto second = Header(2);
   second.push_back('d');
   second.push_back('e');
-  WriteAll(sender_.get(), second);
-
-  auto frame = receiver.Continue(receiver_.get());
+  std::thread slow([&] {
+    for (std::uint8_t byte : first) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      WriteAll(sender_.get(), {byte});
+    }
+    // The next frame queued right behind the first one.
+    WriteAll(sender_.get(), second);
+  });
+  auto frame = reader_.Next(receiver_.get());
   ASSERT_OK(frame);
-  ASSERT_TRUE(frame->has_value());
-  EXPECT_EQ((*frame)->payload, Bytes("abc"));
-  frame = receiver.Continue(receiver_.get());
+  EXPECT_EQ(frame->payload, Bytes("abc"));
+  frame = reader_.Next(receiver_.get());
+  slow.join();
   ASSERT_OK(frame);
-  ASSERT_TRUE(frame->has_value());
-  EXPECT_EQ((*frame)->payload, Bytes("de"));
-  frame = receiver.Continue(receiver_.get());
-  ASSERT_OK(frame);
-  EXPECT_FALSE(frame->has_value());
+  EXPECT_EQ(frame->payload, Bytes("de"));
+  EXPECT_FALSE(Readable(receiver_.get()));
 }
 
 // ---- FrameReader ----
@@ -257,11 +256,10 @@ struct TracerPipe {
 bool IsWriteEndOf(int fd, const TracerPipe& pipe) {
   if (::write(fd, "t", 1) != 1) return false;
   char byte = 0;
-  return Readable(pipe.read_end.get()) && ::read(pipe.read_end.get(), &byte, 1) == 1 &&
-         byte == 't';
+  return Readable(pipe.read_end.get()) && ::read(pipe.read_end.get(), &byte, 1) == 1 && byte == 't';
 }
 
-TEST_F(SessionWireTest, ReaderReturnsQueuedFramesInOrderEachWithItsDescriptor) {
+TEST_F(FrameTest, ReaderReturnsQueuedFramesInOrderEachWithItsDescriptor) {
   TracerPipe first_pipe;
   TracerPipe second_pipe;
   // Five frames queued before the first read: the reader's first recvmsg takes several.
@@ -296,7 +294,7 @@ TEST_F(SessionWireTest, ReaderReturnsQueuedFramesInOrderEachWithItsDescriptor) {
   EXPECT_FALSE(Readable(receiver_.get()));
 }
 
-TEST_F(SessionWireTest, ReaderClosesDescriptorThatNoFrameBeginsWith) {
+TEST_F(FrameTest, ReaderClosesDescriptorThatNoFrameBeginsWith) {
   TracerPipe pipe;
   // A frame whose second piece, not its first byte, carries the descriptor.
   auto first_piece = Header(4);
@@ -319,7 +317,7 @@ TEST_F(SessionWireTest, ReaderClosesDescriptorThatNoFrameBeginsWith) {
   EXPECT_EQ(::read(pipe.read_end.get(), &byte, 1), 0);
 }
 
-TEST_F(SessionWireTest, ReaderTakesLargestFrameInPiecesThenTheNextOne) {
+TEST_F(FrameTest, ReaderTakesLargestFrameInPiecesThenTheNextOne) {
   std::vector<std::uint8_t> payload(kMaxSessionFrameBytes);
   std::iota(payload.begin(), payload.end(), std::uint8_t{3});
   Status sent;
@@ -338,7 +336,7 @@ TEST_F(SessionWireTest, ReaderTakesLargestFrameInPiecesThenTheNextOne) {
   EXPECT_EQ(small->payload, Bytes("after"));
 }
 
-TEST_F(SessionWireTest, ReaderWaitsOnNonBlockingSocket) {
+TEST_F(FrameTest, ReaderWaitsOnNonBlockingSocket) {
   MakeNonBlocking(receiver_.get());
   std::thread late([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -351,7 +349,7 @@ TEST_F(SessionWireTest, ReaderWaitsOnNonBlockingSocket) {
   EXPECT_EQ(frame->payload, Bytes("late"));
 }
 
-TEST_F(SessionWireTest, ReaderReportsEndOfStreamBetweenAndInsideFrames) {
+TEST_F(FrameTest, ReaderReportsEndOfStreamBetweenAndInsideFrames) {
   ASSERT_OK(SendFrame(sender_.get(), Bytes("last")));
   sender_.Reset();
   FrameReader reader;
@@ -376,41 +374,13 @@ TEST_F(SessionWireTest, ReaderReportsEndOfStreamBetweenAndInsideFrames) {
                {"middle of a frame", "length prefix: 2 of 4 bytes"});
 }
 
-TEST_F(SessionWireTest, ReaderRejectsOversizedLengthPrefix) {
+TEST_F(FrameTest, ReaderRejectsOversizedLengthPrefix) {
   auto bytes = Header(kMaxSessionFrameBytes + 1);
   bytes.resize(64, 'x');  // Payload bytes behind it, in the same read.
   WriteAll(sender_.get(), bytes);
   FrameReader reader;
   EXPECT_ERROR(reader.Next(receiver_.get()), StatusCode::kInvalidArgument,
                {"session frame length 1048577", "limit of 1048576"});
-}
-
-TEST_F(SessionWireTest, ReadsPeerCredentials) {
-  auto credentials = ReadPeerCredentials(receiver_.get());
-  ASSERT_OK(credentials);
-  EXPECT_EQ(credentials->pid, ::getpid());
-  EXPECT_EQ(credentials->uid, ::getuid());
-  EXPECT_EQ(credentials->gid, ::getgid());
-}
-
-TEST_F(SessionWireTest, PeerCredentialsOfNonSocketFail) {
-  std::array<int, 2> pipe_ends{};
-  ASSERT_EQ(::pipe2(pipe_ends.data(), O_CLOEXEC), 0);
-  UniqueFd read_end(pipe_ends[0]);
-  UniqueFd write_end(pipe_ends[1]);
-  EXPECT_ERROR(ReadPeerCredentials(read_end.get()), StatusCode::kInvalidArgument,
-               {"getsockopt(SO_PEERCRED)"});
-}
-
-TEST_F(SessionWireTest, ConnectToMissingSocketIsUnavailable) {
-  EXPECT_ERROR(ConnectUnixSocket("/nonexistent-hurray-dir/session.sock"), StatusCode::kUnavailable,
-               {"connect /nonexistent-hurray-dir/session.sock"});
-}
-
-TEST_F(SessionWireTest, SocketPathTooLongIsInvalid) {
-  EXPECT_ERROR(UnixSocketAddress(std::string(200, 'x')), StatusCode::kInvalidArgument,
-               {"200 bytes", "at most 107"});
-  EXPECT_ERROR(UnixSocketAddress(""), StatusCode::kInvalidArgument, {"empty"});
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "hurray/socket_path.h"
+#include "hurray/ipc/socket_path.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,7 +37,7 @@ std::string DefaultClientSocketPath() {
   if (std::string explicit_path = Environment("HURRAY_SOCKET"); !explicit_path.empty()) {
     return explicit_path;
   }
-  struct stat status {};
+  struct stat status{};
   if (::stat(std::string(kSystemSocket).c_str(), &status) == 0 && S_ISSOCK(status.st_mode)) {
     return std::string(kSystemSocket);
   }
