@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "hurray/socket_path.h"
+#include "hurray/ipc/socket_path.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
