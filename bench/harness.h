@@ -19,12 +19,14 @@
 
 #include "hurray/client.h"
 #include "hurray/error.h"
-#include "hurray_daemon.h"
 #include "options.h"
 #include "placement.h"
 #include "process.h"
 #include "redis_baseline.h"
 #include "report.h"
+#include "testing/child_process.h"
+#include "testing/daemon_process.h"
+#include "testing/temp_dir.h"
 #include "worker.h"
 
 namespace hurray::bench {
@@ -45,12 +47,13 @@ class Harness {
   [[nodiscard]] const PlacementCpus& cpus() const { return cpus_; }
   [[nodiscard]] std::uint64_t pool_capacity_bytes() const { return pool_capacity_bytes_; }
 
-  // The hurrayd under test, started on first use (in the current placement). A daemon with
-  // a different huge-pages setting is stopped and a new one started. `huge_pages` uses
-  // huge_pages_setting(), which must be set.
-  [[nodiscard]] Result<HurrayDaemon*> Daemon(bool huge_pages = false);
+  // The hurrayd under test, started on first use (in the current placement) on a socket in
+  // the temporary directory, with a shared-memory prefix of its own. A daemon with a
+  // different huge-pages setting is stopped and a new one started. `huge_pages` uses the
+  // setting given to set_huge_pages_setting, which must have been called.
+  [[nodiscard]] Result<testing::DaemonProcess*> Daemon(bool huge_pages = false);
   // Stops the current hurrayd (if any) and starts a fresh one: an empty heap to measure.
-  [[nodiscard]] Result<HurrayDaemon*> FreshDaemon(bool huge_pages = false);
+  [[nodiscard]] Result<testing::DaemonProcess*> FreshDaemon(bool huge_pages = false);
   // The value of cpu_pool.huge_pages for a daemon with huge pages (HugePagesSetting).
   void set_huge_pages_setting(std::string setting) { huge_pages_setting_ = std::move(setting); }
   // Stops the current hurrayd, if any. The setup client goes with it.
@@ -95,16 +98,17 @@ class Harness {
   void Progress(std::string_view what) const;
 
  private:
-  Harness(Options options, std::string work_directory);
+  Harness(Options options, testing::TempDir work_directory);
 
-  [[nodiscard]] Result<ChildProcess> StartWorker(Placement placement, const WorkerArgs& args,
-                                                 bool stdin_pipe, std::string* stderr_path);
+  [[nodiscard]] Result<testing::ChildProcess> StartWorker(Placement placement,
+                                                          const WorkerArgs& args, bool stdin_pipe,
+                                                          std::string* stderr_path);
   // RunWorker (together false) and RunWorkersTogether (true: the ready/go barrier).
   [[nodiscard]] Result<std::vector<WorkerResults>> RunWorkers(
       Placement placement, const std::vector<WorkerArgs>& workers, std::chrono::seconds timeout,
       bool together);
   // Starts a baseline server role and waits for its "ready".
-  [[nodiscard]] Result<ChildProcess> StartServerRole(const WorkerArgs& role_and_args);
+  [[nodiscard]] Result<testing::ChildProcess> StartServerRole(const WorkerArgs& role_and_args);
   [[nodiscard]] std::vector<pid_t> ServerPids() const;
 
   Options options_;
@@ -112,7 +116,7 @@ class Harness {
   PlacementCpus cpus_;
   Placement current_placement_ = Placement::kUnpinned;
   std::uint64_t pool_capacity_bytes_ = 0;
-  std::string work_directory_;
+  testing::TempDir work_directory_;
   std::string self_;
   Report report_;
   std::chrono::steady_clock::time_point started_;
@@ -120,10 +124,11 @@ class Harness {
   int next_daemon_ = 0;
 
   std::string huge_pages_setting_;
-  std::unique_ptr<HurrayDaemon> daemon_;
+  std::unique_ptr<testing::DaemonProcess> daemon_;
+  bool daemon_huge_pages_ = false;        // Whether daemon_ runs with huge_pages_setting_.
   std::unique_ptr<Client> setup_client_;  // Of daemon_; reset with it.
-  std::optional<ChildProcess> echo_server_;
-  std::optional<ChildProcess> grpc_server_;
+  std::optional<testing::ChildProcess> echo_server_;
+  std::optional<testing::ChildProcess> grpc_server_;
   std::uint64_t grpc_server_bytes_ = 0;
   std::unique_ptr<RedisServer> redis_;
 };

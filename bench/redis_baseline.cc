@@ -14,6 +14,8 @@
 namespace hurray::bench {
 namespace {
 
+using ::hurray::testing::ChildProcess;
+
 struct ContextDeleter {
   void operator()(redisContext* context) const { redisFree(context); }
 };

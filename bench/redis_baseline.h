@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hurray/error.h"
-#include "process.h"
+#include "testing/child_process.h"
 #include "worker.h"
 
 namespace hurray::bench {
@@ -40,11 +40,11 @@ class RedisServer {
   [[nodiscard]] Status StoreTensor(std::uint64_t bytes) const;
 
  private:
-  RedisServer(std::string socket_path, ChildProcess process)
+  RedisServer(std::string socket_path, testing::ChildProcess process)
       : socket_path_(std::move(socket_path)), process_(std::move(process)) {}
 
   std::string socket_path_;
-  ChildProcess process_;  // Killed with the server.
+  testing::ChildProcess process_;  // Killed with the server.
 };
 
 [[nodiscard]] int RedisGetRole(const WorkerArgs& args);

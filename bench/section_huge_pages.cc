@@ -4,13 +4,54 @@
 // This section runs only with --huge-pages and only when `hurrayd --print-config` shows the
 // option; otherwise it says why it was skipped. The daemon's config then carries
 // `huge_pages = "auto"` (--huge-pages-mode; or `true` if the option turns out a boolean)
-// under [cpu_pool] (hurray_daemon.cc), and the figures are reported here under keys
+// under [cpu_pool] (Harness::FreshDaemon), and the figures are reported here under keys
 // starting "huge_pages.", beside the same figures without huge pages.
+#include <sys/wait.h>
+
+#include <optional>
 #include <sstream>
 
 #include "sections.h"
+#include "testing/child_process.h"
 
 namespace hurray::bench {
+namespace {
+
+using ::hurray::testing::ChildProcess;
+using ::hurray::testing::DescribeWaitStatus;
+using std::chrono::seconds;
+
+// The TOML value that turns cpu_pool.huge_pages on, when `hurrayd_path --print-config`
+// shows that option (another change adds it): `"MODE"` (`mode`, e.g. "auto": whichever
+// huge pages the host allows, with the daemon's own fallback) when it prints a string,
+// `true` when it prints a boolean. nullopt when the daemon has no such option. INTERNAL
+// when the binary cannot be run.
+Result<std::optional<std::string>> HugePagesSetting(const std::string& hurrayd_path,
+                                                    const std::string& mode) {
+  auto child = ChildProcess::Start({hurrayd_path, "--print-config"}, {});
+  if (!child) return std::unexpected(child.error());
+  std::string text;
+  while (auto line = child->ReadLine(seconds(10))) text += *line + "\n";
+  const auto status = child->Wait(seconds(10));
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    return InternalError(hurrayd_path + " --print-config " +
+                         (status ? DescribeWaitStatus(*status) : std::string("did not end")));
+  }
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.starts_with("huge_pages")) continue;
+    const auto equals = line.find('=');
+    if (equals == std::string::npos) continue;
+    const auto value = line.find_first_not_of(' ', equals + 1);
+    if (value == std::string::npos) continue;
+    if (line[value] == '\'' || line[value] == '"') return "\"" + mode + "\"";
+    return std::string("true");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 Status RunHugePages(Harness& harness) {
   constexpr int kSection = 6;

@@ -1,24 +1,21 @@
 // Integration tests of hurrayctl: the real hurrayd on a socket in a temporary directory, and
 // the real hurrayctl binary run as a separate process, its stdout, stderr and exit status
 // captured. HURRAYD_PATH and HURRAYCTL_PATH come from the build.
-#include <fcntl.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,13 +24,18 @@
 #include "hurray/client.h"
 #include "hurray/v1/exchange.pb.h"
 #include "npy.h"
+#include "testing/child_process.h"
+#include "testing/daemon_expectations.h"
+#include "testing/daemon_process.h"
 #include "testing/status_matchers.h"
-
-extern char** environ;
+#include "testing/temp_dir.h"
 
 namespace hurray {
 namespace {
 
+using ::hurray::testing::ChildProcess;
+using ::hurray::testing::DaemonProcess;
+using ::hurray::testing::TempDir;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
@@ -82,9 +84,9 @@ std::string MatrixData() {
   return data;
 }
 
-// A process started with posix_spawn, stdout and stderr going to files.
+// A process whose stdout and stderr go to files.
 struct Process {
-  pid_t pid = -1;
+  ChildProcess child;
   std::string stdout_path;
   std::string stderr_path;
 };
@@ -98,88 +100,41 @@ struct Finished {
 class HurrayctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "hurrayctl_test.XXXXXX");
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
-    dir_ = pattern;
-    socket_ = dir_ + "/d.sock";
-    daemon_ = Spawn(
-        {HURRAYD_PATH, "--socket", socket_, "--cpu-pool-capacity", "64MiB", "--log-level", "warn"});
-    ASSERT_GT(daemon_.pid, 0);
-    const auto deadline = steady_clock::now() + std::chrono::seconds(20);
-    while (true) {
-      if (std::filesystem::exists(socket_)) {
-        auto client = Client::Connect(Client::Options{.socket_path = socket_});
-        if (client && (*client)->Stats()) break;
-      }
-      int status = 0;
-      ASSERT_EQ(::waitpid(daemon_.pid, &status, WNOHANG), 0)
-          << "hurrayd exited early: " << ReadFile(daemon_.stderr_path);
-      ASSERT_LT(steady_clock::now(), deadline) << "hurrayd did not start serving";
-      std::this_thread::sleep_for(milliseconds(20));
-    }
+    ASSERT_OK_AND_ASSIGN(dir_, TempDir::Create("hurrayctl_test"));
+    ASSERT_OK_AND_ASSIGN(daemon_,
+                         DaemonProcess::Start({.binary = HURRAYD_PATH, .name = "hurrayctl-test"}));
+    socket_ = daemon_->socket_path();
   }
 
   void TearDown() override {
-    if (daemon_.pid > 0) {
-      ASSERT_EQ(::kill(daemon_.pid, SIGTERM), 0);
-      Finished daemon = Wait(daemon_);
-      EXPECT_EQ(daemon.exit_code, 0) << "hurrayd stderr: " << daemon.err;
-    }
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
+    if (daemon_) ::hurray::testing::ExpectStopsCleanly(*daemon_);
   }
 
-  // Starts `argv` with stdout and stderr redirected to fresh files under dir_, and
-  // `extra_env` added to the environment.
-  Process Spawn(const std::vector<std::string>& argv,
-                const std::vector<std::string>& extra_env = {}) {
+  // Starts `argv` with stdout and stderr going to fresh files in dir_, HURRAY_SOCKET removed
+  // from the environment and `extra_env` added to it.
+  Result<Process> Spawn(const std::vector<std::string>& argv,
+                        const std::vector<std::string>& extra_env = {}) {
     const int index = next_output_++;
-    Process process{.stdout_path = dir_ + "/out." + std::to_string(index),
-                    .stderr_path = dir_ + "/err." + std::to_string(index)};
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, process.stdout_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, process.stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    std::vector<char*> env;
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      if (std::strncmp(*entry, "HURRAY_SOCKET=", 14) != 0) env.push_back(*entry);
-    }
-    for (const std::string& entry : extra_env) env.push_back(const_cast<char*>(entry.c_str()));
-    env.push_back(nullptr);
-    const int error =
-        ::posix_spawn(&process.pid, args[0], &actions, nullptr, args.data(), env.data());
-    posix_spawn_file_actions_destroy(&actions);
-    EXPECT_EQ(error, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(error);
-    if (error != 0) process.pid = -1;
-    return process;
+    const std::string stdout_path = Path("out." + std::to_string(index));
+    const std::string stderr_path = Path("err." + std::to_string(index));
+    HURRAY_ASSIGN_OR_RETURN(ChildProcess child,
+                            ChildProcess::Start(argv, {.stdout_path = stdout_path,
+                                                       .stderr_path = stderr_path,
+                                                       .environment = extra_env,
+                                                       .unset_environment = {"HURRAY_SOCKET"}}));
+    return Process{std::move(child), stdout_path, stderr_path};
   }
 
   // Waits for `process` to exit (killing it after kProcessTimeout) and collects its output.
   Finished Wait(Process& process) {
     Finished finished;
-    if (process.pid <= 0) return finished;
-    const auto deadline = steady_clock::now() + kProcessTimeout;
-    int status = 0;
-    while (true) {
-      const pid_t done = ::waitpid(process.pid, &status, WNOHANG);
-      if (done == process.pid) break;
-      if (done < 0) {
-        ADD_FAILURE() << "waitpid: " << std::strerror(errno);
-        return finished;
-      }
-      if (steady_clock::now() > deadline) {
-        ADD_FAILURE() << "process " << process.pid << " did not exit in time; killing it";
-        ::kill(process.pid, SIGKILL);
-      }
-      std::this_thread::sleep_for(milliseconds(5));
+    std::optional<int> status = process.child.Wait(kProcessTimeout);
+    if (!status) {
+      ADD_FAILURE() << process.child.command_line() << " did not exit in time; killing it";
+      process.child.Kill();
+      status = process.child.Wait(milliseconds(0));
     }
-    process.pid = -1;
-    finished.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    finished.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
     finished.out = ReadFile(process.stdout_path);
     finished.err = ReadFile(process.stderr_path);
     return finished;
@@ -187,8 +142,12 @@ class HurrayctlTest : public ::testing::Test {
 
   // Runs hurrayctl with --socket and `args`, and waits for it.
   Finished Ctl(const std::vector<std::string>& args) {
-    Process process = Spawn(CtlArgv(args));
-    return Wait(process);
+    auto process = Spawn(CtlArgv(args));
+    if (!process) {
+      ADD_FAILURE() << "hurrayctl: " << process.error().ToString();
+      return {};
+    }
+    return Wait(*process);
   }
 
   std::vector<std::string> CtlArgv(const std::vector<std::string>& args) const {
@@ -207,11 +166,11 @@ class HurrayctlTest : public ::testing::Test {
     return false;
   }
 
-  std::string Path(std::string_view name) const { return dir_ + "/" + std::string(name); }
+  std::string Path(std::string_view name) const { return dir_->Path(name); }
 
-  std::string dir_;
+  std::optional<TempDir> dir_;  // The test's files.
+  std::unique_ptr<DaemonProcess> daemon_;
   std::string socket_;
-  Process daemon_;
   int next_output_ = 0;
 };
 
@@ -352,7 +311,7 @@ TEST_F(HurrayctlTest, MalformedFilesFailAndTheDaemonKeepsServing) {
   EXPECT_TRUE(Contains(absent.err, "hurrayctl: NOT_FOUND: open " + Path("absent.npy")))
       << absent.err;
 
-  Finished directory = Ctl({"put", "test/bad", dir_});
+  Finished directory = Ctl({"put", "test/bad", dir_->path()});
   EXPECT_EQ(directory.exit_code, 1);
   EXPECT_TRUE(Contains(directory.err, "not a regular file")) << directory.err;
 
@@ -387,14 +346,16 @@ TEST_F(HurrayctlTest, UsageErrorsExitTwo) {
 }
 
 TEST_F(HurrayctlTest, UnreachableDaemonIsUnavailable) {
-  Process process = Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "stats"});
+  ASSERT_OK_AND_ASSIGN(Process process,
+                       Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "stats"}));
   Finished stats = Wait(process);
   EXPECT_EQ(stats.exit_code, 1);
   EXPECT_TRUE(Contains(stats.err, "hurrayctl: UNAVAILABLE: ")) << stats.err;
 }
 
 TEST_F(HurrayctlTest, UsesHurraySocketWhenNoSocketIsGiven) {
-  Process process = Spawn({HURRAYCTL_PATH, "stats"}, {"HURRAY_SOCKET=" + socket_});
+  ASSERT_OK_AND_ASSIGN(Process process,
+                       Spawn({HURRAYCTL_PATH, "stats"}, {"HURRAY_SOCKET=" + socket_}));
   Finished stats = Wait(process);
   EXPECT_EQ(stats.exit_code, 0) << stats.err;
   EXPECT_TRUE(Contains(stats.out, "pools:")) << stats.out;
@@ -514,7 +475,8 @@ TEST_F(HurrayctlTest, GetWaitsForTheTensor) {
   EXPECT_EQ(timed_out.exit_code, 1);
   EXPECT_TRUE(Contains(timed_out.err, "DEADLINE_EXCEEDED")) << timed_out.err;
 
-  Process waiting = Spawn(CtlArgv({"get", "test/later", Path("later.npy"), "--wait", "20000"}));
+  ASSERT_OK_AND_ASSIGN(Process waiting,
+                       Spawn(CtlArgv({"get", "test/later", Path("later.npy"), "--wait", "20000"})));
   std::this_thread::sleep_for(milliseconds(200));
   WriteFile(Path("in.npy"), NpyFileBytes(ElementType::kFloat32, {3, 4}, MatrixData()));
   ASSERT_EQ(Ctl({"put", "test/later", Path("in.npy")}).exit_code, 0);
@@ -524,7 +486,7 @@ TEST_F(HurrayctlTest, GetWaitsForTheTensor) {
 }
 
 TEST_F(HurrayctlTest, WatchPrintsEventsUntilInterrupted) {
-  Process watch = Spawn(CtlArgv({"--json", "watch", "test/"}));
+  ASSERT_OK_AND_ASSIGN(Process watch, Spawn(CtlArgv({"--json", "watch", "test/"})));
   // The watch is live once it reports a publish; until then, publish probes.
   auto client = Client::Connect(Client::Options{.socket_path = socket_});
   ASSERT_OK(client);
@@ -545,7 +507,7 @@ TEST_F(HurrayctlTest, WatchPrintsEventsUntilInterrupted) {
   ASSERT_EQ(Ctl({"rm", "test/watched"}).exit_code, 0);
   ASSERT_TRUE(WaitForOutput(watch, "KIND_DELETED")) << ReadFile(watch.stdout_path);
 
-  ASSERT_EQ(::kill(watch.pid, SIGINT), 0);
+  ASSERT_EQ(::kill(watch.child.pid(), SIGINT), 0);
   Finished finished = Wait(watch);
   EXPECT_EQ(finished.exit_code, 0) << finished.err;
   EXPECT_FALSE(Contains(finished.out, "other/unwatched")) << finished.out;
@@ -564,7 +526,7 @@ TEST_F(HurrayctlTest, WatchPrintsEventsUntilInterrupted) {
 }
 
 TEST_F(HurrayctlTest, WatchStopsOnSigtermWithTextLines) {
-  Process watch = Spawn(CtlArgv({"watch"}));
+  ASSERT_OK_AND_ASSIGN(Process watch, Spawn(CtlArgv({"watch"})));
   auto client = Client::Connect(Client::Options{.socket_path = socket_});
   ASSERT_OK(client);
   auto descriptor = TensorDescriptor::Dense(ElementType::kUint8, {1});
@@ -577,7 +539,7 @@ TEST_F(HurrayctlTest, WatchStopsOnSigtermWithTextLines) {
     ASSERT_OK(tensor->Publish("test/probe"));
     std::this_thread::sleep_for(milliseconds(50));
   }
-  ASSERT_EQ(::kill(watch.pid, SIGTERM), 0);
+  ASSERT_EQ(::kill(watch.child.pid(), SIGTERM), 0);
   Finished finished = Wait(watch);
   EXPECT_EQ(finished.exit_code, 0) << finished.err;
 }

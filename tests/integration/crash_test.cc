@@ -21,7 +21,7 @@ TEST_F(SessionCleanupTest, KilledConsumerReleasesItsLeases) {
   const std::uint64_t used_published = CpuPool().used_bytes;
   ASSERT_GT(used_published, used_before);
 
-  ChildProcess holder = StartAgent({"hold", "it/a", "it/b", "it/a"});
+  ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", "it/a", "it/b", "it/a"}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(holder, "holding 1 1 1"));
   EXPECT_EQ(Stats().lease_count, 3u);
   // Deleted while leased: the memory must stay until the last lease ends.
@@ -50,7 +50,8 @@ TEST_F(SessionCleanupTest, KilledProducerFreesItsUnpublishedAllocation) {
   ASSERT_GT(used_before, 0u);
 
   constexpr std::uint64_t kBytes = 3 << 20;
-  ChildProcess producer = StartAgent({"allocate-and-hang", std::to_string(kBytes)});
+  ASSERT_OK_AND_ASSIGN(ChildProcess producer,
+                       StartAgent({"allocate-and-hang", std::to_string(kBytes)}));
   const auto line = producer.ReadLine(60s);
   ASSERT_TRUE(line.has_value()) << "the producer did not allocate";
   EXPECT_TRUE(line->starts_with("allocated ")) << *line;
@@ -78,8 +79,9 @@ TEST_F(SessionCleanupTest, KilledProducerAndConsumerTogetherLeaveThePoolAsItWas)
   const std::uint64_t used_before = CpuPool().used_bytes;
   EXPECT_EQ(RunAgent({"produce", "it/shared", "dense", "4"}), "version 1\n");
   const std::uint64_t used_published = CpuPool().used_bytes;
-  ChildProcess holder = StartAgent({"hold", "it/shared"});
-  ChildProcess producer = StartAgent({"allocate-and-hang", std::to_string(1 << 20)});
+  ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", "it/shared"}));
+  ASSERT_OK_AND_ASSIGN(ChildProcess producer,
+                       StartAgent({"allocate-and-hang", std::to_string(1 << 20)}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(holder, "holding 1"));
   const auto line = producer.ReadLine(60s);
   ASSERT_TRUE(line.has_value() && line->starts_with("allocated ")) << line.value_or("(none)");
@@ -103,7 +105,7 @@ TEST_F(SessionCleanupTest, KilledProducerAndConsumerTogetherLeaveThePoolAsItWas)
 }
 
 TEST_F(SessionCleanupTest, KilledWaiterTakesNoLeaseWhenTheTensorAppears) {
-  ChildProcess waiter = StartAgent({"wait-for", "it/awaited"});
+  ASSERT_OK_AND_ASSIGN(ChildProcess waiter, StartAgent({"wait-for", "it/awaited"}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(waiter, "waiting"));
   waiter.Signal(SIGKILL);
   ASSERT_TRUE(waiter.Wait(30s).has_value());
@@ -122,7 +124,7 @@ class ReadOnlyMappingTest : public IntegrationTest {};
 
 TEST_F(ReadOnlyMappingTest, ConsumerWritingIntoATensorIsKilledAndTheTensorStaysIntact) {
   EXPECT_EQ(RunAgent({"produce", "it/ro", "dense", "5"}), "version 1\n");
-  ChildProcess writer = StartAgent({"write-into", "it/ro"});
+  ASSERT_OK_AND_ASSIGN(ChildProcess writer, StartAgent({"write-into", "it/ro"}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(writer, "writing"));
   const auto status = writer.Wait(60s);
   ASSERT_TRUE(status.has_value()) << "the writer neither died nor finished";

@@ -80,7 +80,7 @@ TEST_F(RepublishTest, OldVersionStaysReadableUnderItsLeaseAndGoesWhenTheLeaseEnd
   const std::uint64_t one_version_bytes = CpuPool().used_bytes;
   ASSERT_GT(one_version_bytes, 0u);
 
-  ChildProcess holder = StartAgent({"hold", name});
+  ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", name}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(holder, "holding 1"));
   EXPECT_EQ(RunAgent({"produce", name, "dense", "2"}), "version 2\n");
 

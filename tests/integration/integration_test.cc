@@ -8,8 +8,12 @@
 #include <thread>
 
 #include "test_tensors.h"
+#include "testing/daemon_expectations.h"
 #include "testing/status_matchers.h"
 
+#ifndef HURRAYD_PATH
+#error "HURRAYD_PATH must name the hurrayd binary"
+#endif
 #ifndef HURRAY_TEST_AGENT_PATH
 #error "HURRAY_TEST_AGENT_PATH must name hurray_test_agent"
 #endif
@@ -19,9 +23,12 @@
 
 namespace hurray::integration {
 
+DaemonProcess::Options IntegrationTest::daemon_options() const {
+  return {.binary = HURRAYD_PATH, .name = "hurray-it"};
+}
+
 void IntegrationTest::SetUp() {
-  daemon_ = DaemonProcess::Start(daemon_options());
-  ASSERT_NE(daemon_, nullptr);
+  ASSERT_OK_AND_ASSIGN(daemon_, DaemonProcess::Start(daemon_options()));
   client_ = Connect("integration-test");
   ASSERT_NE(client_, nullptr);
 }
@@ -29,7 +36,7 @@ void IntegrationTest::SetUp() {
 void IntegrationTest::TearDown() {
   client_.reset();
   if (daemon_ == nullptr) return;
-  daemon_->Stop();
+  ::hurray::testing::ExpectStopsCleanly(*daemon_);
   if (HasFailure()) {
     std::cerr << "---- hurrayd log (" << daemon_->directory() << ") ----\n"
               << daemon_->Log() << "---- end of hurrayd log ----\n";
@@ -46,8 +53,8 @@ std::unique_ptr<Client> IntegrationTest::Connect(std::string_view name) {
   return std::move(*client);
 }
 
-ChildProcess IntegrationTest::StartAgent(const std::vector<std::string>& args,
-                                         const std::string& stderr_path) {
+Result<ChildProcess> IntegrationTest::StartAgent(const std::vector<std::string>& args,
+                                                 const std::string& stderr_path) {
   std::vector<std::string> argv = {HURRAY_TEST_AGENT_PATH};
   if (!args.empty()) argv.push_back(args.front());
   argv.push_back(socket());
@@ -60,8 +67,13 @@ IntegrationTest::AgentOutcome IntegrationTest::RunAgentToEnd(const std::vector<s
   static int next_run = 1;
   const std::string stderr_path =
       daemon_->directory() + "/agent-" + std::to_string(next_run++) + ".stderr";
-  ChildProcess agent = StartAgent(args, stderr_path);
   AgentOutcome outcome;
+  auto started = StartAgent(args, stderr_path);
+  if (!started) {
+    ADD_FAILURE() << "hurray_test_agent: " << started.error().ToString();
+    return outcome;
+  }
+  ChildProcess& agent = *started;
   const auto output = agent.ReadToEnd(timeout);
   outcome.status = agent.Wait(output ? timeout : 0s);
   if (!outcome.status) {
@@ -91,8 +103,13 @@ std::string IntegrationTest::RunAgent(const std::vector<std::string>& args,
 }
 
 std::string IntegrationTest::RunCAgent(const std::string& name, std::uint64_t seed) {
-  ChildProcess agent =
+  auto started =
       ChildProcess::Start({HURRAY_TEST_C_AGENT_PATH, socket(), name, std::to_string(seed)});
+  if (!started) {
+    ADD_FAILURE() << "hurray_test_c_agent: " << started.error().ToString();
+    return {};
+  }
+  ChildProcess& agent = *started;
   const auto output = agent.ReadToEnd(120s);
   const auto status = agent.Wait(120s);
   if (!output || !status) {

@@ -1,8 +1,9 @@
 // IntegrationTest: the base of every integration fixture. Each test gets a fresh, real
-// hurrayd (DaemonProcess) and a client connected to it; agents (hurray_test_agent,
-// hurray_test_c_agent) run as separate processes against the same daemon. TearDown stops
-// the daemon with SIGTERM and checks that it exits 0 and leaves no socket or segment
-// behind; on failure it prints the daemon's log.
+// hurrayd (testing::DaemonProcess, shared-memory prefix "hurray-it-...") and a client
+// connected to it; agents (hurray_test_agent, hurray_test_c_agent) run as separate
+// processes (testing::ChildProcess) against the same daemon. TearDown stops the daemon with
+// SIGTERM and checks that it exits 0 and leaves no socket or segment behind
+// (testing::ExpectStopsCleanly); on failure it prints the daemon's log.
 //
 // Waits are bounded polls (Eventually) with generous limits: session teardown after a
 // client dies is asynchronous, and the tests must pass on a loaded two-core machine. No
@@ -17,22 +18,25 @@
 #include <string>
 #include <vector>
 
-#include "child_process.h"
-#include "daemon_process.h"
 #include "hurray/client.h"
 #include "hurray/v1/exchange.pb.h"
+#include "testing/child_process.h"
+#include "testing/daemon_process.h"
 
 namespace hurray::integration {
 
 using namespace std::chrono_literals;
+using ::hurray::testing::ChildProcess;
+using ::hurray::testing::DaemonProcess;
+using ::hurray::testing::DescribeWaitStatus;
 
 class IntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override;
   void TearDown() override;
 
-  // The daemon this fixture starts; override to change the pool.
-  [[nodiscard]] virtual DaemonProcess::Options daemon_options() const { return {}; }
+  // The daemon this fixture starts (hurrayd, 64 MiB pool); override to change the pool.
+  [[nodiscard]] virtual DaemonProcess::Options daemon_options() const;
 
   [[nodiscard]] DaemonProcess& daemon() { return *daemon_; }
   [[nodiscard]] const std::string& socket() const { return daemon_->socket_path(); }
@@ -43,9 +47,10 @@ class IntegrationTest : public ::testing::Test {
   [[nodiscard]] std::unique_ptr<Client> Connect(std::string_view name);
 
   // Starts `hurray_test_agent MODE SOCKET ARGS...` for args = {MODE, ARGS...}; its stderr
-  // goes to `stderr_path`, or to the test's stderr when empty.
-  [[nodiscard]] ChildProcess StartAgent(const std::vector<std::string>& args,
-                                        const std::string& stderr_path = {});
+  // goes to `stderr_path`, or to the test's stderr when empty. INTERNAL when it cannot be
+  // started (ChildProcess::Start).
+  [[nodiscard]] Result<ChildProcess> StartAgent(const std::vector<std::string>& args,
+                                                const std::string& stderr_path = {});
 
   // How an agent run ended.
   struct AgentOutcome {

@@ -1,10 +1,11 @@
 // SIGTERM while clients are connected: the daemon exits 0 and removes its sockets and
-// segments (DaemonProcess::Stop checks all three), and clients' next calls fail with
+// segments (ExpectStopsCleanly checks all three), and clients' next calls fail with
 // UNAVAILABLE.
 #include <atomic>
 
 #include "integration_test.h"
 #include "test_tensors.h"
+#include "testing/daemon_expectations.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::integration {
@@ -14,8 +15,9 @@ class ShutdownTest : public IntegrationTest {};
 
 TEST_F(ShutdownTest, SigtermWithClientsConnectedExitsCleanlyAndClientsSeeUnavailable) {
   EXPECT_EQ(RunAgent({"produce", "it/s", "dense", "1"}), "version 1\n");
-  ChildProcess holder = StartAgent({"hold", "it/s"});
-  ChildProcess producer = StartAgent({"allocate-and-hang", std::to_string(1 << 20)});
+  ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", "it/s"}));
+  ASSERT_OK_AND_ASSIGN(ChildProcess producer,
+                       StartAgent({"allocate-and-hang", std::to_string(1 << 20)}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(holder, "holding 1"));
   const auto line = producer.ReadLine(60s);
   ASSERT_TRUE(line.has_value() && line->starts_with("allocated ")) << line.value_or("(none)");
@@ -34,7 +36,8 @@ TEST_F(ShutdownTest, SigtermWithClientsConnectedExitsCleanlyAndClientsSeeUnavail
   EXPECT_EQ(stats.pending_allocation_count, 2u);
   EXPECT_GE(stats.session_count, 3u);
 
-  daemon().Stop();  // SIGTERM; expects exit 0, no socket file, no segment left.
+  // SIGTERM; expects exit 0, no socket file, no segment left.
+  ::hurray::testing::ExpectStopsCleanly(daemon());
   EXPECT_TRUE(holder.Running()) << "a client must outlive the daemon";
   EXPECT_TRUE(producer.Running()) << "a client must outlive the daemon";
 

@@ -18,7 +18,9 @@ TEST_F(ConcurrencyTest, ThirtyTwoProcessesCycleConcurrentlyAndLeaveThePoolEmpty)
   constexpr int kNamesPerAgent = 4;  // stress/agent-ID/t0..t3, as the agent names them.
   std::vector<ChildProcess> agents;
   for (int id = 0; id < kAgents; ++id) {
-    agents.push_back(StartAgent({"stress", std::to_string(id), std::to_string(kCycles)}));
+    ASSERT_OK_AND_ASSIGN(ChildProcess agent,
+                         StartAgent({"stress", std::to_string(id), std::to_string(kCycles)}));
+    agents.push_back(std::move(agent));
   }
   for (ChildProcess& agent : agents) {
     // A bound against a hang, not a timing requirement.

@@ -17,13 +17,20 @@
 #include <algorithm>
 #include <set>
 
-#include "daemon_process.h"
+#include "testing/daemon_expectations.h"
+#include "testing/daemon_process.h"
+#include "testing/status_matchers.h"
+
+#ifndef HURRAYD_PATH
+#error "HURRAYD_PATH must name the hurrayd binary"
+#endif
 
 namespace hurray::integration {
 namespace {
 
 using google::protobuf::UnknownField;
 using google::protobuf::UnknownFieldSet;
+using ::hurray::testing::DaemonProcess;
 
 constexpr char kReflectionMethod[] =
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
@@ -76,14 +83,13 @@ std::vector<const UnknownField*> Fields(const UnknownFieldSet& set, int number) 
 class ReflectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = DaemonProcess::Start({});
-    ASSERT_NE(daemon_, nullptr);
+    ASSERT_OK_AND_ASSIGN(daemon_, DaemonProcess::Start({.binary = HURRAYD_PATH}));
     channel_ = grpc::CreateChannel("unix:" + daemon_->socket_path(),
                                    grpc::InsecureChannelCredentials());
   }
 
   void TearDown() override {
-    if (daemon_) daemon_->Stop();
+    if (daemon_) ::hurray::testing::ExpectStopsCleanly(*daemon_);
   }
 
   // One reflection exchange on the bidirectional stream: one request, one response.

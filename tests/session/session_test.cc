@@ -18,7 +18,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +36,7 @@
 #include "session_host.h"
 #include "session_server.h"
 #include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace hurray {
 namespace {
@@ -47,6 +47,7 @@ using daemon::SegmentAccess;
 using daemon::SessionGrant;
 using daemon::SessionHost;
 using daemon::SessionServer;
+using ::hurray::testing::TempDir;
 using std::chrono::seconds;
 
 // Bound on every wait for something another thread or process does; never reached when
@@ -223,11 +224,9 @@ v1::SessionMessage Hello(std::uint32_t version = kSessionProtocolVersion) {
 class SessionServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = "/tmp/hurray-session-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    directory_ = pattern;
+    ASSERT_OK_AND_ASSIGN(directory_, TempDir::Create("hurray-session"));
     // The "run" directory does not exist yet: the server creates it.
-    socket_path_ = directory_ + "/run/session.sock";
+    socket_path_ = directory_->Path("run/session.sock");
     for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_context_.run(); });
     auto server = SessionServer::Create(io_context_, socket_path_, host_, kDaemonEpoch);
     ASSERT_OK(server);
@@ -239,7 +238,7 @@ class SessionServerTest : public ::testing::Test {
     work_.reset();
     io_context_.stop();
     for (std::thread& thread : threads_) thread.join();
-    std::filesystem::remove_all(directory_);
+    directory_.reset();
   }
 
   std::unique_ptr<SessionConnection> ConnectClient(std::string_view name = "test-client") {
@@ -269,7 +268,7 @@ class SessionServerTest : public ::testing::Test {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
       boost::asio::make_work_guard(io_context_);
   std::vector<std::thread> threads_;
-  std::string directory_;
+  std::optional<TempDir> directory_;
   std::string socket_path_;
   std::unique_ptr<SessionServer> server_;
 };
@@ -298,7 +297,7 @@ TEST_F(SessionServerTest, CreatesSocketWithGroupModeInNewDirectory) {
   EXPECT_TRUE(S_ISSOCK(socket_info.st_mode));
   EXPECT_EQ(socket_info.st_mode & 0777, 0660u);
   struct stat directory_info {};
-  ASSERT_EQ(::stat((directory_ + "/run").c_str(), &directory_info), 0);
+  ASSERT_EQ(::stat(directory_->Path("run").c_str(), &directory_info), 0);
   EXPECT_EQ(directory_info.st_mode & 0777, 0755u);
   EXPECT_EQ(server_->socket_path(), socket_path_);
 }
@@ -676,16 +675,13 @@ TEST_F(SessionServerTest, ManyConcurrentClients) {
 class SessionServerCreateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = "/tmp/hurray-session-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    directory_ = pattern;
-    socket_path_ = directory_ + "/session.sock";
+    ASSERT_OK_AND_ASSIGN(directory_, TempDir::Create("hurray-session"));
+    socket_path_ = directory_->Path("session.sock");
   }
-  void TearDown() override { std::filesystem::remove_all(directory_); }
 
   TestHost host_;
   boost::asio::io_context io_context_;
-  std::string directory_;
+  std::optional<TempDir> directory_;
   std::string socket_path_;
 };
 
@@ -730,7 +726,7 @@ TEST_F(SessionServerCreateTest, RefusesSocketInUse) {
 
 TEST_F(SessionServerCreateTest, RefusesPathTooLongForUnixSocket) {
   EXPECT_ERROR(
-      SessionServer::Create(io_context_, directory_ + "/" + std::string(120, 's'), host_, 1),
+      SessionServer::Create(io_context_, directory_->Path(std::string(120, 's')), host_, 1),
       StatusCode::kInvalidArgument, {"socket_path", "at most 107"});
 }
 

@@ -55,3 +55,14 @@ template <typename T>
   EXPECT_TRUE(::hurray::testing::FailsWith((expr), (code), ##__VA_ARGS__))
 #define ASSERT_ERROR(expr, code, ...) \
   ASSERT_TRUE(::hurray::testing::FailsWith((expr), (code), ##__VA_ARGS__))
+
+// ASSERT_OK_AND_ASSIGN(auto client, Client::Connect(options)): asserts that the Result is
+// OK, then declares or assigns `lhs` from its value (moved). Evaluates `expr` once; as any
+// ASSERT_*, only in a function that returns void.
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  HURRAY_TESTING_ASSERT_OK_AND_ASSIGN_IMPL_(HURRAY_CONCAT_(hurray_result_, __LINE__), lhs, expr)
+
+#define HURRAY_TESTING_ASSERT_OK_AND_ASSIGN_IMPL_(result, lhs, expr)                       \
+  auto result = (expr);                                                                    \
+  ASSERT_TRUE(result.has_value()) << #expr << ": " << ::hurray::testing::Describe(result); \
+  lhs = std::move(result).value()

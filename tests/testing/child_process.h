@@ -1,14 +1,16 @@
-// ChildProcess: a program the integration tests run as a real, separate process (the
-// daemon, the agents), started with fork/exec.
+// ChildProcess: a program run as a real, separate process (hurrayd, hurrayctl, the test
+// agents, the benchmark's servers and workers), started with fork/exec.
 //
-// Its stdout is either captured through a pipe (read it line by line with ReadLine) or
-// written to a file; its stderr goes to a file or is inherited. Children get no core dumps
-// (some are meant to die by SIGSEGV) and are killed when the thread that started them
-// ends, so a crashed test leaves nothing running. The destructor kills a child still
-// running (SIGKILL) and reaps it.
+// Its stdout is captured through a pipe (ReadLine, ReadToEnd) or appended to a file; its
+// stderr is appended to a file or inherited; its stdin is /dev/null or a pipe (WriteLine).
+// Its environment is the parent's, with entries added, replaced or removed. It may be
+// started on a set of CPUs (set before exec, so every thread it ever makes inherits them).
+// Children get no core dumps (some are meant to die by SIGSEGV or SIGKILL) and get a signal
+// when the thread that started them ends, so a crashed parent leaves nothing running. The
+// destructor kills a child still running (SIGKILL) and reaps it.
 //
 // Not thread-safe: use one ChildProcess from one thread at a time, and start children from
-// the test's main thread (the parent-death signal follows the starting thread).
+// the parent's main thread (the parent-death signal follows the starting thread).
 #pragma once
 
 #include <sys/types.h>
@@ -19,25 +21,37 @@
 #include <string>
 #include <vector>
 
-namespace hurray::integration {
+#include "hurray/error.h"
+
+namespace hurray::testing {
 
 class ChildProcess {
  public:
   struct Options {
     // Empty: capture stdout through a pipe. Otherwise: append stdout to this file.
     std::string stdout_path;
-    // Empty: inherit the test's stderr. Otherwise: append stderr to this file.
+    // Empty: inherit the parent's stderr. Otherwise: append stderr to this file.
     std::string stderr_path;
+    // Give the child a stdin pipe (WriteLine); otherwise its stdin is /dev/null.
+    bool stdin_pipe = false;
+    // CPUs the child runs on; empty: the parent's.
+    std::vector<int> cpus;
     // Signal the child receives when the starting thread ends.
     int parent_death_signal = SIGKILL;
-    // Extra "NAME=value" environment entries, on top of the test's environment.
+    // "NAME=value" entries added to the parent's environment (replacing any NAME there).
     std::vector<std::string> environment;
+    // Names removed from the parent's environment.
+    std::vector<std::string> unset_environment;
   };
 
-  // Starts `argv[0]` with `argv`. On failure (fork, pipe, or exec of a missing program)
-  // the child exits 127 and Wait reports it.
-  static ChildProcess Start(const std::vector<std::string>& argv, const Options& options);
-  static ChildProcess Start(const std::vector<std::string>& argv) { return Start(argv, {}); }
+  // Starts `argv[0]` (a path, not searched on PATH) with `argv`. INTERNAL naming the call
+  // when a pipe or fork fails. A program that cannot be executed, or a redirection that
+  // cannot be made, makes the child exit 127 (Wait reports it).
+  [[nodiscard]] static Result<ChildProcess> Start(const std::vector<std::string>& argv,
+                                                  const Options& options);
+  [[nodiscard]] static Result<ChildProcess> Start(const std::vector<std::string>& argv) {
+    return Start(argv, {});
+  }
 
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
@@ -57,6 +71,10 @@ class ChildProcess {
   // nullopt when the time is up first.
   [[nodiscard]] std::optional<std::string> ReadToEnd(std::chrono::milliseconds timeout);
 
+  // Writes `line` and a newline to the child's stdin pipe. UNAVAILABLE when there is no
+  // pipe or the child closed it.
+  [[nodiscard]] Status WriteLine(const std::string& line);
+
   // Sends `signal` to a child that has not been reaped yet.
   void Signal(int signal);
 
@@ -72,11 +90,12 @@ class ChildProcess {
 
  private:
   ChildProcess() = default;
-  void CloseOutput();
+  void CloseStreams();
 
   pid_t pid_ = -1;
   std::optional<int> status_;  // Set once reaped.
   int stdout_fd_ = -1;         // Read end of the stdout pipe, when captured.
+  int stdin_fd_ = -1;          // Write end of the stdin pipe, when given.
   std::string pending_;        // Captured bytes not yet returned.
   bool stdout_closed_ = false;
   std::string command_line_;
@@ -85,4 +104,4 @@ class ChildProcess {
 // "exited 3", "killed by signal 11 (Segmentation fault)".
 [[nodiscard]] std::string DescribeWaitStatus(int status);
 
-}  // namespace hurray::integration
+}  // namespace hurray::testing
