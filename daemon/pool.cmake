@@ -11,4 +11,4 @@ add_library(hurrayd_pool STATIC
 target_include_directories(hurrayd_pool PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(hurrayd_pool
   PUBLIC hurray_core Threads::Threads rt
-  PRIVATE Boost::headers spdlog::spdlog hurray_warnings)
+  PRIVATE hurrayd_random Boost::headers spdlog::spdlog hurray_warnings)
