@@ -29,7 +29,9 @@ Result<std::vector<v1::BufferLocation>> PlaceBuffers(Pool& pool,
 void FreeBuffers(Pool& pool, const std::vector<v1::BufferLocation>& buffers) {
   for (const auto& buffer : buffers) {
     if (buffer.segment_id() != 0) {
-      pool.Free(PoolRange{buffer.segment_id(), buffer.offset(), buffer.byte_size()});
+      pool.Free(PoolRange{.segment_id = buffer.segment_id(),
+                          .offset = buffer.offset(),
+                          .size = buffer.byte_size()});
     }
   }
 }

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "hurray/buffer_handle.h"
 #include "hurray/descriptor_codec.h"
@@ -132,9 +136,10 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
       started_(std::chrono::steady_clock::now()),
       wait_timer_(io) {}
 
+// NOLINTNEXTLINE(bugprone-exception-escape): a mutex or timer that fails here is fatal anyway.
 Registry::~Registry() {
   std::lock_guard lock(mutex_);
-  wait_timer_.cancel();
+  wait_timer_.cancel();  // A handler that runs later sees operation_aborted.
 }
 
 // ---- Sessions ----
@@ -305,8 +310,9 @@ std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name, Al
   version->shape.assign(allocation.descriptor.shape().begin(), allocation.descriptor.shape().end());
   version->pool = allocation.pool;
   for (const auto& location : allocation.buffers) {
-    version->buffers.push_back(
-        PoolRange{location.segment_id(), location.offset(), location.byte_size()});
+    version->buffers.push_back(PoolRange{.segment_id = location.segment_id(),
+                                         .offset = location.offset(),
+                                         .size = location.byte_size()});
   }
   v1::TensorInfo info;  // Without the name: see TensorVersion::info_without_name.
   info.set_version(version->number);
@@ -327,7 +333,7 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
   // The allocation becomes the version: its memory now belongs to the daemon.
-  Allocation allocation = *allocations_.Take(request.allocation_id());
+  Allocation allocation = allocations_.Take(request.allocation_id()).value();
   Session& session = *sessions_.Find(session_id);
   session.allocations.erase(request.allocation_id());
   session.pending_bytes -= allocation.byte_size;
@@ -413,7 +419,7 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
                        shared_done](Deferred& deferred) {
     auto retry = AcquireLocked(session_id, name, version);
     if (!retry && retry.error().code() == StatusCode::kNotFound) return false;
-    deferred.push_back([this, shared_done, name, retry = std::move(retry)]() mutable {
+    deferred.emplace_back([this, shared_done, name, retry = std::move(retry)]() mutable {
       (*shared_done)(AcquireReply(name, std::move(retry)));
     });
     return true;
@@ -432,7 +438,7 @@ Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
   std::optional<Result<v1::AcquireResponse>> result;
   Acquire(session_id, request,
           [&result](Result<v1::AcquireResponse> done) { result = std::move(done); });
-  return std::move(*result);  // Without a wait, Acquire completes before it returns.
+  return std::move(result).value();  // Without a wait, Acquire completes before it returns.
 }
 
 Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(
@@ -501,7 +507,7 @@ std::uint64_t Registry::BatchAcquire(std::uint64_t session_id,
   auto try_complete = [this, session_id, request, shared_done](Deferred& deferred) {
     auto retry = BatchAcquireLocked(session_id, request);
     if (!retry && retry.error().code() == StatusCode::kNotFound) return false;
-    deferred.push_back([this, shared_done, retry = std::move(retry)]() mutable {
+    deferred.emplace_back([this, shared_done, retry = std::move(retry)]() mutable {
       (*shared_done)(BatchAcquireReply(std::move(retry)));
     });
     return true;

@@ -53,7 +53,7 @@ class Registry final : public SessionHost {
 
   // Most names one BatchAcquire may list. A batch waits as one: each publish of one of
   // its names retries the whole batch under the mutex, so the list is bounded to keep
-  // that retry short. (gRPC's default 4 MiB message limit admits about as many.)
+  // that retry short.
   static constexpr std::size_t kMaxBatchNames = 100'000;
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -117,7 +117,7 @@ class Registry final : public SessionHost {
   [[nodiscard]] Result<v1::DescribeResponse> Describe(const v1::DescribeRequest& request) const;
   [[nodiscard]] v1::StatsResponse Stats() const;
 
-  using WatchCallback = std::function<void(const v1::WatchEvent&)>;
+  using WatchCallback = WatchHub::Callback;
   // Calls `callback` with every publish and delete of a name starting with `prefix`, in
   // order, until Unwatch. Callbacks run on publishing threads and must not block or call
   // back into the registry. Returns the watch id.

@@ -72,8 +72,8 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   auto& versions = entry->second.versions;
   // Drops the entry's reference: *version is destroyed now, or by the last reply being
   // built from it.
-  versions.erase(std::find_if(versions.begin(), versions.end(),
-                              [version](const auto& live) { return live.get() == version; }));
+  versions.erase(std::ranges::find_if(
+      versions, [version](const auto& live) { return live.get() == version; }));
   --version_count_;
   if (versions.empty()) names_.erase(entry);
 }

@@ -13,9 +13,14 @@ bool WaitSet::Add(std::uint64_t id, Wait wait) {
 std::optional<Wait> WaitSet::Remove(std::uint64_t id) {
   auto found = waits_.find(id);
   if (found == waits_.end()) return std::nullopt;
-  std::optional<Wait> wait(std::move(found->second));
+  return TakeOut(found);
+}
+
+Wait WaitSet::TakeOut(std::unordered_map<std::uint64_t, Wait>::iterator found) {
+  const std::uint64_t id = found->first;
+  Wait wait = std::move(found->second);
   waits_.erase(found);
-  for (const std::string& name : wait->names) {
+  for (const std::string& name : wait.names) {
     auto [begin, end] = by_name_.equal_range(name);
     for (auto it = begin; it != end; ++it) {
       if (it->second == id) {
@@ -24,8 +29,8 @@ std::optional<Wait> WaitSet::Remove(std::uint64_t id) {
       }
     }
   }
-  by_session_.erase({wait->session_id, id});
-  by_deadline_.erase({wait->deadline, id});
+  by_session_.erase({wait.session_id, id});
+  by_deadline_.erase({wait.deadline, id});
   return wait;
 }
 
@@ -48,14 +53,14 @@ std::vector<Wait> WaitSet::TakeSession(std::uint64_t session_id) {
   }
   std::vector<Wait> taken;
   taken.reserve(ids.size());
-  for (std::uint64_t id : ids) taken.push_back(*Remove(id));
+  for (std::uint64_t id : ids) taken.push_back(TakeOut(waits_.find(id)));
   return taken;
 }
 
 std::vector<Wait> WaitSet::TakeExpired(Wait::Clock::time_point now) {
   std::vector<Wait> expired;
   while (!by_deadline_.empty() && by_deadline_.begin()->first <= now) {
-    expired.push_back(*Remove(by_deadline_.begin()->second));
+    expired.push_back(TakeOut(waits_.find(by_deadline_.begin()->second)));
   }
   return expired;
 }

@@ -62,6 +62,9 @@ class WaitSet {
   [[nodiscard]] std::size_t size() const { return waits_.size(); }
 
  private:
+  // Takes the wait at `found` (an entry of waits_) out of every index.
+  Wait TakeOut(std::unordered_map<std::uint64_t, Wait>::iterator found);
+
   std::unordered_map<std::uint64_t, Wait> waits_;
   std::multimap<std::string, std::uint64_t, std::less<>> by_name_;
   std::set<std::pair<std::uint64_t, std::uint64_t>> by_session_;             // (session, id)

@@ -22,11 +22,12 @@ class WaitSetTest : public ::testing::Test {
                       if (completes) woken_.push_back(id);
                       return completes;
                     },
-                .fail = [](Error) {}};
+                .fail = [](const Error&) {}};
   }
 
   static std::vector<std::uint64_t> Sessions(const std::vector<Wait>& waits) {
     std::vector<std::uint64_t> sessions;
+    sessions.reserve(waits.size());
     for (const Wait& wait : waits) sessions.push_back(wait.session_id);
     return sessions;
   }
@@ -85,7 +86,7 @@ TEST_F(WaitSetTest, RemoveTakesAWaitOnce) {
   waits_.Add(1, MakeWait(7, {"a/x"}, milliseconds(10)));
   auto removed = waits_.Remove(1);
   ASSERT_TRUE(removed);
-  EXPECT_EQ(removed->names, (std::vector<std::string>{"a/x"}));
+  EXPECT_EQ(removed.value().names, (std::vector<std::string>{"a/x"}));
   EXPECT_FALSE(waits_.Remove(1));
   EXPECT_FALSE(waits_.NextDeadline());
   EXPECT_TRUE(waits_.TakeSession(7).empty());
