@@ -43,6 +43,8 @@ class AllocationTable {
   [[nodiscard]] const Allocation& Get(std::uint64_t id) const { return allocations_.at(id); }
   // Removes the allocation `id` and returns it; nullopt when there is none.
   std::optional<Allocation> Take(std::uint64_t id);
+  // Removes the allocation `id`, if there is one.
+  void Remove(std::uint64_t id) { allocations_.erase(id); }
 
   [[nodiscard]] std::size_t size() const { return allocations_.size(); }
 

@@ -329,11 +329,12 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
                                               const v1::PublishRequest& request) {
   HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
   std::unique_lock lock(mutex_);
-  const Allocation* pending = allocations_.FindOfSession(request.allocation_id(), session_id);
+  Allocation* pending = allocations_.FindOfSession(request.allocation_id(), session_id);
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
   // The allocation becomes the version: its memory now belongs to the daemon.
-  Allocation allocation = allocations_.Take(request.allocation_id()).value();
+  Allocation allocation = std::move(*pending);
+  allocations_.Remove(request.allocation_id());
   Session& session = *sessions_.Find(session_id);
   session.allocations.erase(request.allocation_id());
   session.pending_bytes -= allocation.byte_size;
@@ -438,7 +439,8 @@ Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
   std::optional<Result<v1::AcquireResponse>> result;
   Acquire(session_id, request,
           [&result](Result<v1::AcquireResponse> done) { result = std::move(done); });
-  return std::move(result).value();  // Without a wait, Acquire completes before it returns.
+  // Without a wait, Acquire completes before it returns.
+  return std::move(*result);  // NOLINT(bugprone-unchecked-optional-access)
 }
 
 Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(
