@@ -251,12 +251,12 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                         .buffers = {},
                         .byte_size = total};
   std::lock_guard lock(mutex_);
-  return AllocateLocked(session_id, *descriptor, std::move(allocation));
+  return AllocateLocked(session_id, *descriptor, allocation);
 }
 
 Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
                                                       const TensorDescriptor& descriptor,
-                                                      Allocation allocation) {
+                                                      Allocation& allocation) {
   Session* session = sessions_.Find(session_id);
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   const std::uint64_t quota = options_.session_quota_bytes;
@@ -300,7 +300,8 @@ void Registry::FreeAllocationLocked(std::uint64_t allocation_id) {
   }
 }
 
-std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name, Allocation allocation,
+std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name,
+                                                     Allocation& allocation,
                                                      const v1::SyncHandoff& handoff) const {
   auto version = std::make_shared<TensorVersion>();
   version->number = versions_.NextNumber(name);
@@ -333,13 +334,11 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
   // The allocation becomes the version: its memory now belongs to the daemon.
-  Allocation allocation = std::move(*pending);
-  allocations_.Remove(request.allocation_id());
   Session& session = *sessions_.Find(session_id);
   session.allocations.erase(request.allocation_id());
-  session.pending_bytes -= allocation.byte_size;
-  std::shared_ptr<TensorVersion> version =
-      MakeVersion(request.name(), std::move(allocation), request.handoff());
+  session.pending_bytes -= pending->byte_size;
+  std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), *pending, request.handoff());
+  allocations_.Remove(request.allocation_id());
   const std::uint64_t number = version->number;
   versions_.Add(request.name(), std::move(version));
 

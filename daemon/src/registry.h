@@ -144,12 +144,14 @@ class Registry final : public SessionHost {
   };
 
   // The rest of Allocate, under the mutex: the session's quota, then the pool's ranges.
+  // Takes `allocation` (its buffers filled in) on success.
   [[nodiscard]] Result<v1::AllocateResponse> AllocateLocked(std::uint64_t session_id,
                                                             const TensorDescriptor& descriptor,
-                                                            Allocation allocation);
-  // The version Publish makes of `allocation` under `name`, numbered next.
+                                                            Allocation& allocation);
+  // The version Publish makes of `allocation` under `name`, numbered next. Moves the
+  // allocation's descriptor and buffers out.
   [[nodiscard]] std::shared_ptr<TensorVersion> MakeVersion(const std::string& name,
-                                                           Allocation allocation,
+                                                           Allocation& allocation,
                                                            const v1::SyncHandoff& handoff) const;
   [[nodiscard]] SegmentUse SegmentUseLocked(const Session& session, std::uint64_t segment_id) const;
   // Takes a lease. The reply is built from the grant after the mutex is released.
