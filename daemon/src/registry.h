@@ -1,10 +1,15 @@
 // Registry: the daemon's state and the exchange's rules, independent of any transport.
 //
-// It holds sessions, pending allocations, published tensors (names, versions), leases and
-// watchers, and answers every Exchange rpc with the same messages the gRPC service and the
-// session socket carry (proto/hurray/v1/exchange.proto). Memory returns to its pool only
-// when a version is deleted or superseded *and* its last lease has ended, or when an
-// unpublished allocation is cancelled or its session ends.
+// It holds sessions, pending allocations, published tensors (names, versions), leases,
+// waits and watchers, and answers every Exchange rpc with the same messages the gRPC
+// service and the session socket carry (proto/hurray/v1/exchange.proto). Memory returns to
+// its pool only when a version is deleted or superseded *and* its last lease has ended, or
+// when an unpublished allocation is cancelled or its session ends.
+//
+// Each part of the state is a table of its own (SessionTable, AllocationTable, LeaseTable,
+// VersionStore, WaitSet, WatchHub; List, Describe and Stats read them through
+// inspection.h); the registry holds the one mutex that guards them and applies the rules
+// that keep them in step.
 //
 // Thread-safe: every method may be called from any thread. One mutex guards the state;
 // callbacks (acquire completions, watch events) never run while it is held, and neither
@@ -17,18 +22,21 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "allocation_table.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
+#include "lease_table.h"
 #include "pool_set.h"
 #include "session_host.h"
+#include "session_table.h"
+#include "version_store.h"
+#include "wait_set.h"
+#include "watch_hub.h"
 
 namespace hurray::daemon {
 
@@ -41,7 +49,9 @@ class Registry final : public SessionHost {
     std::uint64_t session_quota_bytes = 0;
     // Longest acquire wait accepted, in milliseconds.
     std::uint32_t max_wait_ms = 3'600'000;
-    // Most names one BatchAcquire may list.
+    // Most names one BatchAcquire may list. A batch waits as one: each publish of one of
+    // its names retries the whole batch under the mutex, so the list is bounded to keep
+    // that retry short.
     std::size_t max_batch_names = 100'000;
   };
 
@@ -70,8 +80,8 @@ class Registry final : public SessionHost {
 
   // ---- Exchange ----
 
-  [[nodiscard]] Result<v1::AllocateResponse> Allocate(
-      std::uint64_t session_id, const v1::AllocateRequest& request) override;
+  [[nodiscard]] Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,
+                                                      const v1::AllocateRequest& request) override;
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
       std::uint64_t session_id, const v1::CancelAllocationRequest& request) override;
   [[nodiscard]] Result<v1::PublishResponse> Publish(std::uint64_t session_id,
@@ -90,8 +100,8 @@ class Registry final : public SessionHost {
                              BatchAcquireDone done);
   // Acquire without a wait (the session socket's path): INVALID_ARGUMENT when
   // wait_timeout_ms is not 0.
-  [[nodiscard]] Result<v1::AcquireResponse> AcquireNow(
-      std::uint64_t session_id, const v1::AcquireRequest& request) override;
+  [[nodiscard]] Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
+                                                       const v1::AcquireRequest& request) override;
   // Drops a waiting acquire without running its `done`. False when it already completed
   // (or is completing): then `done` runs (or ran) as usual.
   bool CancelWait(std::uint64_t wait_id);
@@ -106,7 +116,7 @@ class Registry final : public SessionHost {
   [[nodiscard]] Result<v1::DescribeResponse> Describe(const v1::DescribeRequest& request) const;
   [[nodiscard]] v1::StatsResponse Stats() const;
 
-  using WatchCallback = std::function<void(const v1::WatchEvent&)>;
+  using WatchCallback = WatchHub::Callback;
   // Calls `callback` with every publish and delete of a name starting with `prefix`, in
   // order, until Unwatch. Callbacks run on publishing threads and must not block or call
   // back into the registry. Returns the watch id.
@@ -116,18 +126,33 @@ class Registry final : public SessionHost {
   [[nodiscard]] std::uint64_t daemon_epoch() const { return options_.daemon_epoch; }
 
  private:
-  struct Version;
-  struct Grant;
-  struct NamedGrant;
-  struct NameEntry;
-  struct Allocation;
-  struct Lease;
-  struct Session;
-  struct Waiter;
-  struct Watcher;
-  // Work to run once the mutex is released (callbacks).
-  using Deferred = std::vector<std::function<void()>>;
+  // A lease just taken: what its reply is built from, once the mutex is released.
+  struct Grant {
+    std::uint64_t lease_id = 0;
+    std::shared_ptr<const TensorVersion> version;
+  };
+  struct NamedGrant {
+    std::string name;
+    Grant grant;
+  };
+  // Where a session may use a segment from, and the pool that holds it.
+  struct SegmentUse {
+    bool in_allocation = false;
+    bool in_lease = false;
+    Pool* pool = nullptr;
+  };
 
+  // The rest of Allocate, under the mutex: the session's quota, then the pool's ranges.
+  // Takes `allocation` (its buffers filled in) on success.
+  [[nodiscard]] Result<v1::AllocateResponse> AllocateLocked(std::uint64_t session_id,
+                                                            const TensorDescriptor& descriptor,
+                                                            Allocation& allocation);
+  // The version Publish makes of `allocation` under `name`, numbered next. Moves the
+  // allocation's descriptor and buffers out.
+  [[nodiscard]] std::shared_ptr<TensorVersion> MakeVersion(const std::string& name,
+                                                           Allocation& allocation,
+                                                           const v1::SyncHandoff& handoff) const;
+  [[nodiscard]] SegmentUse SegmentUseLocked(const Session& session, std::uint64_t segment_id) const;
   // Takes a lease. The reply is built from the grant after the mutex is released.
   [[nodiscard]] Result<Grant> AcquireLocked(std::uint64_t session_id, const std::string& name,
                                             std::uint64_t version);
@@ -141,44 +166,37 @@ class Registry final : public SessionHost {
   // One tensor's acquire reply (lease, TensorInfo, epoch) from its grant; needs no mutex.
   void FillAcquireResponse(const std::string& name, const Grant& grant,
                            v1::AcquireResponse& response) const;
-  // The TensorInfo of a version under its name, from its stored bytes; needs no mutex.
-  static void FillTensorInfo(const std::string& name, const Version& version, v1::TensorInfo& info);
-  // The version Acquire and Describe find (0: the latest); null when it is not published.
-  [[nodiscard]] std::shared_ptr<Version> FindVersionLocked(const std::string& name,
-                                                           std::uint64_t version) const;
   void ReleaseLeaseLocked(std::uint64_t lease_id);
-  void ReclaimIfUnusedLocked(Version* version);
   void FreeAllocationLocked(std::uint64_t allocation_id);
+  // Registers a wait (see Wait) for `names` that fails with DEADLINE_EXCEEDED after
+  // `timeout_ms`; returns its id.
   std::uint64_t StartWaitLocked(std::uint64_t session_id, std::vector<std::string> names,
                                 std::uint32_t timeout_ms,
                                 std::function<bool(Deferred&)> try_complete,
                                 std::function<void(Error)> fail);
-  void WakeWaitersLocked(const std::string& name, Deferred& deferred);
-  // Takes a waiter out of every index and cancels its timer; null when it is gone.
-  std::unique_ptr<Waiter> RemoveWaiterLocked(std::uint64_t wait_id);
-  void OnWaitTimeout(std::uint64_t wait_id);
-  // Delivers watch events in order; takes watch_mutex_ before `lock` is released.
-  void Notify(std::unique_lock<std::mutex>& lock, std::vector<v1::WatchEvent> events);
+  // Arms wait_timer_ for the earliest deadline of waits_.
+  void ArmWaitTimerLocked();
+  // wait_timer_ fired: fails the waits whose deadline has passed.
+  void OnWaitTimer();
+  [[nodiscard]] v1::WatchEvent Event(v1::WatchEvent::Kind kind, const std::string& name,
+                                     std::uint64_t version) const;
 
   const PoolSet& pools_;
-  boost::asio::io_context& io_;
   const Options options_;
   const std::chrono::steady_clock::time_point started_;
 
   mutable std::mutex mutex_;
-  std::uint64_t next_id_ = 1;  // Guarded by mutex_. Shared by sessions, allocations, leases.
-  std::map<std::string, NameEntry, std::less<>> names_;              // Guarded by mutex_.
-  std::unordered_map<std::uint64_t, Allocation> allocations_;        // Guarded by mutex_.
-  std::unordered_map<std::uint64_t, Lease> leases_;                  // Guarded by mutex_.
-  std::unordered_map<std::uint64_t, Session> sessions_;              // Guarded by mutex_.
-  std::unordered_map<std::string, std::uint64_t> session_by_token_;  // Guarded by mutex_.
-  std::map<std::uint64_t, std::unique_ptr<Waiter>> waiters_;         // Guarded by mutex_.
-  std::multimap<std::string, std::uint64_t> waiters_by_name_;        // Guarded by mutex_.
-  std::uint64_t version_count_ = 0;                                  // Guarded by mutex_.
-
-  std::mutex watch_mutex_;
-  std::map<std::uint64_t, std::shared_ptr<Watcher>> watchers_;  // Guarded by watch_mutex_.
-  std::uint64_t next_watch_id_ = 1;                             // Guarded by watch_mutex_.
+  // Guarded by mutex_. One sequence for the ids of sessions, allocations, leases and waits.
+  std::uint64_t next_id_ = 1;
+  SessionTable sessions_;        // Guarded by mutex_.
+  AllocationTable allocations_;  // Guarded by mutex_.
+  LeaseTable leases_;            // Guarded by mutex_.
+  VersionStore versions_;        // Guarded by mutex_.
+  WaitSet waits_;                // Guarded by mutex_.
+  // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
+  boost::asio::steady_timer wait_timer_;
+  // Its own lock, taken before mutex_ is released when events are delivered.
+  WatchHub watches_;
 };
 
 }  // namespace hurray::daemon

@@ -3,11 +3,9 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <boost/interprocess/exceptions.hpp>
 #include <boost/interprocess/permissions.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -16,6 +14,7 @@
 #include <limits>
 
 #include "hurray/ipc/errno_error.h"
+#include "random_hex.h"
 
 namespace hurray::daemon {
 namespace {
@@ -47,25 +46,8 @@ bool IsPrefixCharacter(char c) {
 
 // "/<prefix>-<32 lower-case hex digits>" from the kernel's random pool.
 Result<std::string> RandomName(std::string_view prefix) {
-  std::array<unsigned char, kNameRandomBytes> random{};
-  std::size_t filled = 0;
-  while (filled < random.size()) {
-    const ssize_t got = ::getrandom(random.data() + filled, random.size() - filled, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return std::unexpected(ErrnoError("getrandom", "", errno));
-    }
-    filled += static_cast<std::size_t>(got);
-  }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string name = "/";
-  name += prefix;
-  name += '-';
-  for (const unsigned char byte : random) {
-    name += kDigits[byte >> 4];
-    name += kDigits[byte & 0xF];
-  }
-  return name;
+  HURRAY_ASSIGN_OR_RETURN(const std::string random, RandomHex(kNameRandomBytes));
+  return fmt::format("/{}-{}", prefix, random);
 }
 
 // The file of segment `name` ("/hurray-…") in `directory` ("" for /dev/shm).

@@ -16,4 +16,9 @@ inline constexpr std::size_t kMaxNamePartBytes = 128;
 // and the value otherwise.
 [[nodiscard]] Status ValidateTensorName(std::string_view name, std::string_view field = "name");
 
+// True when `name` starts with `prefix` (what List, BatchAcquire and Watch match by).
+[[nodiscard]] inline bool HasPrefix(std::string_view name, std::string_view prefix) {
+  return name.substr(0, prefix.size()) == prefix;
+}
+
 }  // namespace hurray::daemon

@@ -1,0 +1,33 @@
+// Inspection: what List, Describe and Stats report of the registry's state.
+#pragma once
+
+#include <cstdint>
+
+#include "hurray/v1/exchange.pb.h"
+#include "pool_set.h"
+#include "version_store.h"
+
+namespace hurray::daemon {
+
+// List pages hold this many tensors unless the request asks for another size, and at
+// most kMaxListPageSize.
+inline constexpr std::uint32_t kDefaultListPageSize = 100;
+inline constexpr std::uint32_t kMaxListPageSize = 1000;
+
+// These read the tables they are given and build messages from them; they keep no state.
+// Not thread-safe: the tables are guarded by Registry::mutex_, which the caller holds,
+// except where a function says otherwise.
+
+// The tensors of the page `request` asks for (names with its prefix whose latest version
+// may be acquired, in name order, after its page token), and the next page's token when
+// more follow. Leaves daemon_epoch to the caller.
+void FillListPage(const VersionStore& versions, const v1::ListRequest& request,
+                  v1::ListResponse& response);
+
+// Describe's version list: every live version of `entry`, oldest first.
+void FillVersionInfos(const NameEntry& entry, v1::DescribeResponse& response);
+
+// The usage of every pool, in name order. Needs no lock: pools are thread-safe.
+void FillPoolStats(const PoolSet& pools, v1::StatsResponse& response);
+
+}  // namespace hurray::daemon

@@ -1,0 +1,106 @@
+#include "version_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace hurray::daemon {
+
+void TensorVersion::FillTensorInfo(const std::string& tensor_name, v1::TensorInfo& info) const {
+  info.set_name(tensor_name);
+  // Bytes this daemon serialized: parsing them cannot fail short of a bug.
+  if (!info.MergeFromString(info_without_name)) {
+    spdlog::error("{} version {}: the stored TensorInfo does not parse",
+                  std::string_view(tensor_name).substr(0, 200), number);
+  }
+}
+
+TensorVersion* NameEntry::Latest() const {
+  if (versions.empty()) return nullptr;
+  TensorVersion* latest = versions.back().get();
+  return latest->deleted || latest->superseded ? nullptr : latest;
+}
+
+std::uint64_t NameEntry::LeaseCount() const {
+  std::uint64_t leases = 0;
+  for (const auto& version : versions) leases += version->lease_count;
+  return leases;
+}
+
+std::uint64_t VersionStore::NextNumber(std::string_view name) const {
+  const NameEntry* entry = FindEntry(name);
+  return entry == nullptr ? 1 : entry->next_version;
+}
+
+void VersionStore::Add(const std::string& name, std::shared_ptr<TensorVersion> version) {
+  auto named = names_.try_emplace(name).first;
+  NameEntry& entry = named->second;
+  version->name = &named->first;
+  entry.next_version = version->number + 1;
+  // The previous latest is superseded: it lives on only while leased.
+  std::vector<TensorVersion*> superseded;
+  for (const auto& old : entry.versions) {
+    if (!old->superseded) {
+      old->superseded = true;
+      superseded.push_back(old.get());
+    }
+  }
+  entry.versions.push_back(std::move(version));
+  ++version_count_;
+  for (TensorVersion* old : superseded) ReclaimIfUnused(old);  // Never erases the entry.
+}
+
+std::vector<TensorVersion*> VersionStore::MarkDeleted(std::string_view name, std::uint64_t number) {
+  std::vector<TensorVersion*> deleted;
+  auto entry = names_.find(name);
+  if (entry == names_.end()) return deleted;
+  for (const auto& version : entry->second.versions) {
+    if (!version->deleted && (number == 0 || number == version->number)) {
+      version->deleted = true;
+      deleted.push_back(version.get());
+    }
+  }
+  return deleted;
+}
+
+void VersionStore::ReclaimIfUnused(TensorVersion* version) {
+  if (version->lease_count != 0 || !(version->superseded || version->deleted)) return;
+  for (const PoolRange& buffer : version->buffers) {
+    if (buffer.segment_id != 0) version->pool->Free(buffer);
+  }
+  auto entry = names_.find(*version->name);
+  auto& versions = entry->second.versions;
+  // Drops the entry's reference: *version is destroyed now, or by the last reply being
+  // built from it.
+  versions.erase(std::ranges::find_if(
+      versions, [version](const auto& live) { return live.get() == version; }));
+  --version_count_;
+  if (versions.empty()) names_.erase(entry);
+}
+
+std::shared_ptr<TensorVersion> VersionStore::Find(std::string_view name,
+                                                  std::uint64_t number) const {
+  const NameEntry* entry = FindEntry(name);
+  if (entry == nullptr) return nullptr;
+  if (number == 0) {
+    if (entry->Latest() == nullptr) return nullptr;
+    return entry->versions.back();
+  }
+  for (const auto& version : entry->versions) {
+    if (version->number == number) return version->deleted ? nullptr : version;
+  }
+  return nullptr;
+}
+
+const NameEntry* VersionStore::FindEntry(std::string_view name) const {
+  auto found = names_.find(name);
+  return found == names_.end() ? nullptr : &found->second;
+}
+
+std::uint64_t VersionStore::TensorCount() const {
+  std::uint64_t tensors = 0;
+  for (const auto& [name, entry] : names_) tensors += entry.Latest() != nullptr ? 1 : 0;
+  return tensors;
+}
+
+}  // namespace hurray::daemon

@@ -1,0 +1,108 @@
+// VersionStore: the published tensors, by name, each with its live versions.
+#pragma once
+
+#include <boost/container/small_vector.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hurray/v1/exchange.pb.h"
+#include "pool.h"
+
+namespace hurray::daemon {
+
+// A published tensor version. Its buffers stay allocated while it lives.
+//
+// A compact record rather than a v1::TensorInfo, since the daemon holds one per published
+// tensor: the TensorInfo that Acquire and Describe hand out is kept serialized once,
+// without its name (the key of its name's entry), and parsed into each reply after
+// Registry::mutex_ is released. A reply being built holds a shared_ptr to the version, so
+// the immutable part stays valid even if the version is reclaimed meanwhile.
+struct TensorVersion {
+  // Set by Publish, then immutable: replies being built read these without the mutex.
+  //
+  // v1::TensorInfo with every field but `name` (field 1), serialized. A message serializes
+  // its fields in field-number order, so the name's field followed by these bytes is the
+  // whole TensorInfo; parsing them after set_name gives the message Publish built.
+  std::string info_without_name;
+  std::uint64_t number = 0;
+  std::int64_t published_at_ns = 0;  // Also in info_without_name; Describe lists it.
+  std::uint64_t byte_size = 0;       // Sum of the buffers' sizes.
+  // The descriptor's element type and shape (also in info_without_name): what List shows
+  // of a tensor, kept apart so that a page of List parses nothing.
+  v1::ElementType element_type = v1::ELEMENT_TYPE_UNSPECIFIED;
+  boost::container::small_vector<std::uint64_t, 4> shape;
+
+  // Set by Publish, then immutable; read under Registry::mutex_ only.
+  //
+  // Every buffer's range, in table order (segment_id 0 for an empty buffer): what
+  // GrantSegment checks and what returns to `pool` when the version is reclaimed.
+  boost::container::small_vector<PoolRange, 1> buffers;
+  Pool* pool = nullptr;
+  const std::string* name = nullptr;  // The key of its name's entry (dangles once reclaimed).
+
+  // Guarded by Registry::mutex_.
+  std::uint64_t lease_count = 0;
+  bool superseded = false;  // A newer version of the name exists.
+  bool deleted = false;     // Delete named it: no new acquires.
+
+  // The TensorInfo of this version under `name`, from its stored bytes. Needs no lock.
+  void FillTensorInfo(const std::string& tensor_name, v1::TensorInfo& info) const;
+};
+
+// The live versions of one name.
+struct NameEntry {
+  // Oldest first (version numbers only grow). Almost always one: a superseded version
+  // lives on only while leased.
+  boost::container::small_vector<std::shared_ptr<TensorVersion>, 1> versions;
+  std::uint64_t next_version = 1;
+
+  // The latest version, when it may still be acquired; null otherwise.
+  [[nodiscard]] TensorVersion* Latest() const;
+  // Leases on all its versions.
+  [[nodiscard]] std::uint64_t LeaseCount() const;
+};
+
+// Names and their versions. A version is superseded when a newer one of its name is
+// added, hidden when deleted, and reclaimed (its buffers returned to its pool, its record
+// dropped) once it is superseded or deleted and unleased; a name goes with its last version.
+//
+// Not thread-safe: guarded by Registry::mutex_.
+class VersionStore {
+ public:
+  using Names = std::map<std::string, NameEntry, std::less<>>;
+
+  // The number the next version of `name` gets.
+  [[nodiscard]] std::uint64_t NextNumber(std::string_view name) const;
+  // Adds `version` (numbered NextNumber(name), buffers and pool set) as the latest of
+  // `name`, and supersedes the ones before it (reclaiming those without a lease).
+  void Add(const std::string& name, std::shared_ptr<TensorVersion> version);
+  // Marks the versions of `name` not yet deleted (all, or only `number` when not 0) deleted,
+  // and returns them, oldest first. The caller reclaims them with ReclaimIfUnused.
+  std::vector<TensorVersion*> MarkDeleted(std::string_view name, std::uint64_t number);
+  // Reclaims `version` when it is superseded or deleted and has no lease (it may be the
+  // last reference to it, and to its name's entry).
+  void ReclaimIfUnused(TensorVersion* version);
+
+  // The version an acquire finds (number 0: the latest); null when it is not published.
+  [[nodiscard]] std::shared_ptr<TensorVersion> Find(std::string_view name,
+                                                    std::uint64_t number) const;
+  // The entry of `name`, or null.
+  [[nodiscard]] const NameEntry* FindEntry(std::string_view name) const;
+  [[nodiscard]] const Names& names() const { return names_; }
+
+  // Names whose latest version may be acquired.
+  [[nodiscard]] std::uint64_t TensorCount() const;
+  // Versions alive (leased superseded or deleted ones included).
+  [[nodiscard]] std::uint64_t version_count() const { return version_count_; }
+
+ private:
+  Names names_;
+  std::uint64_t version_count_ = 0;
+};
+
+}  // namespace hurray::daemon
