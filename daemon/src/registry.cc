@@ -12,6 +12,7 @@
 
 #include "hurray/buffer_handle.h"
 #include "hurray/descriptor_codec.h"
+#include "hurray/ipc/session_protocol.h"
 #include "inspection.h"
 #include "random_hex.h"
 #include "tensor_name.h"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "hurray/session_wire.h"
+#include "hurray/ipc/peer_credentials.h"
 
 namespace hurray::daemon {
 
