@@ -106,7 +106,7 @@ HurrayStatus hurray_client_allocate(HurrayClient* client, const HurrayDescriptor
     HURRAY_REQUIRE(out);
     auto decoded = DescriptorOf(descriptor);
     if (!decoded) return SetLastError(decoded.error());
-    auto tensor = client->client->Allocate(*decoded, pool == nullptr ? "cpu" : pool);
+    auto tensor = client->client->Allocate(*decoded, pool == nullptr ? std::string_view() : std::string_view(pool));
     if (!tensor) return SetLastError(tensor.error());
     *out = new HurrayAllocation{std::move(*tensor)};
     return HURRAY_OK;

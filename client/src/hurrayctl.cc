@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   std::string prefix;
   std::string name;
   std::string file;
-  std::string pool = "cpu";
+  std::string pool;  // Empty: the daemon's default pool.
   std::uint64_t version = 0;
   std::uint32_t wait_ms = 0;
 
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   CLI::App* put = app.add_subcommand("put", "Publish a .npy file as a tensor");
   put->add_option("NAME", name, "Tensor name (namespace/name)")->required();
   put->add_option("FILE", file, ".npy file to read")->required();
-  put->add_option("--pool", pool, "Pool to allocate from")->capture_default_str();
+  put->add_option("--pool", pool, "Pool to allocate from (default: the daemon's default, cpu)");
 
   CLI::App* get = app.add_subcommand("get", "Write a tensor to a .npy file");
   get->add_option("NAME", name, "Tensor name (namespace/name)")->required();

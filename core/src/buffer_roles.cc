@@ -5,7 +5,7 @@
 #include <cmath>
 #include <optional>
 
-#include "checked_math.h"
+#include "hurray/checked_math.h"
 
 namespace hurray::internal {
 namespace {

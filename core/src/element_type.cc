@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "checked_math.h"
+#include "hurray/checked_math.h"
 
 namespace hurray {
 namespace {

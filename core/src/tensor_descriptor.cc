@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "buffer_roles.h"
-#include "checked_math.h"
+#include "hurray/checked_math.h"
 
 namespace hurray {
 namespace {

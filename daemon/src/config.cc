@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cpu_pool.h"
+#include "pool/cpu_pool.h"
 #include "hurray/ipc/socket_path.h"
 
 namespace hurray::daemon {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "huge_pages.h"
+#include "pool/huge_pages.h"
 #include "hurray/error.h"
 
 namespace hurray::daemon {

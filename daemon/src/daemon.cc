@@ -12,14 +12,14 @@
 #include <cerrno>
 #include <chrono>
 
-#include "cpu_pool.h"
+#include "pool/cpu_pool.h"
 #include "exchange_service.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
-#include "pool_set.h"
-#include "registry.h"
-#include "session_server.h"
+#include "pool/pool_set.h"
+#include "registry/registry.h"
+#include "session/session_server.h"
 
 namespace hurray::daemon {
 namespace {
@@ -38,7 +38,7 @@ Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
       ChooseHugePages(config.huge_pages, config.capacity_bytes, ReadHostHugePageFacts());
   if (!huge_pages) return std::unexpected(huge_pages.error().WithContext("cpu_pool"));
   spdlog::info("cpu pool: huge pages: {}", huge_pages->explanation);
-  auto pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
+  auto pool = CpuPool::Create(CpuPool::Options{.name = std::string(kDefaultPoolName),
                                                .capacity_bytes = config.capacity_bytes,
                                                .segment_bytes = config.segment_bytes,
                                                .page_size = config.page_size,
@@ -154,7 +154,7 @@ void Daemon::StartIo() {
 }
 
 void Daemon::Announce() {
-  const auto usage = pools_->Find("cpu")->Usage();
+  const auto usage = pools_->Find(kDefaultPoolName)->Usage();
   spdlog::info("hurrayd serving gRPC on unix:{}, sessions on {}, cpu pool {} MiB, epoch {}",
                config_.socket_path, session_server_->socket_path(), usage.capacity_bytes >> 20,
                epoch_);

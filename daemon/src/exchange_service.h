@@ -9,7 +9,7 @@
 
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.grpc.pb.h"
-#include "registry.h"
+#include "registry/registry.h"
 
 namespace hurray::daemon {
 

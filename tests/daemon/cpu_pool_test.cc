@@ -1,4 +1,4 @@
-#include "cpu_pool.h"
+#include "pool/cpu_pool.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 // pools with each backing, and real transparent and explicit huge pages where this host
 // lets a test arrange them (root: a private mount namespace, and vm.nr_hugepages raised for
 // the test's duration only).
-#include "huge_pages.h"
+#include "pool/huge_pages.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_pool.h"
+#include "pool/cpu_pool.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {

@@ -1,4 +1,4 @@
-#include "range_allocator.h"
+#include "pool/range_allocator.h"
 
 #include <gtest/gtest.h>
 

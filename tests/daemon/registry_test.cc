@@ -1,5 +1,5 @@
 // The registry's rules, on a real CPU pool, without gRPC.
-#include "registry.h"
+#include "registry/registry.h"
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <future>
 #include <thread>
 
-#include "cpu_pool.h"
+#include "pool/cpu_pool.h"
 #include "hurray/descriptor_codec.h"
-#include "tensor_name.h"
+#include "registry/tensor_name.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {

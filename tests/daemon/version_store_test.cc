@@ -1,5 +1,5 @@
 // VersionStore: superseding, deleting and reclaiming versions (empty buffers: no pool).
-#include "version_store.h"
+#include "registry/version_store.h"
 
 #include <gtest/gtest.h>
 

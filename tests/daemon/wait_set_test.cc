@@ -1,5 +1,5 @@
 // WaitSet: its indexes by name, session and deadline.
-#include "wait_set.h"
+#include "registry/wait_set.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // WatchHub: who gets which events, in which order, and the caller's lock.
-#include "watch_hub.h"
+#include "registry/watch_hub.h"
 
 #include <gtest/gtest.h>
 

@@ -33,8 +33,8 @@
 #include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
 #include "session_connection.h"
-#include "session_host.h"
-#include "session_server.h"
+#include "session/session_host.h"
+#include "session/session_server.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 

@@ -207,13 +207,14 @@ class Client {
   [[nodiscard]] static Result<std::unique_ptr<Client>> Connect();
   ~Client();
 
-  // Allocates the descriptor's buffers in `pool` and maps them read-write.
+  // Allocates the descriptor's buffers in `pool` (empty: the daemon's default pool, "cpu")
+  // and maps them read-write.
   // INVALID_ARGUMENT when the daemon refuses the descriptor (a buffer's alignment above the
   // pool's page, say); NOT_FOUND for an unknown pool; FAILED_PRECONDITION when a buffer's
   // device or memory class does not match the pool's; RESOURCE_EXHAUSTED when the pool or
   // this session's quota has no room. Nothing stays allocated on error.
   [[nodiscard]] Result<WritableTensor> Allocate(const TensorDescriptor& descriptor,
-                                                std::string_view pool = "cpu");
+                                                std::string_view pool = {});
 
   // Leases a published tensor and maps it read-only (segments are mapped once per process
   // and cached). NOT_FOUND when the name (or options.version) is not published, or

@@ -1,21 +1,22 @@
-#include "range_allocator.h"
+#include "pool/range_allocator.h"
 
+#include <bit>
 #include <cassert>
 #include <iterator>
+
+#include "hurray/checked_math.h"
 
 namespace hurray::daemon {
 
 RangeAllocator::RangeAllocator(std::uint64_t total_bytes, std::uint64_t granule)
     : total_bytes_(total_bytes), granule_(granule) {
-  assert(granule_ != 0 && (granule_ & (granule_ - 1)) == 0);
+  assert(std::has_single_bit(granule_));
   assert(total_bytes_ % granule_ == 0);
   if (total_bytes_ > 0) InsertFree(0, total_bytes_);
 }
 
 std::optional<std::uint64_t> RangeAllocator::RoundUp(std::uint64_t size) const {
-  const std::uint64_t mask = granule_ - 1;
-  if (size > UINT64_MAX - mask) return std::nullopt;
-  return (size + mask) & ~mask;
+  return internal::CheckedRoundUp(size, granule_);
 }
 
 std::uint64_t RangeAllocator::largest_free_range() const {

@@ -1,4 +1,4 @@
-#include "cpu_pool.h"
+#include "pool/cpu_pool.h"
 
 #include <linux/magic.h>
 #include <spdlog/spdlog.h>
@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <utility>
 
+#include "hurray/checked_math.h"
 #include "hurray/ipc/errno_error.h"
 
 namespace hurray::daemon {
@@ -17,15 +19,6 @@ namespace {
 
 constexpr std::uint64_t kMinPageSize = 4096;
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
-
-bool IsPowerOfTwo(std::uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
-
-// `value` rounded up to a multiple of `granule` (a power of two); nullopt on overflow.
-std::optional<std::uint64_t> RoundUpTo(std::uint64_t value, std::uint64_t granule) {
-  const std::uint64_t mask = granule - 1;
-  if (value > UINT64_MAX - mask) return std::nullopt;
-  return (value + mask) & ~mask;
-}
 
 std::string Bytes(std::uint64_t value) { return std::to_string(value); }
 
@@ -36,7 +29,7 @@ Status ValidateBacking(const HugePageBacking& backing, const std::string& where)
     return InvalidArgumentError(where + "huge_pages auto is not a backing: choose one first");
   }
   if (backing.mode == HugePages::kOff) return {};
-  if (backing.page_size < kMinPageSize || !IsPowerOfTwo(backing.page_size)) {
+  if (backing.page_size < kMinPageSize || !std::has_single_bit(backing.page_size)) {
     return InvalidArgumentError(where + "huge page size " + Bytes(backing.page_size) +
                                 " is not a power of two of at least " + Bytes(kMinPageSize));
   }
@@ -67,7 +60,7 @@ Status ValidateBacking(const HugePageBacking& backing, const std::string& where)
 Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   if (options.name.empty()) return InvalidArgumentError("name: the pool name is empty");
   const std::string where = "pool " + options.name + ": ";
-  if (options.page_size < kMinPageSize || !IsPowerOfTwo(options.page_size)) {
+  if (options.page_size < kMinPageSize || !std::has_single_bit(options.page_size)) {
     return InvalidArgumentError(where + "page_size " + Bytes(options.page_size) +
                                 " is not a power of two of at least " + Bytes(kMinPageSize));
   }
@@ -86,7 +79,7 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     return InvalidArgumentError(where + "capacity 0: the capacity must be above 0");
   }
   const std::optional<std::uint64_t> capacity =
-      RoundUpTo(options.capacity_bytes, options.page_size);
+      internal::CheckedRoundUp(options.capacity_bytes, options.page_size);
   if (!capacity) {
     return InvalidArgumentError(where + "capacity " + Bytes(options.capacity_bytes) +
                                 " overflows when rounded up to page_size " +
@@ -95,7 +88,7 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   std::uint64_t segment_bytes = *capacity;
   if (options.segment_bytes != 0) {
     const std::optional<std::uint64_t> rounded =
-        RoundUpTo(options.segment_bytes, options.page_size);
+        internal::CheckedRoundUp(options.segment_bytes, options.page_size);
     if (!rounded || *rounded > *capacity) {
       return InvalidArgumentError(where + "segment_size " + Bytes(options.segment_bytes) +
                                   " exceeds capacity " + Bytes(*capacity));
@@ -185,7 +178,7 @@ Result<PoolRange> CpuPool::Allocate(std::uint64_t byte_size) {
     }
   }
   // byte_size <= max_segment_bytes_, a multiple of the page size: rounding cannot overflow.
-  const std::uint64_t rounded = *RoundUpTo(byte_size, page_size_);
+  const std::uint64_t rounded = *internal::CheckedRoundUp(byte_size, page_size_);
   std::string message = "pool " + name_ + ": no free range of " + Bytes(rounded) + " bytes";
   if (rounded != byte_size) message += " for byte_size " + Bytes(byte_size);
   message += " (largest free range " + Bytes(largest_free) + " of " + Bytes(free_total) + " free)";

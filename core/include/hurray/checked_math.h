@@ -1,4 +1,5 @@
-// Overflow-checked unsigned arithmetic for sizes that come from outside.
+// Overflow-checked unsigned arithmetic for sizes that come from outside, and rounding to
+// power-of-two granules. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,14 @@ namespace hurray::internal {
     product = *next;
   }
   return product;
+}
+
+// `value` rounded up to a multiple of `granule`, a power of two; nullopt on overflow.
+[[nodiscard]] inline std::optional<std::uint64_t> CheckedRoundUp(std::uint64_t value,
+                                                                 std::uint64_t granule) {
+  const std::uint64_t mask = granule - 1;
+  if (value > UINT64_MAX - mask) return std::nullopt;
+  return (value + mask) & ~mask;
 }
 
 // ceil(a / b) for b > 0, without overflow.

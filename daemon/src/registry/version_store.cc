@@ -1,4 +1,4 @@
-#include "version_store.h"
+#include "registry/version_store.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,8 +1,8 @@
-#include "inspection.h"
+#include "registry/inspection.h"
 
 #include <algorithm>
 
-#include "tensor_name.h"
+#include "registry/tensor_name.h"
 
 namespace hurray::daemon {
 namespace {

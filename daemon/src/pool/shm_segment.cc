@@ -1,4 +1,4 @@
-#include "shm_segment.h"
+#include "pool/shm_segment.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

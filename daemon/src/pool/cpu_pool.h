@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "huge_pages.h"
+#include "pool/huge_pages.h"
 #include "hurray/error.h"
-#include "pool.h"
-#include "range_allocator.h"
-#include "shm_segment.h"
+#include "pool/pool.h"
+#include "pool/range_allocator.h"
+#include "pool/shm_segment.h"
 
 namespace hurray::daemon {
 
@@ -35,7 +35,7 @@ class CpuPool final : public Pool {
  public:
   struct Options {
     // Names the pool in Usage and in error messages.
-    std::string name = "cpu";
+    std::string name = std::string(kDefaultPoolName);
     // Total bytes of all segments (> 0); rounded up to a multiple of page_size.
     std::uint64_t capacity_bytes = 0;
     // Bytes of each segment, rounded up to page_size; 0: one segment of the whole capacity.

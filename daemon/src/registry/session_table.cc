@@ -1,4 +1,4 @@
-#include "session_table.h"
+#include "registry/session_table.h"
 
 #include <utility>
 

@@ -1,8 +1,8 @@
-#include "watch_hub.h"
+#include "registry/watch_hub.h"
 
 #include <utility>
 
-#include "tensor_name.h"
+#include "registry/tensor_name.h"
 
 namespace hurray::daemon {
 

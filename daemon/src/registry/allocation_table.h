@@ -9,7 +9,7 @@
 #include "hurray/error.h"
 #include "hurray/tensor_descriptor.h"
 #include "hurray/v1/exchange.pb.h"
-#include "pool.h"
+#include "pool/pool.h"
 
 namespace hurray::daemon {
 

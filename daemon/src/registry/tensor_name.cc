@@ -1,4 +1,4 @@
-#include "tensor_name.h"
+#include "registry/tensor_name.h"
 
 #include <string>
 

@@ -10,7 +10,7 @@
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.pb.h"
-#include "pool.h"
+#include "pool/pool.h"
 
 namespace hurray::daemon {
 

@@ -32,6 +32,10 @@ struct SegmentAccess {
   std::uint64_t page_size = 0;
 };
 
+// The pool an allocation request that names none goes to, and the name of the CPU pool the
+// daemon always has.
+inline constexpr std::string_view kDefaultPoolName = "cpu";
+
 // What Stats reports of a pool.
 struct PoolUsage {
   std::string name;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hurray/v1/exchange.pb.h"
-#include "pool.h"
+#include "pool/pool.h"
 
 namespace hurray::daemon {
 

@@ -27,16 +27,16 @@
 #include <string>
 #include <vector>
 
-#include "allocation_table.h"
+#include "registry/allocation_table.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
-#include "lease_table.h"
-#include "pool_set.h"
-#include "session_host.h"
-#include "session_table.h"
-#include "version_store.h"
-#include "wait_set.h"
-#include "watch_hub.h"
+#include "registry/lease_table.h"
+#include "pool/pool_set.h"
+#include "session/session_host.h"
+#include "registry/session_table.h"
+#include "registry/version_store.h"
+#include "registry/wait_set.h"
+#include "registry/watch_hub.h"
 
 namespace hurray::daemon {
 

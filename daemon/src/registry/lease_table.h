@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "version_store.h"
+#include "registry/version_store.h"
 
 namespace hurray::daemon {
 

@@ -1,6 +1,7 @@
-#include "huge_pages.h"
+#include "pool/huge_pages.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -40,7 +41,7 @@ std::optional<std::uint64_t> ParseUnsigned(std::string_view text) {
   return value;
 }
 
-bool IsPageSize(std::uint64_t value) { return value >= kSmallPage && (value & (value - 1)) == 0; }
+bool IsPageSize(std::uint64_t value) { return value >= kSmallPage && std::has_single_bit(value); }
 
 // One line of /proc/self/mounts.
 struct Mount {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "hurray/error.h"
-#include "session_host.h"
+#include "session/session_host.h"
 
 namespace hurray::daemon {
 

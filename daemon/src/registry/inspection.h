@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "hurray/v1/exchange.pb.h"
-#include "pool_set.h"
-#include "version_store.h"
+#include "pool/pool_set.h"
+#include "registry/version_store.h"
 
 namespace hurray::daemon {
 

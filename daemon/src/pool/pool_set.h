@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "pool.h"
+#include "pool/pool.h"
 
 namespace hurray::daemon {
 

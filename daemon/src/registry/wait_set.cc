@@ -1,4 +1,4 @@
-#include "wait_set.h"
+#include "registry/wait_set.h"
 
 namespace hurray::daemon {
 

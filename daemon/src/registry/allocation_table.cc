@@ -1,4 +1,4 @@
-#include "allocation_table.h"
+#include "registry/allocation_table.h"
 
 #include <utility>
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "huge_pages.h"
+#include "pool/huge_pages.h"
 #include "hurray/error.h"
 #include "hurray/ipc/unique_fd.h"
 

@@ -1,4 +1,4 @@
-#include "registry.h"
+#include "registry/registry.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,14 +13,13 @@
 #include "hurray/buffer_handle.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/session_protocol.h"
-#include "inspection.h"
+#include "registry/inspection.h"
 #include "random_hex.h"
-#include "tensor_name.h"
+#include "registry/tensor_name.h"
 
 namespace hurray::daemon {
 namespace {
 
-constexpr std::string_view kDefaultPool = "cpu";
 constexpr std::size_t kCudaIpcEventHandleBytes = 64;
 constexpr std::size_t kSessionTokenBytes = 16;  // 128 bits: a token nobody can guess.
 constexpr std::size_t kShownNameBytes = 200;    // Of a tensor name in a message.
@@ -239,7 +238,7 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                                                 const v1::AllocateRequest& request) {
   auto descriptor = DescriptorFromProto(request.tensor_descriptor());
   if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
-  const std::string_view pool_name = request.pool().empty() ? kDefaultPool : request.pool();
+  const std::string_view pool_name = request.pool().empty() ? kDefaultPoolName : request.pool();
   Pool* pool = pools_.Find(pool_name);
   if (pool == nullptr) {
     return NotFoundError(fmt::format("pool \"{}\" does not exist", pool_name.substr(0, 64)));

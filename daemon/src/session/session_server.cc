@@ -1,4 +1,4 @@
-#include "session_server.h"
+#include "session/session_server.h"
 
 #include <fmt/format.h>
 #include <linux/sockios.h>
