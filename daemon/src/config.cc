@@ -42,18 +42,18 @@ Result<std::uint64_t> SizeOf(const toml::node& node, const std::string& key) {
     return static_cast<std::uint64_t>(integer->get());
   }
   if (const auto* text = node.as_string()) return Named(key, ParseByteSize(text->get()));
-  return InvalidArgumentError(key + " must be a size: bytes, or a string like \"4GiB\"");
+  return InvalidArgumentError(fmt::format("{} must be a size: bytes, or a string like \"4GiB\"", key));
 }
 
 Result<std::uint32_t> MessageSizeOf(const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(const std::uint64_t size, SizeOf(node, key));
-  if (size > INT32_MAX) return InvalidArgumentError(key + " is above 2 GiB");
+  if (size > INT32_MAX) return InvalidArgumentError(fmt::format("{} is above 2 GiB", key));
   return static_cast<std::uint32_t>(size);
 }
 
 Result<std::string> StringOf(const toml::node& node, const std::string& key) {
   if (const auto* text = node.as_string()) return text->get();
-  return InvalidArgumentError(key + " must be a string");
+  return InvalidArgumentError(fmt::format("{} must be a string", key));
 }
 
 template <std::uint32_t kMin, std::uint32_t kMax>
@@ -77,7 +77,7 @@ Result<std::uint32_t> ModeOf(const toml::node& node, const std::string& key) {
     return static_cast<std::uint32_t>(integer->get());
   }
   if (const auto* text = node.as_string()) return Named(key, ParseFileMode(text->get()));
-  return InvalidArgumentError(key + " must be a mode: a string like \"0660\"");
+  return InvalidArgumentError(fmt::format("{} must be a mode: a string like \"0660\"", key));
 }
 
 Result<std::string> LogLevelOf(const toml::node& node, const std::string& key) {
@@ -143,14 +143,14 @@ Status ApplyTable(Config& config, const toml::table& table, std::string_view tab
         table_name.empty() ? std::string(name) : fmt::format("{}.{}", table_name, name);
     if (table_name.empty() && std::ranges::find(kTables, name) != std::end(kTables)) {
       const auto* inner = node.as_table();
-      if (inner == nullptr) return InvalidArgumentError(key + " must be a table");
+      if (inner == nullptr) return InvalidArgumentError(fmt::format("{} must be a table", key));
       HURRAY_RETURN_IF_ERROR(ApplyTable(config, *inner, key));
       continue;
     }
     const auto* setting = std::ranges::find(kSettings, key, &Setting::key);
     // A quoted key with a dot ("cpu_pool.capacity" = 1) names no setting.
     if (setting == std::end(kSettings) || name.find('.') != std::string_view::npos) {
-      return InvalidArgumentError("unknown setting " + key);
+      return InvalidArgumentError(fmt::format("unknown setting {}", key));
     }
     HURRAY_RETURN_IF_ERROR(setting->apply(config, node, key));
   }

@@ -57,7 +57,7 @@ struct Config {
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;
 
-// Embedded defaults: the socket location rule (hurray/socket_path.h) and a CPU pool sized
+// Embedded defaults: the socket location rule (hurray/ipc/socket_path.h) and a CPU pool sized
 // for this machine (DefaultCpuPoolCapacity).
 [[nodiscard]] Config DefaultConfig();
 

@@ -138,7 +138,8 @@ Status Daemon::StartGrpc() {
 Status Daemon::StartSessions() {
   HURRAY_ASSIGN_OR_RETURN(session_server_,
                           SessionServer::Create(io_, SessionSocketPath(config_.socket_path),
-                                                *registry_, epoch_, config_.session_socket_mode));
+                                                *registry_, epoch_, config_.session_socket_mode,
+                                                config_.socket_directory_mode));
   return {};
 }
 

@@ -27,8 +27,8 @@ class Daemon {
  public:
   // Sets the log level, builds every part from `config` (as LoadConfig makes it: checked)
   // and starts serving: the CPU pool's segments exist, both sockets accept connections, and
-  // READY=1 went to systemd (when run under it). FAILED_PRECONDITION when another daemon
-  // already serves the socket. A failed start leaves nothing behind.
+  // READY=1 went to systemd (when run under it). ALREADY_EXISTS when another daemon
+  // already serves a socket path. A failed start leaves nothing behind.
   [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
 
   ~Daemon();

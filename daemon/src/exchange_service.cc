@@ -1,5 +1,7 @@
 #include "exchange_service.h"
 
+#include <fmt/format.h>
+
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -189,8 +191,8 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
     if (queue_.size() >= max_queued_) {
       done_ = true;
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          "watcher fell " + std::to_string(max_queued_) +
-                              " events behind and was dropped"));
+                          fmt::format("watcher fell {} events behind and was dropped",
+                                      max_queued_)));
       return;
     }
     queue_.push_back(std::move(event));

@@ -188,7 +188,8 @@ class WatchHandle {
 class Client {
  public:
   struct Options {
-    // The daemon's gRPC socket; empty: $HURRAY_SOCKET or the default (hurray/socket_path.h).
+    // The daemon's gRPC socket; empty: $HURRAY_SOCKET, else /run/hurray/hurrayd.sock when
+    // it exists, else $XDG_RUNTIME_DIR/hurray/hurrayd.sock or /tmp/hurray-$UID/hurrayd.sock.
     std::string socket_path;
     // Shown in the daemon's logs.
     std::string client_name = "hurray-client";

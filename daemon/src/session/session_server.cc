@@ -613,10 +613,11 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_con
                                                              std::string socket_path,
                                                              SessionHost& host,
                                                              std::uint64_t daemon_epoch,
-                                                             std::uint32_t socket_mode) {
+                                                             std::uint32_t socket_mode,
+                                                             std::uint32_t directory_mode) {
   auto address = UnixSocketAddress(socket_path);
   if (!address) return std::unexpected(address.error().WithContext("socket_path"));
-  HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(socket_path));
+  HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(socket_path, directory_mode));
   if (removed_stale) spdlog::info("session server: removed the stale socket file {}", socket_path);
   UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!listener) return std::unexpected(ErrnoError("socket", "", errno));

@@ -44,7 +44,7 @@ namespace hurray::daemon {
 class SessionServer {
  public:
   // Listens on `socket_path`, readied as PrepareSocketPath (hurray/ipc/unix_socket.h)
-  // does for every listener: missing directories are created (mode 0755), a stale socket
+  // does for every listener: missing directories are created (`directory_mode`), a stale socket
   // file (one nobody listens on) is replaced; the new one gets `socket_mode` (at most 0777)
   // before it accepts. `daemon_epoch` goes into every welcome. Accepting starts at once
   // (handlers run on `io_context`).
@@ -54,7 +54,8 @@ class SessionServer {
   // failed system call otherwise.
   [[nodiscard]] static Result<std::unique_ptr<SessionServer>> Create(
       boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
-      std::uint64_t daemon_epoch, std::uint32_t socket_mode = 0660);
+      std::uint64_t daemon_epoch, std::uint32_t socket_mode = 0660,
+      std::uint32_t directory_mode = 0755);
 
   // Stops (see Stop()).
   ~SessionServer();
