@@ -12,6 +12,7 @@ packages=("$@")
   libboost1.81-dev libspdlog-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
   libgtest-dev libgmock-dev
   clang-19 libclang-rt-19-dev clang-format-19 clang-tidy-19
+  libhiredis-dev nlohmann-json3-dev grpc-proto
 )
 
 missing=()

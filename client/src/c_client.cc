@@ -194,7 +194,7 @@ HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint6
       (void)hurray_buffer_list_destroy(&list);
       return status;
     }
-    acquired.release();  // Now owned by the context: EndLease deletes it.
+    (void)acquired.release();  // Now owned by the context: EndLease deletes it.
     *out_list = list;
     *out_context = context;
     return HURRAY_OK;

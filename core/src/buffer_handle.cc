@@ -81,7 +81,7 @@ Result<BufferHandle> BufferHandle::Create(std::uint64_t byte_size, std::uint64_t
 }
 
 BufferHandle BufferHandle::Empty(DeviceTag device_tag) {
-  return BufferHandle(0, 1, device_tag, SyncMode::kProducerSynced, MemoryClass::Standard());
+  return {0, 1, device_tag, SyncMode::kProducerSynced, MemoryClass::Standard()};
 }
 
 std::string BufferHandle::ToString() const {

@@ -184,7 +184,7 @@ class RoleCollector {
   }
 
   // Affine quantization stores integers or 8-bit floats.
-  Status CheckAffineStorage(std::string_view field) const {
+  [[nodiscard]] Status CheckAffineStorage(std::string_view field) const {
     const ElementType type = parts_.element_type;
     if (IsInteger(type) || type == ElementType::kFloat8E4m3fn ||
         type == ElementType::kFloat8E5m2) {
@@ -240,7 +240,7 @@ class RoleCollector {
     return {};
   }
 
-  Status RequireDense(std::string_view field) const {
+  [[nodiscard]] Status RequireDense(std::string_view field) const {
     if (!std::holds_alternative<DenseLayout>(parts_.layout)) {
       return InvalidArgumentError(
           fmt::format("{} needs the dense layout, not {}", field, LayoutName(parts_.layout)));

@@ -2,6 +2,7 @@
 // boundary, and every error leaves a message for hurray_last_error_message.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -52,7 +53,7 @@ using hurray::internal::SetLastError;
 #ifndef NDEBUG
 // Debug builds track every live handle, so a double destroy (or a handle of the wrong kind)
 // is reported as HURRAY_ERR_INTERNAL instead of freeing memory twice. Thread-safe.
-enum class HandleKind { kBuffer, kList, kDescriptor, kContext };
+enum class HandleKind : std::uint8_t { kBuffer, kList, kDescriptor, kContext };
 
 class LiveHandles {
  public:
@@ -401,6 +402,7 @@ HurrayStatus hurray_descriptor_encode(const HurrayDescriptor* descriptor, uint8_
     const std::string encoded = descriptor->descriptor.Encode();
     auto* copy = static_cast<uint8_t*>(std::malloc(encoded.empty() ? 1 : encoded.size()));
     if (copy == nullptr) return SetLastError(HURRAY_ERR_OUT_OF_MEMORY, "out of memory");
+    // NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes, not a string.
     std::memcpy(copy, encoded.data(), encoded.size());
     *bytes = copy;
     *len = encoded.size();
@@ -451,7 +453,7 @@ HurrayStatus hurray_descriptor_shape(const HurrayDescriptor* descriptor, uint64_
           HURRAY_ERR_BUFFER_TOO_SMALL,
           fmt::format("hurray_descriptor_shape: capacity {} is below the rank {}", capacity, rank));
     }
-    std::copy(shape.begin(), shape.end(), out_dims);
+    std::ranges::copy(shape, out_dims);
     *in_out_rank = rank;
     return HURRAY_OK;
   });

@@ -167,67 +167,73 @@ Result<TensorDescriptor> DescriptorFromProto(const v1::TensorDescriptor& message
   return TensorDescriptor::Create(std::move(parts));
 }
 
+namespace {
+
+// Writes a descriptor's layout into its message (std::visit over the layout variant).
+struct LayoutWriter {
+  v1::TensorDescriptor& message;
+  void operator()(const DenseLayout& layout) const {
+    auto* dense = message.mutable_dense();
+    dense->set_data_buffer(layout.data_buffer);
+    for (std::uint64_t stride : layout.strides) dense->add_strides(stride);
+  }
+  void operator()(const CooLayout& layout) const {
+    auto* coo = message.mutable_coo();
+    coo->set_values_buffer(layout.values_buffer);
+    coo->set_indices_buffer(layout.indices_buffer);
+    coo->set_nnz(layout.nnz);
+  }
+  void operator()(const CompressedLayout& layout) const {
+    CompressedToProto(layout, layout.axis == CompressedAxis::kRows ? message.mutable_csr()
+                                                                   : message.mutable_csc());
+  }
+  void operator()(const BlockPagedLayout& layout) const {
+    auto* paged = message.mutable_block_paged();
+    paged->set_data_buffer(layout.data_buffer);
+    paged->set_page_table_buffer(layout.page_table_buffer);
+    paged->set_block_size(layout.block_size);
+    paged->set_num_pages(layout.num_pages);
+  }
+};
+
+// Writes a descriptor's quantization into its message.
+struct QuantizationWriter {
+  v1::TensorDescriptor& message;
+  void operator()(const NoQuantization&) const {}
+  void operator()(const PerTensorAffine& q) const {
+    message.mutable_per_tensor_affine()->set_scale(q.scale);
+    message.mutable_per_tensor_affine()->set_zero_point(q.zero_point);
+  }
+  void operator()(const PerChannelAffine& q) const {
+    auto* affine = message.mutable_per_channel_affine();
+    affine->set_axis(q.axis);
+    affine->set_scale_buffer(q.scale_buffer);
+    affine->set_scale_type(ElementTypeToProto(q.scale_type));
+    if (q.zero_points) {
+      affine->set_zero_point_buffer(q.zero_points->buffer);
+      affine->set_zero_point_type(ElementTypeToProto(q.zero_points->type));
+    }
+  }
+  void operator()(const Nf4Quantization& q) const {
+    message.mutable_nf4()->set_block_size(q.block_size);
+    message.mutable_nf4()->set_scale_buffer(q.scale_buffer);
+    message.mutable_nf4()->set_scale_type(ElementTypeToProto(q.scale_type));
+  }
+  void operator()(const MxfpQuantization& q) const {
+    message.mutable_mxfp()->set_block_size(q.block_size);
+    message.mutable_mxfp()->set_scale_buffer(q.scale_buffer);
+  }
+};
+
+}  // namespace
+
 v1::TensorDescriptor DescriptorToProto(const TensorDescriptor& descriptor) {
   v1::TensorDescriptor message;
   message.set_element_type(ElementTypeToProto(descriptor.element_type()));
   for (std::uint64_t dim : descriptor.shape()) message.add_shape(dim);
 
-  struct LayoutWriter {
-    v1::TensorDescriptor& message;
-    void operator()(const DenseLayout& layout) const {
-      auto* dense = message.mutable_dense();
-      dense->set_data_buffer(layout.data_buffer);
-      for (std::uint64_t stride : layout.strides) dense->add_strides(stride);
-    }
-    void operator()(const CooLayout& layout) const {
-      auto* coo = message.mutable_coo();
-      coo->set_values_buffer(layout.values_buffer);
-      coo->set_indices_buffer(layout.indices_buffer);
-      coo->set_nnz(layout.nnz);
-    }
-    void operator()(const CompressedLayout& layout) const {
-      CompressedToProto(layout, layout.axis == CompressedAxis::kRows ? message.mutable_csr()
-                                                                     : message.mutable_csc());
-    }
-    void operator()(const BlockPagedLayout& layout) const {
-      auto* paged = message.mutable_block_paged();
-      paged->set_data_buffer(layout.data_buffer);
-      paged->set_page_table_buffer(layout.page_table_buffer);
-      paged->set_block_size(layout.block_size);
-      paged->set_num_pages(layout.num_pages);
-    }
-  };
   std::visit(LayoutWriter{message}, descriptor.layout());
-
-  struct QuantizationWriter {
-    v1::TensorDescriptor& message;
-    void operator()(const NoQuantization&) const {}
-    void operator()(const PerTensorAffine& q) const {
-      message.mutable_per_tensor_affine()->set_scale(q.scale);
-      message.mutable_per_tensor_affine()->set_zero_point(q.zero_point);
-    }
-    void operator()(const PerChannelAffine& q) const {
-      auto* affine = message.mutable_per_channel_affine();
-      affine->set_axis(q.axis);
-      affine->set_scale_buffer(q.scale_buffer);
-      affine->set_scale_type(ElementTypeToProto(q.scale_type));
-      if (q.zero_points) {
-        affine->set_zero_point_buffer(q.zero_points->buffer);
-        affine->set_zero_point_type(ElementTypeToProto(q.zero_points->type));
-      }
-    }
-    void operator()(const Nf4Quantization& q) const {
-      message.mutable_nf4()->set_block_size(q.block_size);
-      message.mutable_nf4()->set_scale_buffer(q.scale_buffer);
-      message.mutable_nf4()->set_scale_type(ElementTypeToProto(q.scale_type));
-    }
-    void operator()(const MxfpQuantization& q) const {
-      message.mutable_mxfp()->set_block_size(q.block_size);
-      message.mutable_mxfp()->set_scale_buffer(q.scale_buffer);
-    }
-  };
   std::visit(QuantizationWriter{message}, descriptor.quantization());
-
   for (const BufferHandle& buffer : descriptor.buffers()) {
     auto* entry = message.add_buffers();
     entry->set_byte_size(buffer.byte_size());

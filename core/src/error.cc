@@ -22,7 +22,7 @@ std::string Error::ToString() const {
 }
 
 Error Error::WithContext(std::string_view context) const {
-  return Error(code_, fmt::format("{}: {}", context, message_));
+  return {code_, fmt::format("{}: {}", context, message_)};
 }
 
 std::unexpected<Error> MakeError(StatusCode code, std::string message) {

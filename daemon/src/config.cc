@@ -209,9 +209,10 @@ Config DefaultConfig() {
 
 Result<std::uint64_t> ParseByteSize(std::string_view text) {
   std::uint64_t number = 0;
-  const char* end = text.data() + text.size();
-  auto [rest, error] = std::from_chars(text.data(), end, number);
-  if (error != std::errc() || rest == text.data()) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  auto [rest, error] = std::from_chars(begin, end, number);
+  if (error != std::errc() || rest == begin) {
     return InvalidArgumentError(fmt::format("\"{}\" is not a size", text));
   }
   std::string_view unit(rest, static_cast<std::size_t>(end - rest));
@@ -233,10 +234,11 @@ Result<std::uint64_t> ParseByteSize(std::string_view text) {
 
 Result<std::uint32_t> ParseFileMode(std::string_view text) {
   std::uint32_t mode = 0;
-  const char* end = text.data() + text.size();
-  auto [rest, error] = std::from_chars(text.data(), end, mode, 8);
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  auto [rest, error] = std::from_chars(begin, end, mode, 8);
   if (text.empty() || error != std::errc() || rest != end) {
-    return InvalidArgumentError(fmt::format("\"{}\" is not an octal mode like \"0660\"", text));
+    return InvalidArgumentError(fmt::format(R"("{}" is not an octal mode like "0660")", text));
   }
   if (mode > 0777) return InvalidArgumentError(fmt::format("\"{}\" is above 0777", text));
   return mode;

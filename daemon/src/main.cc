@@ -16,7 +16,9 @@ int Fail(const hurray::Error& error) {
 int main(int argc, char** argv) {
   auto invocation = hurray::daemon::LoadConfig(argc, argv);
   if (!invocation) return Fail(invocation.error());
-  if (invocation->output) return std::fputs(invocation->output->c_str(), stdout) < 0 ? 1 : 0;
+  if (const std::optional<std::string>& output = invocation->output) {
+    return std::fputs(output->c_str(), stdout) < 0 ? 1 : 0;
+  }
   auto daemon = hurray::daemon::Daemon::Start(std::move(invocation->config));
   if (!daemon) return Fail(daemon.error());
   (*daemon)->Wait();

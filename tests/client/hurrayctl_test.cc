@@ -4,7 +4,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
-#include <signal.h>
+#include <csignal>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -150,7 +150,7 @@ class HurrayctlTest : public ::testing::Test {
     return Wait(*process);
   }
 
-  std::vector<std::string> CtlArgv(const std::vector<std::string>& args) const {
+  [[nodiscard]] std::vector<std::string> CtlArgv(const std::vector<std::string>& args) const {
     std::vector<std::string> argv = {HURRAYCTL_PATH, "--socket", socket_};
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
@@ -166,7 +166,7 @@ class HurrayctlTest : public ::testing::Test {
     return false;
   }
 
-  std::string Path(std::string_view name) const { return dir_->Path(name); }
+  [[nodiscard]] std::string Path(std::string_view name) const { return dir_->Path(name); }
 
   std::optional<TempDir> dir_;  // The test's files.
   std::unique_ptr<DaemonProcess> daemon_;

@@ -238,7 +238,7 @@ TEST(NpyHeaderTest, ParsesVersions2And3) {
 TEST(NpyHeaderTest, AcceptsAnyKeyOrderQuotesWhitespaceAndTrailingCommas) {
   const std::vector<std::string> dicts = {
       "{'shape': (2, 3), 'fortran_order': False, 'descr': '<f4'}",
-      "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 3)}",
+      R"({"descr": "<f4", "fortran_order": False, "shape": (2, 3)})",
       "  {\n\t'descr' :'<f4' ,\r\n 'fortran_order':False,'shape':( 2 ,3 , ) , }\n   \n",
       "{'fortran_order': False, 'descr': '<f4', 'shape': (2,3,),}",
       "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",

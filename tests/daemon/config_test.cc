@@ -194,7 +194,8 @@ TEST(ConfigTest, FileModesAreOctal) {
 Result<Invocation> Load(std::vector<std::string> args) {
   args.insert(args.begin(), "hurrayd");
   std::vector<const char*> argv;
-  for (const auto& arg : args) argv.push_back(arg.c_str());
+  argv.reserve(args.size());
+for (const auto& arg : args) argv.push_back(arg.c_str());
   return LoadConfig(static_cast<int>(argv.size()), argv.data());
 }
 

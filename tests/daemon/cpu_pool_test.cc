@@ -425,7 +425,8 @@ TEST(CpuPoolThreadTest, ConcurrentAllocateAndFreeLeaveNothingBehind) {
   std::atomic<int> overlaps = 0;
   std::atomic<int> exhausted = 0;
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
+  threads.reserve(kThreads);
+for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 random(static_cast<unsigned>(1000 + t));
       std::uniform_int_distribution<std::uint64_t> size_of(1, 64 * 1024);
@@ -458,7 +459,7 @@ TEST(CpuPoolThreadTest, ConcurrentAllocateAndFreeLeaveNothingBehind) {
           const std::size_t index = random() % held.size();
           if (!stamped(held[index].first, held[index].second)) ++overlaps;
           pool.Free(held[index].first);
-          held.erase(held.begin() + static_cast<long>(index));
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(index));
         }
       }
       for (const auto& [range, stamp] : held) {

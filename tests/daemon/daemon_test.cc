@@ -26,7 +26,7 @@ class DaemonTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(directory_); }
 
-  Config SmallConfig() const {
+  [[nodiscard]] Config SmallConfig() const {
     Config config = DefaultConfig();
     config.socket_path = directory_ + "/run/d.sock";
     config.log_level = "warn";
@@ -43,7 +43,7 @@ class DaemonTest : public ::testing::Test {
   }
 
   // The pool segments in /dev/shm with this test's prefix.
-  int SegmentCount() const {
+  [[nodiscard]] int SegmentCount() const {
     int count = 0;
     for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
       count += entry.path().filename().string().starts_with(shm_prefix_) ? 1 : 0;

@@ -8,7 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <stdlib.h>
+#include <cstdlib>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -55,7 +55,7 @@ constexpr char kHugetlbfsMount[] =
     "hugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n";
 constexpr char kShmemNever[] = "always within_size advise [never] deny force\n";
 
-HostHugePageFacts Host(std::string mounts, std::string meminfo,
+HostHugePageFacts Host(const std::string& mounts, std::string meminfo,
                        std::string shmem_enabled = kShmemNever,
                        std::string hpage_pmd_size = "2097152\n") {
   return HostHugePageFacts{.mounts = std::string(kRootMounts) + mounts,

@@ -134,7 +134,8 @@ TEST_F(RangeAllocatorTest, CoalescesWithBothNeighbours) {
 
 TEST_F(RangeAllocatorTest, ExhaustionRefusesUntilSomethingIsFreed) {
   std::vector<std::uint64_t> offsets;
-  for (int i = 0; i < 16; ++i) offsets.push_back(MustAllocate(allocator_, 1));
+  offsets.reserve(16);
+for (int i = 0; i < 16; ++i) offsets.push_back(MustAllocate(allocator_, 1));
   EXPECT_EQ(allocator_.Allocate(1), std::nullopt);
   EXPECT_EQ(allocator_.free_bytes(), 0u);
   EXPECT_EQ(allocator_.largest_free_range(), 0u);
@@ -262,7 +263,7 @@ TEST(RangeAllocatorRandomTest, MatchesAModelOverRandomOperations) {
       live.emplace(*offset, rounded);
     } else {
       auto victim = live.begin();
-      std::advance(victim, static_cast<long>(random() % live.size()));
+      std::advance(victim, static_cast<std::ptrdiff_t>(random() % live.size()));
       // Free with the requested size sometimes, the rounded size otherwise.
       const std::uint64_t size =
           percent(random) < 50 ? victim->second : victim->second - (random() % kPage);

@@ -100,7 +100,7 @@ class RegistryTest : public ::testing::Test {
     return {};
   }
 
-  std::uint64_t UsedBytes() const { return pool_->Usage().used_bytes; }
+  [[nodiscard]] std::uint64_t UsedBytes() const { return pool_->Usage().used_bytes; }
 
   boost::asio::io_context io_;
   std::thread io_thread_;
@@ -458,7 +458,7 @@ TEST_F(RegistryTest, ListPagesThroughNamesInOrder) {
   ASSERT_EQ(names.size(), 25u);
   EXPECT_EQ(names.front(), "list/t100");
   EXPECT_EQ(names.back(), "list/t124");
-  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_TRUE(std::ranges::is_sorted(names));
 }
 
 TEST_F(RegistryTest, BatchAcquireIsAllOrNothing) {

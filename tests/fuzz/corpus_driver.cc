@@ -44,7 +44,7 @@ bool CollectInputs(const fs::path& argument, std::vector<fs::path>& inputs) {
     std::fprintf(stderr, "%s: %s\n", argument.c_str(), error.message().c_str());
     return false;
   }
-  std::sort(found.begin(), found.end());
+  std::ranges::sort(found);
   inputs.insert(inputs.end(), found.begin(), found.end());
   return true;
 }

@@ -71,10 +71,12 @@ int main(int argc, char** argv) {
     void* data = NULL;
     uint64_t size = 0;
     uint64_t declared = 0;
-    if ((status = hurray_buffer_list_get(list, i, &buffer)) != HURRAY_OK)
-      return Fail("get", status);
-    if ((status = hurray_buffer_data_ptr(buffer, &data)) != HURRAY_OK) return Fail("data", status);
-    if ((status = hurray_buffer_byte_size(buffer, &size)) != HURRAY_OK) return Fail("size", status);
+    status = hurray_buffer_list_get(list, i, &buffer);
+    if (status != HURRAY_OK) return Fail("get", status);
+    status = hurray_buffer_data_ptr(buffer, &data);
+    if (status != HURRAY_OK) return Fail("data", status);
+    status = hurray_buffer_byte_size(buffer, &size);
+    if (status != HURRAY_OK) return Fail("size", status);
     status = hurray_descriptor_buffer_byte_size(descriptor, i, &declared);
     if (status != HURRAY_OK) return Fail("declared size", status);
     if (size != declared || (size != 0 && data == NULL)) {
@@ -96,7 +98,8 @@ int main(int argc, char** argv) {
   hurray_descriptor_destroy(&descriptor);
   hurray_buffer_list_destroy(&list);
   hurray_tensor_context_destroy(&context); /* owner_release: the lease ends. */
-  if ((status = hurray_client_close(&client)) != HURRAY_OK) return Fail("close", status);
+  status = hurray_client_close(&client);
+  if (status != HURRAY_OK) return Fail("close", status);
   printf("OK buffers=%llu\n", (unsigned long long)count);
   return 0;
 }

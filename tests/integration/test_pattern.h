@@ -17,6 +17,8 @@ static inline uint64_t hurray_it_pattern_word(uint64_t seed, uint64_t buffer, ui
 }
 
 static inline uint8_t hurray_it_pattern_byte(uint64_t seed, uint64_t buffer, uint64_t offset) {
+  /* A C cast: this header is C as well as C++. */
+  /* NOLINTNEXTLINE(google-readability-casting) */
   return (uint8_t)(hurray_it_pattern_word(seed, buffer, offset >> 3) >> ((offset & 7u) * 8u));
 }
 

@@ -14,7 +14,7 @@
 
 namespace hurray::integration {
 
-enum class TensorKind {
+enum class TensorKind : std::uint8_t {
   kDense,      // float32 [256, 1024]: one 1 MiB buffer.
   kQuantized,  // int8 [512, 1024], per-channel affine on axis 0: data + float32 scales.
   kCsr,        // float32 [1000, 2000] CSR with 5000 non-zeros: values, row offsets, columns.

@@ -46,7 +46,7 @@ constexpr int kErrorResponse = 7;
 
 grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
   grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
+  return {&slice, 1};
 }
 
 std::string FromByteBuffer(const grpc::ByteBuffer& buffer) {

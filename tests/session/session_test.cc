@@ -3,7 +3,7 @@
 // sockets that misbehave, and a forked process that is killed with SIGKILL).
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <csignal>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -541,7 +541,7 @@ TEST_F(SessionServerTest, PipelinedRequestsAreAnsweredInOrderOneDescriptorAtATim
     request.set_request_id(id);
     request.mutable_map_segment()->set_segment_id(1 + id % 2);
     const std::string bytes = request.SerializeAsString();
-    const std::uint32_t length = static_cast<std::uint32_t>(bytes.size());
+    const auto length = static_cast<std::uint32_t>(bytes.size());
     for (int shift = 0; shift < 32; shift += 8) {
       requests.push_back(static_cast<char>((length >> shift) & 0xFF));
     }
@@ -637,7 +637,8 @@ TEST_F(SessionServerTest, ManyConcurrentClients) {
   std::mutex ids_mutex;
   std::set<std::uint64_t> ids;
   std::vector<std::thread> clients;
-  for (int i = 0; i < kClients; ++i) {
+  clients.reserve(kClients);
+for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&, i] {
       auto connection = SessionConnection::Connect(socket_path_, "client-" + std::to_string(i));
       if (!connection) {

@@ -62,7 +62,10 @@ template <typename T>
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
   HURRAY_TESTING_ASSERT_OK_AND_ASSIGN_IMPL_(HURRAY_CONCAT_(hurray_result_, __LINE__), lhs, expr)
 
+// `result` is a name and `lhs` may be a declaration: neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define HURRAY_TESTING_ASSERT_OK_AND_ASSIGN_IMPL_(result, lhs, expr)                       \
   auto result = (expr);                                                                    \
   ASSERT_TRUE(result.has_value()) << #expr << ": " << ::hurray::testing::Describe(result); \
   lhs = std::move(result).value()
+// NOLINTEND(bugprone-macro-parentheses)

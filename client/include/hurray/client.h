@@ -196,7 +196,7 @@ class Client {
     // Which channel carries allocate, publish, acquire (without a wait), release and
     // cancel: the session socket (the default: no gRPC round trip on the hot path) or gRPC.
     // Both give the same results; everything else always uses gRPC.
-    enum class HotPath { kSessionSocket, kGrpc };
+    enum class HotPath : std::uint8_t { kSessionSocket, kGrpc };
     HotPath hot_path = HotPath::kSessionSocket;
   };
 

@@ -107,7 +107,10 @@ using Status = std::expected<void, Error>;
 
 #define HURRAY_CONCAT_INNER_(a, b) a##b
 #define HURRAY_CONCAT_(a, b) HURRAY_CONCAT_INNER_(a, b)
+// `result` is a name and `lhs` may be a declaration ("auto x"): neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define HURRAY_ASSIGN_OR_RETURN_IMPL_(result, lhs, expression)              \
   auto result = (expression);                                               \
   if (!result) return std::unexpected(std::move(result).error());           \
   lhs = std::move(result).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -30,7 +30,7 @@ inline constexpr std::size_t kMaxMetadataKeyBytes = 256;
 inline constexpr std::size_t kMaxMetadataValueBytes = 65536;
 // Most bytes of metadata keys and values together. With it, every valid descriptor encodes
 // well below kMaxEncodedDescriptorBytes, so Decode(Encode()) always succeeds.
-inline constexpr std::size_t kMaxMetadataTotalBytes = 512 * 1024;
+inline constexpr std::size_t kMaxMetadataTotalBytes = std::size_t{512} * 1024;
 
 class TensorDescriptor {
  public:
