@@ -1,5 +1,7 @@
 #include "hurray/client.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -31,18 +33,17 @@ Result<std::vector<MappedBuffer>> MapBuffers(
     Connection& connection, const google::protobuf::RepeatedPtrField<v1::BufferLocation>& buffers,
     const TensorDescriptor& descriptor, bool writable) {
   if (static_cast<std::size_t>(buffers.size()) != descriptor.buffers().size()) {
-    return InternalError("daemon sent " + std::to_string(buffers.size()) +
-                         " buffer locations for a buffer table of " +
-                         std::to_string(descriptor.buffers().size()));
+    return InternalError(fmt::format("daemon sent {} buffer locations for a buffer table of {}",
+                                     buffers.size(), descriptor.buffers().size()));
   }
   std::vector<MappedBuffer> mapped;
   mapped.reserve(descriptor.buffers().size());
   for (int i = 0; i < buffers.size(); ++i) {
     const v1::BufferLocation& location = buffers.Get(i);
     if (location.byte_size() != descriptor.buffers()[i].byte_size()) {
-      return InternalError("daemon sent buffer " + std::to_string(i) + " of " +
-                           std::to_string(location.byte_size()) + " bytes; the descriptor says " +
-                           std::to_string(descriptor.buffers()[i].byte_size()));
+      return InternalError(fmt::format("daemon sent buffer {} of {} bytes; the descriptor says {}",
+                                       i, location.byte_size(),
+                                       descriptor.buffers()[i].byte_size()));
     }
     if (location.byte_size() == 0) {
       mapped.push_back(MappedBuffer{});
@@ -52,10 +53,9 @@ Result<std::vector<MappedBuffer>> MapBuffers(
     if (!mapping) return std::unexpected(mapping.error());
     const std::uint64_t size = (*mapping)->size();
     if (location.offset() > size || location.byte_size() > size - location.offset()) {
-      return InternalError("daemon sent buffer " + std::to_string(i) + " at offset " +
-                           std::to_string(location.offset()) + " beyond segment " +
-                           std::to_string(location.segment_id()) + " of " + std::to_string(size) +
-                           " bytes");
+      return InternalError(
+          fmt::format("daemon sent buffer {} at offset {} beyond segment {} of {} bytes", i,
+                      location.offset(), location.segment_id(), size));
     }
     mapped.push_back(MappedBuffer{.mapping = *mapping,
                                   .data = (*mapping)->base() + location.offset(),
@@ -67,8 +67,8 @@ Result<std::vector<MappedBuffer>> MapBuffers(
 // A wait as the protocol's wait_timeout_ms; INVALID_ARGUMENT when negative or too long.
 Result<std::uint32_t> WaitMilliseconds(std::chrono::milliseconds wait) {
   if (wait.count() < 0 || wait.count() > std::numeric_limits<std::uint32_t>::max()) {
-    return InvalidArgumentError("wait of " + std::to_string(wait.count()) +
-                                " ms is outside 0 to 4294967295 ms");
+    return InvalidArgumentError(
+        fmt::format("wait of {} ms is outside 0 to 4294967295 ms", wait.count()));
   }
   return static_cast<std::uint32_t>(wait.count());
 }
@@ -205,10 +205,10 @@ Status TensorViewAccess::CheckAllOf(const Connection& connection,
   for (std::size_t i = 0; i < views.size(); ++i) {
     const TensorView::State* state = views[i].state_.get();
     if (state == nullptr || state->connection.get() == &connection) continue;
-    return InvalidArgumentError(
-        "Release: views[" + std::to_string(i) + "] (" + state->name.substr(0, 200) + " version " +
-        std::to_string(state->version) + ", lease " + std::to_string(state->lease_id) +
-        ") was acquired through another client; nothing was released");
+    return InvalidArgumentError(fmt::format(
+        "Release: views[{}] ({} version {}, lease {}) was acquired through another "
+        "client; nothing was released",
+        i, std::string_view(state->name).substr(0, 200), state->version, state->lease_id));
   }
   return {};
 }

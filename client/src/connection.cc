@@ -48,7 +48,7 @@ void PopulateForReading(const std::byte* data, std::uint64_t size) {
 Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
   std::string message = status.error_message();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    message = std::string(call) + ": daemon unavailable: " + message;
+    message = fmt::format("{}: daemon unavailable: {}", call, message);
   }
   return Error(static_cast<StatusCode>(status.error_code()), std::move(message));
 }
@@ -69,7 +69,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
   if (!session) return std::unexpected(session.error());
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel("unix:" + socket_path,
+  auto channel = grpc::CreateCustomChannel(fmt::format("unix:{}", socket_path),
                                            grpc::InsecureChannelCredentials(), arguments);
   return std::shared_ptr<Connection>(new Connection(std::move(socket_path), std::move(*session),
                                                     std::move(channel), use_session_socket));

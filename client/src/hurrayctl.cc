@@ -1,6 +1,8 @@
 // hurrayctl: the operator's tool for hurrayd. Parses the command line and runs one command
 // (hurrayctl_commands.h). Exit status: 0 success; 1 an error from the daemon or a file,
 // reported on stderr as "hurrayctl: <CODE>: <message>"; 2 a usage error.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
@@ -18,7 +20,7 @@ constexpr int kExitUsage = 2;
 const CLI::Validator kUnsignedNumber(
     [](const std::string& text) -> std::string {
       if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
-        return "\"" + text + "\" is not a non-negative integer";
+        return fmt::format("\"{}\" is not a non-negative integer", text);
       }
       return {};
     },

@@ -1,6 +1,7 @@
 #include "hurrayctl_commands.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -59,9 +61,10 @@ Status PrintJson(const Message& message) {
   std::string json;
   auto status = google::protobuf::util::MessageToJsonString(message, &json, json_options);
   if (!status.ok()) {
-    return InternalError("MessageToJsonString: " + std::string(status.message()));
+    return InternalError(fmt::format("MessageToJsonString: {}", std::string(status.message())));
   }
-  Print(json + "\n");
+  json += '\n';
+  Print(json);
   return {};
 }
 
@@ -96,9 +99,9 @@ Status ReadFully(int fd, std::span<std::byte> bytes, std::uint64_t offset,
       return std::unexpected(ErrnoError("pread", path, errno));
     }
     if (count == 0) {
-      return std::unexpected(Error(
-          StatusCode::kDataLoss, path + ": file ended after " + std::to_string(offset + done) +
-                                     " bytes; expected " + std::to_string(offset + bytes.size())));
+      return std::unexpected(
+          Error(StatusCode::kDataLoss, fmt::format("{}: file ended after {} bytes; expected {}",
+                                                   path, offset + done, offset + bytes.size())));
     }
     done += static_cast<std::uint64_t>(count);
   }
@@ -125,7 +128,7 @@ std::string ElementTypeLabel(int value) {
       return std::string(ElementTypeName(*type));
     }
   }
-  return "type " + std::to_string(value);
+  return fmt::format("type {}", value);
 }
 
 std::string SyncModeLabel(std::uint32_t value) {
@@ -134,7 +137,7 @@ std::string SyncModeLabel(std::uint32_t value) {
       return std::string(SyncModeName(*mode));
     }
   }
-  return "sync mode " + std::to_string(value);
+  return fmt::format("sync mode {}", value);
 }
 
 std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
@@ -146,7 +149,7 @@ std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
     case v1::WatchEvent::KIND_WATCHING:
       return "watching";
     default:
-      return "event " + std::to_string(static_cast<int>(kind));
+      return fmt::format("event {}", static_cast<int>(kind));
   }
 }
 
@@ -166,34 +169,36 @@ bool IsRowMajor(std::span<const std::uint64_t> shape, std::span<const std::uint6
 // that a .npy file can hold the tensor. FAILED_PRECONDITION naming the reason otherwise.
 Result<std::span<const std::byte>> NpyData(const TensorView& view) {
   const TensorDescriptor& descriptor = view.descriptor();
-  const std::string what = std::string(view.name()) + " version " + std::to_string(view.version());
+  const std::string what = fmt::format("{} version {}", view.name(), view.version());
   const auto* dense = std::get_if<DenseLayout>(&descriptor.layout());
   if (dense == nullptr) {
-    return FailedPreconditionError(what + " has a " + std::string(LayoutName(descriptor.layout())) +
-                                   " layout; a .npy file holds dense tensors only");
+    return FailedPreconditionError(
+        fmt::format("{} has a {} layout; a .npy file holds dense tensors only", what,
+                    LayoutName(descriptor.layout())));
   }
   if (!IsRowMajor(descriptor.shape(), dense->strides)) {
-    return FailedPreconditionError(what + " has strides " + FormatShape(dense->strides) +
-                                   ", not row-major contiguous; a .npy file holds C-order data");
+    return FailedPreconditionError(
+        fmt::format("{} has strides {}, not row-major contiguous; a .npy file holds C-order data",
+                    what, FormatShape(dense->strides)));
   }
   if (!std::holds_alternative<NoQuantization>(descriptor.quantization())) {
-    return FailedPreconditionError(what + " is quantized (" +
-                                   std::string(QuantizationName(descriptor.quantization())) +
-                                   "); a .npy file holds plain values only");
+    return FailedPreconditionError(
+        fmt::format("{} is quantized ({}); a .npy file holds plain values only", what,
+                    QuantizationName(descriptor.quantization())));
   }
   if (auto dtype = NpyDtype(descriptor.element_type()); !dtype) {
-    return FailedPreconditionError(what + ": " + dtype.error().message());
+    return FailedPreconditionError(fmt::format("{}: {}", what, dtype.error().message()));
   }
   if (descriptor.device_tag() != DeviceTag::Cpu()) {
-    return FailedPreconditionError(what + " lives on device " +
-                                   std::string(descriptor.device_tag().Name()) +
-                                   "; only CPU tensors can be written to a file");
+    return FailedPreconditionError(
+        fmt::format("{} lives on device {}; only CPU tensors can be written to a file", what,
+                    descriptor.device_tag().Name()));
   }
   const auto needed = ByteSizeOf(descriptor.element_type(), descriptor.ElementCount());
   const std::span<const std::byte> data = view.buffer(dense->data_buffer);
   if (!needed || data.size() < *needed) {
-    return InternalError(what + ": data buffer of " + std::to_string(data.size()) +
-                         " bytes is smaller than its shape needs");
+    return InternalError(fmt::format("{}: data buffer of {} bytes is smaller than its shape needs",
+                                     what, data.size()));
   }
   return data.first(*needed);
 }
@@ -208,7 +213,8 @@ Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
     auto page = client_internal::CallList(*connection, prefix, /*page_size=*/1000, page_token);
     if (!page) return std::unexpected(page.error());
     if (!page->next_page_token().empty() && page->next_page_token() == page_token) {
-      return InternalError("List: the daemon returned page token \"" + page_token + "\" again");
+      return InternalError(
+          fmt::format("List: the daemon returned page token \"{}\" again", page_token));
     }
     for (auto& summary : *page->mutable_tensors()) *all.add_tensors() = std::move(summary);
     all.set_daemon_epoch(page->daemon_epoch());
@@ -219,9 +225,9 @@ Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
   TextTable table({"NAME", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"});
   for (const v1::TensorSummary& summary : all.tensors()) {
     const std::vector<std::uint64_t> shape(summary.shape().begin(), summary.shape().end());
-    table.AddRow({summary.name(), std::to_string(summary.latest_version()),
+    table.AddRow({summary.name(), fmt::to_string(summary.latest_version()),
                   ElementTypeLabel(summary.element_type()), FormatShape(shape),
-                  FormatBytes(summary.byte_size()), std::to_string(summary.lease_count()),
+                  FormatBytes(summary.byte_size()), fmt::to_string(summary.lease_count()),
                   FormatTimestamp(summary.published_at_ns())});
   }
   Print(table.Render());
@@ -239,33 +245,36 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
   if (!descriptor) {
     return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
   }
-  std::string text;
-  text += "name:       " + tensor.name() + "\n";
-  text += "version:    " + std::to_string(tensor.version()) + "\n";
-  text += "pool:       " + tensor.pool() + "\n";
-  text += "published:  " + FormatTimestamp(tensor.published_at_ns()) + "\n";
-  text += "handoff:    " + SyncModeLabel(tensor.handoff().sync_mode()) + "\n";
-  text += "descriptor:\n";
+  std::string text = fmt::format(
+      "name:       {}\n"
+      "version:    {}\n"
+      "pool:       {}\n"
+      "published:  {}\n"
+      "handoff:    {}\n"
+      "descriptor:\n",
+      tensor.name(), tensor.version(), tensor.pool(), FormatTimestamp(tensor.published_at_ns()),
+      SyncModeLabel(tensor.handoff().sync_mode()));
   const std::string rendered = descriptor->ToString();
   std::size_t start = 0;
   while (start < rendered.size()) {
     std::size_t end = rendered.find('\n', start);
     if (end == std::string::npos) end = rendered.size();
-    text += "  " + rendered.substr(start, end - start) + "\n";
+    fmt::format_to(std::back_inserter(text), "  {}\n",
+                   std::string_view(rendered).substr(start, end - start));
     start = end + 1;
   }
   text += "buffers:\n";
   TextTable buffers({"BUFFER", "SEGMENT", "OFFSET", "SIZE"});
   for (int i = 0; i < tensor.buffers_size(); ++i) {
     const v1::BufferLocation& location = tensor.buffers(i);
-    buffers.AddRow({std::to_string(i), std::to_string(location.segment_id()),
-                    std::to_string(location.offset()), FormatBytes(location.byte_size())});
+    buffers.AddRow({fmt::to_string(i), fmt::to_string(location.segment_id()),
+                    fmt::to_string(location.offset()), FormatBytes(location.byte_size())});
   }
   text += buffers.Render("  ");
   text += "versions:\n";
   TextTable versions({"VERSION", "LEASES", "SIZE", "PUBLISHED", "STATE"});
   for (const v1::VersionInfo& info : response->versions()) {
-    versions.AddRow({std::to_string(info.version()), std::to_string(info.lease_count()),
+    versions.AddRow({fmt::to_string(info.version()), fmt::to_string(info.lease_count()),
                      FormatBytes(info.byte_size()), FormatTimestamp(info.published_at_ns()),
                      info.superseded() ? "superseded" : "current"});
   }
@@ -280,22 +289,24 @@ Status StatsCommand(const GlobalOptions& options) {
   if (!stats) return std::unexpected(stats.error());
   if (options.json) return PrintJson(*stats);
 
-  std::string text;
-  text += "uptime:               " + FormatDuration(stats->uptime_seconds()) + "\n";
-  text += "daemon epoch:         " + std::to_string(stats->daemon_epoch()) + "\n";
-  text += "sessions:             " + std::to_string(stats->session_count()) + "\n";
-  text += "leases:               " + std::to_string(stats->lease_count()) + "\n";
-  text += "tensors:              " + std::to_string(stats->tensor_count()) + " (" +
-          std::to_string(stats->version_count()) + " live versions)\n";
-  text += "pending allocations:  " + std::to_string(stats->pending_allocation_count()) + "\n";
-  text += "pools:\n";
+  std::string text = fmt::format(
+      "uptime:               {}\n"
+      "daemon epoch:         {}\n"
+      "sessions:             {}\n"
+      "leases:               {}\n"
+      "tensors:              {} ({} live versions)\n"
+      "pending allocations:  {}\n"
+      "pools:\n",
+      FormatDuration(stats->uptime_seconds()), stats->daemon_epoch(), stats->session_count(),
+      stats->lease_count(), stats->tensor_count(), stats->version_count(),
+      stats->pending_allocation_count());
   TextTable pools({"POOL", "KIND", "CAPACITY", "USED", "LARGEST FREE", "FRAGMENTATION", "SEGMENTS",
                    "ALLOCATIONS"});
   for (const v1::PoolStats& pool : stats->pools()) {
     pools.AddRow({pool.name(), pool.kind(), FormatBytes(pool.capacity_bytes()),
                   FormatBytes(pool.used_bytes()), FormatBytes(pool.largest_free_bytes()),
-                  FormatPercent(pool.fragmentation()), std::to_string(pool.segment_count()),
-                  std::to_string(pool.allocation_count())});
+                  FormatPercent(pool.fragmentation()), fmt::to_string(pool.segment_count()),
+                  fmt::to_string(pool.allocation_count())});
   }
   text += pools.Render("  ");
   Print(text);
@@ -322,11 +333,10 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
     if (json) {
       (void)PrintJson(event);
     } else {
-      Print(FormatTimestamp(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count()) +
-            " " + WatchKindLabel(event.kind()) + " " + event.name() + " version " +
-            std::to_string(event.version()) + "\n");
+      const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch());
+      Print(fmt::format("{} {} {} version {}\n", FormatTimestamp(now.count()),
+                        WatchKindLabel(event.kind()), event.name(), event.version()));
     }
     std::fflush(stdout);
   };
@@ -363,8 +373,8 @@ Status RemoveCommand(const GlobalOptions& options, std::string_view name, std::u
         .Set("versions_deleted", std::uint64_t{*deleted})
         .Print();
   }
-  Print("deleted " + std::to_string(*deleted) + (*deleted == 1 ? " version" : " versions") +
-        " of " + std::string(name) + "\n");
+  Print(
+      fmt::format("deleted {} {} of {}\n", *deleted, *deleted == 1 ? "version" : "versions", name));
   return {};
 }
 
@@ -374,7 +384,9 @@ Status PutCommand(const GlobalOptions& options, std::string_view name, const std
   if (!file) return std::unexpected(ErrnoError("open", path, errno));
   struct stat status {};
   if (::fstat(file.get(), &status) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
-  if (!S_ISREG(status.st_mode)) return InvalidArgumentError(path + ": not a regular file");
+  if (!S_ISREG(status.st_mode)) {
+    return InvalidArgumentError(fmt::format("{}: not a regular file", path));
+  }
   const auto file_size = static_cast<std::uint64_t>(status.st_size);
 
   // The header: first its fixed-size start, which says how long the rest is.
@@ -401,8 +413,8 @@ Status PutCommand(const GlobalOptions& options, std::string_view name, const std
   if (!tensor) return std::unexpected(tensor.error());
   const std::span<std::byte> data = tensor->buffer(0);
   if (data.size() != header->data_bytes) {
-    return InternalError("Allocate: buffer 0 has " + std::to_string(data.size()) +
-                         " bytes; the file holds " + std::to_string(header->data_bytes));
+    return InternalError(fmt::format("Allocate: buffer 0 has {} bytes; the file holds {}",
+                                     data.size(), header->data_bytes));
   }
   if (auto read = ReadFully(file.get(), data, header->data_offset, path); !read) return read;
   auto published = tensor->Publish(name);
@@ -414,8 +426,8 @@ Status PutCommand(const GlobalOptions& options, std::string_view name, const std
         .Set("bytes", header->data_bytes)
         .Print();
   }
-  Print("published " + published->name + " version " + std::to_string(published->version) + " (" +
-        FormatBytes(header->data_bytes) + ")\n");
+  Print(fmt::format("published {} version {} ({})\n", published->name, published->version,
+                    FormatBytes(header->data_bytes)));
   return {};
 }
 
@@ -455,8 +467,8 @@ Status GetCommand(const GlobalOptions& options, std::string_view name, const std
         .Set("bytes", bytes)
         .Print();
   }
-  Print("wrote " + view->name() + " version " + std::to_string(view->version()) + " to " + path +
-        " (" + FormatBytes(bytes) + ")\n");
+  Print(fmt::format("wrote {} version {} to {} ({})\n", view->name(), view->version(), path,
+                    FormatBytes(bytes)));
   return {};
 }
 

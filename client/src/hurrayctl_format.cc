@@ -1,5 +1,8 @@
 #include "hurrayctl_format.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -9,7 +12,7 @@ namespace hurray::ctl {
 
 std::string FormatBytes(std::uint64_t bytes) {
   constexpr std::array<const char*, 7> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
+  if (bytes < 1024) return fmt::format("{} B", bytes);
   std::size_t unit = 0;
   double value = static_cast<double>(bytes);
   while (value >= 1024.0 && unit + 1 < kUnits.size()) {
@@ -60,12 +63,7 @@ std::string FormatDuration(std::uint64_t seconds) {
 }
 
 std::string FormatShape(std::span<const std::uint64_t> shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
+  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 std::string FormatPercent(double fraction) {
@@ -96,7 +94,8 @@ std::string TextTable::Render(std::string_view indent) const {
       if (column + 1 < row.size()) line.append(widths[column] - row[column].size() + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
-    text += line + "\n";
+    text += line;
+    text += '\n';
   }
   return text;
 }

@@ -1,5 +1,8 @@
 #include "npy.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -50,12 +53,10 @@ std::optional<Dtype> DtypeOf(ElementType type) {
 // The dtype of a kind character and a size in decimal ("4"); exact match, so "04" is none.
 std::optional<Dtype> DtypeOf(char kind, std::string_view size) {
   for (const Dtype& dtype : kDtypes) {
-    if (dtype.kind == kind && std::to_string(dtype.size) == size) return dtype;
+    if (dtype.kind == kind && fmt::to_string(dtype.size) == size) return dtype;
   }
   return std::nullopt;
 }
-
-std::string ToString(std::uint64_t value) { return std::to_string(value); }
 
 // `text` in single quotes for a message, non-printable bytes as \xNN, cut after 64 bytes.
 std::string Quoted(std::string_view text) {
@@ -73,19 +74,13 @@ std::string Quoted(std::string_view text) {
     }
   }
   if (text.size() > kMaxShown) quoted += "...";
-  return quoted + "'";
+  quoted += '\'';
+  return quoted;
 }
 
 // Bytes as "93 4e 55", for a message.
 std::string HexBytes(std::span<const std::uint8_t> bytes) {
-  constexpr std::string_view kHex = "0123456789abcdef";
-  std::string text;
-  for (std::uint8_t byte : bytes) {
-    if (!text.empty()) text += ' ';
-    text += kHex[byte >> 4];
-    text += kHex[byte & 0xf];
-  }
-  return text;
+  return fmt::format("{:02x}", fmt::join(bytes, " "));
 }
 
 // A shape as Python writes a tuple: "()", "(3,)", "(2, 3)". Messages show at most
@@ -99,14 +94,15 @@ std::string PythonShape(std::span<const std::uint64_t> shape,
       text += "...";
       break;
     }
-    text += ToString(shape[i]);
+    text += fmt::to_string(shape[i]);
   }
   if (shape.size() == 1) text += ',';
-  return text + ")";
+  text += ')';
+  return text;
 }
 
 std::unexpected<Error> HeaderError(std::string message) {
-  return InvalidArgumentError("npy header: " + message);
+  return InvalidArgumentError(fmt::format("npy header: {}", message));
 }
 
 // Most shape entries a message shows.
@@ -142,14 +138,14 @@ class HeaderParser {
         if (!key) return std::unexpected(key.error());
         const auto* found = std::find(kKeyNames.begin(), kKeyNames.end(), *key);
         if (found == kKeyNames.end()) {
-          return HeaderError("unknown key " + Quoted(*key) +
-                             " (a .npy header holds descr, fortran_order and shape)");
+          return HeaderError(fmt::format(
+              "unknown key {} (a .npy header holds descr, fortran_order and shape)", Quoted(*key)));
         }
         const auto slot = static_cast<std::size_t>(found - kKeyNames.begin());
-        if (seen[slot]) return HeaderError("key " + Quoted(*key) + " appears twice");
+        if (seen[slot]) return HeaderError(fmt::format("key {} appears twice", Quoted(*key)));
         seen[slot] = true;
         SkipWhitespace();
-        if (!Consume(':')) return Expected("':' after key " + Quoted(*key));
+        if (!Consume(':')) return Expected(fmt::format("':' after key {}", Quoted(*key)));
         SkipWhitespace();
         switch (slot) {
           case kDescr: {
@@ -176,18 +172,22 @@ class HeaderParser {
         }
         SkipWhitespace();
         if (Consume('}')) break;
-        if (!Consume(',')) return Expected("',' or '}' after the value of " + Quoted(*key));
+        if (!Consume(',')) {
+          return Expected(fmt::format("',' or '}}' after the value of {}", Quoted(*key)));
+        }
         SkipWhitespace();
         if (Consume('}')) break;  // A trailing comma.
       }
     }
     SkipWhitespace();
     if (pos_ != text_.size()) {
-      return HeaderError("unexpected " + Found() + " at byte " + ToString(pos_) +
-                         " after the closing '}'");
+      return HeaderError(
+          fmt::format("unexpected {} at byte {} after the closing '}}'", Found(), pos_));
     }
     for (std::size_t slot = 0; slot < kKeyCount; ++slot) {
-      if (!seen[slot]) return HeaderError("key " + Quoted(kKeyNames[slot]) + " is missing");
+      if (!seen[slot]) {
+        return HeaderError(fmt::format("key {} is missing", Quoted(kKeyNames[slot])));
+      }
     }
     return dict;
   }
@@ -220,8 +220,7 @@ class HeaderParser {
   }
 
   [[nodiscard]] std::unexpected<Error> Expected(std::string_view what) const {
-    return HeaderError("expected " + std::string(what) + " at byte " + ToString(pos_) + ", found " +
-                       Found());
+    return HeaderError(fmt::format("expected {} at byte {}, found {}", what, pos_, Found()));
   }
 
   // A single- or double-quoted string without escapes.
@@ -233,14 +232,14 @@ class HeaderParser {
     std::string value;
     while (pos_ < text_.size() && text_[pos_] != quote) {
       if (text_[pos_] == '\\') {
-        return HeaderError("escape sequence in the string at byte " + ToString(start) +
-                           " (not supported)");
+        return HeaderError(
+            fmt::format("escape sequence in the string at byte {} (not supported)", start));
       }
       if (text_[pos_] == '\n') break;
       value += text_[pos_++];
     }
     if (!Consume(quote)) {
-      return HeaderError("unterminated string starting at byte " + ToString(start));
+      return HeaderError(fmt::format("unterminated string starting at byte {}", start));
     }
     return value;
   }
@@ -256,8 +255,8 @@ class HeaderParser {
     if (word == "True") return true;
     if (word == "False") return false;
     pos_ = start;
-    return HeaderError(std::string(field) + " must be True or False; found " +
-                       (word.empty() ? Found() : Quoted(word)) + " at byte " + ToString(start));
+    return HeaderError(fmt::format("{} must be True or False; found {} at byte {}", field,
+                                   word.empty() ? Found() : Quoted(word), start));
   }
 
   // A tuple of non-negative integers: (), (3,), (2, 3), (2, 3,).
@@ -274,15 +273,15 @@ class HeaderParser {
       SkipWhitespace();
       if (Consume(')')) {
         if (shape.size() == 1) {
-          return HeaderError("shape (" + ToString(shape[0]) +
-                             ") is a parenthesized integer, not a tuple; a one-dimensional "
-                             "shape is written (" +
-                             ToString(shape[0]) + ",)");
+          return HeaderError(fmt::format(
+              "shape ({0}) is a parenthesized integer, not a tuple; a one-dimensional shape is "
+              "written ({0},)",
+              shape[0]));
         }
         return shape;
       }
       if (!Consume(',')) {
-        return Expected("',' or ')' after shape entry " + ToString(shape.size() - 1));
+        return Expected(fmt::format("',' or ')' after shape entry {}", shape.size() - 1));
       }
       SkipWhitespace();
       if (Consume(')')) return shape;  // A trailing comma.
@@ -291,7 +290,7 @@ class HeaderParser {
 
   // A decimal integer literal, with Python 2's optional L suffix.
   Result<std::uint64_t> ParseShapeEntry(std::size_t index) {
-    const std::string entry_name = "shape entry " + ToString(index);
+    const std::string entry_name = fmt::format("shape entry {}", index);
     const std::size_t start = pos_;
     const bool negative = Consume('-');
     const std::size_t digits_start = pos_;
@@ -299,21 +298,21 @@ class HeaderParser {
     const std::string_view digits = text_.substr(digits_start, pos_ - digits_start);
     if (digits.empty()) {
       pos_ = start;
-      return Expected(entry_name + " (a non-negative integer)");
+      return Expected(fmt::format("{} (a non-negative integer)", entry_name));
     }
     const bool all_zero = digits.find_first_not_of('0') == std::string_view::npos;
     if (negative && !all_zero) {
-      return HeaderError(entry_name + " is negative (-" + std::string(digits) + ")");
+      return HeaderError(fmt::format("{} is negative (-{})", entry_name, digits));
     }
     if (digits.size() > 1 && digits[0] == '0' && !all_zero) {
-      return HeaderError(entry_name + " " + Quoted(digits) +
-                         " is not a Python integer literal (leading zero)");
+      return HeaderError(fmt::format("{} {} is not a Python integer literal (leading zero)",
+                                     entry_name, Quoted(digits)));
     }
     std::uint64_t value = 0;
     for (char digit : digits) {
       if (__builtin_mul_overflow(value, 10u, &value) ||
           __builtin_add_overflow(value, static_cast<unsigned>(digit - '0'), &value)) {
-        return HeaderError(entry_name + " overflows 64 bits (" + std::string(digits) + ")");
+        return HeaderError(fmt::format("{} overflows 64 bits ({})", entry_name, digits));
       }
     }
     if (Peek() == 'L' || Peek() == 'l') ++pos_;  // Headers written by Python 2.
@@ -335,49 +334,45 @@ std::uint64_t ReadLittleEndian(std::span<const std::uint8_t> bytes) {
 Status NeedBytes(std::uint64_t needed, std::span<const std::uint8_t> prefix,
                  std::uint64_t file_size, std::string_view what) {
   if (file_size < needed) {
-    return InvalidArgumentError("npy: file of " + ToString(file_size) + " bytes ends inside " +
-                                std::string(what) + " (which ends at byte " + ToString(needed) +
-                                ")");
+    return InvalidArgumentError(fmt::format(
+        "npy: file of {} bytes ends inside {} (which ends at byte {})", file_size, what, needed));
   }
   if (prefix.size() < needed) {
-    return InvalidArgumentError("npy: " + std::string(what) + " ends at byte " + ToString(needed) +
-                                " but only " + ToString(prefix.size()) + " bytes were given");
+    return InvalidArgumentError(fmt::format("npy: {} ends at byte {} but only {} bytes were given",
+                                            what, needed, prefix.size()));
   }
   return {};
 }
 
 // The element type of a descr string such as "<f4"; INVALID_ARGUMENT for anything else.
 Result<ElementType> ElementTypeOfDescr(std::string_view descr) {
-  const std::string supported =
+  constexpr std::string_view kSupported =
       "supported: |b1, |i1, <i2, <i4, <i8, |u1, <u2, <u4, <u8, <f2, <f4, <f8, <c8, <c16";
+  const auto unsupported = [&](std::string_view why) {
+    return HeaderError(fmt::format("dtype {} {} ({})", Quoted(descr), why, kSupported));
+  };
   if (descr.size() < 2 || std::string_view("<>|=").find(descr[0]) == std::string_view::npos) {
-    return HeaderError("dtype " + Quoted(descr) + " is not supported (" + supported + ")");
+    return unsupported("is not supported");
   }
   const char order = descr[0];
   const char kind = descr[1];
   if (kind == 'O') {
-    return HeaderError("dtype " + Quoted(descr) +
-                       " holds Python objects, which are not supported (" + supported + ")");
+    return unsupported("holds Python objects, which are not supported");
   }
   if (kind == 'V') {
-    return HeaderError("dtype " + Quoted(descr) +
-                       " is a structured or void dtype, which is not supported (" + supported +
-                       ")");
+    return unsupported("is a structured or void dtype, which is not supported");
   }
   const auto dtype = DtypeOf(kind, descr.substr(2));
-  if (!dtype) {
-    return HeaderError("dtype " + Quoted(descr) + " is not supported (" + supported + ")");
-  }
+  if (!dtype) return unsupported("is not supported");
   if (dtype->size > 1 && order != '<') {
-    const std::string little = "<" + std::string(descr.substr(1));
+    const std::string little = Quoted(fmt::format("<{}", descr.substr(1)));
     if (order == '>') {
-      return HeaderError("dtype " + Quoted(descr) +
-                         " is big-endian, which is not supported; convert the array with "
-                         "astype(" +
-                         Quoted(little) + ")");
+      return HeaderError(fmt::format(
+          "dtype {} is big-endian, which is not supported; convert the array with astype({})",
+          Quoted(descr), little));
     }
-    return HeaderError("dtype " + Quoted(descr) + " does not fix a byte order; expected " +
-                       Quoted(little));
+    return HeaderError(
+        fmt::format("dtype {} does not fix a byte order; expected {}", Quoted(descr), little));
   }
   return dtype->type;
 }
@@ -390,9 +385,9 @@ Result<std::uint64_t> NpyHeaderEnd(std::span<const std::uint8_t> file_prefix,
     return std::unexpected(status.error());
   }
   if (std::memcmp(file_prefix.data(), kMagic.data(), kMagic.size()) != 0) {
-    return InvalidArgumentError("npy: not a .npy file: it starts with bytes " +
-                                HexBytes(file_prefix.first(kMagic.size())) +
-                                " instead of the magic \\x93NUMPY");
+    return InvalidArgumentError(
+        fmt::format("npy: not a .npy file: it starts with bytes {} instead of the magic \\x93NUMPY",
+                    HexBytes(file_prefix.first(kMagic.size()))));
   }
   if (auto status = NeedBytes(kMagicAndVersionBytes, file_prefix, file_size, "the version");
       !status) {
@@ -401,8 +396,8 @@ Result<std::uint64_t> NpyHeaderEnd(std::span<const std::uint8_t> file_prefix,
   const std::uint8_t major = file_prefix[6];
   const std::uint8_t minor = file_prefix[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {
-    return InvalidArgumentError("npy: format version " + ToString(major) + "." + ToString(minor) +
-                                " is not supported (only 1.0, 2.0 and 3.0)");
+    return InvalidArgumentError(fmt::format(
+        "npy: format version {}.{} is not supported (only 1.0, 2.0 and 3.0)", major, minor));
   }
   const std::uint64_t length_bytes = major == 1 ? 2 : 4;
   const std::uint64_t preamble_bytes = kMagicAndVersionBytes + length_bytes;
@@ -413,15 +408,15 @@ Result<std::uint64_t> NpyHeaderEnd(std::span<const std::uint8_t> file_prefix,
   const std::uint64_t header_bytes =
       ReadLittleEndian(file_prefix.subspan(kMagicAndVersionBytes, length_bytes));
   if (header_bytes > kMaxNpyHeaderBytes) {
-    return InvalidArgumentError("npy: header length " + ToString(header_bytes) +
-                                " exceeds the limit of " + ToString(kMaxNpyHeaderBytes) + " bytes");
+    return InvalidArgumentError(fmt::format("npy: header length {} exceeds the limit of {} bytes",
+                                            header_bytes, kMaxNpyHeaderBytes));
   }
   const std::uint64_t header_end = preamble_bytes + header_bytes;
   if (header_end > file_size) {
-    return InvalidArgumentError("npy: header length " + ToString(header_bytes) +
-                                " runs past the end of the file: the header would end at byte " +
-                                ToString(header_end) + " of a " + ToString(file_size) +
-                                "-byte file");
+    return InvalidArgumentError(fmt::format(
+        "npy: header length {} runs past the end of the file: the header would end at byte {} of "
+        "a {}-byte file",
+        header_bytes, header_end, file_size));
   }
   return header_end;
 }
@@ -453,22 +448,22 @@ Result<NpyHeader> ParseNpyHeader(std::span<const std::uint8_t> file_prefix,
   for (std::uint64_t dimension : dict->shape) {
     if (empty) break;
     if (__builtin_mul_overflow(element_count, dimension, &element_count)) {
-      return HeaderError("shape " + PythonShape(dict->shape, kMaxShownEntries) +
-                         " has more elements than fit in 64 bits");
+      return HeaderError(fmt::format("shape {} has more elements than fit in 64 bits",
+                                     PythonShape(dict->shape, kMaxShownEntries)));
     }
   }
   const std::uint64_t element_bytes = ElementBitWidth(*element_type) / 8;
   std::uint64_t data_bytes = 0;
   if (__builtin_mul_overflow(element_count, element_bytes, &data_bytes)) {
-    return HeaderError("shape " + PythonShape(dict->shape, kMaxShownEntries) + " of " +
-                       Quoted(dict->descr) + " needs more bytes than fit in 64 bits");
+    return HeaderError(fmt::format("shape {} of {} needs more bytes than fit in 64 bits",
+                                   PythonShape(dict->shape, kMaxShownEntries),
+                                   Quoted(dict->descr)));
   }
   const std::uint64_t file_data_bytes = file_size - *header_end;
   if (file_data_bytes != data_bytes) {
-    return InvalidArgumentError("npy: file holds " + ToString(file_data_bytes) +
-                                " data bytes but shape " +
-                                PythonShape(dict->shape, kMaxShownEntries) + " of " + dict->descr +
-                                " needs " + ToString(data_bytes));
+    return InvalidArgumentError(
+        fmt::format("npy: file holds {} data bytes but shape {} of {} needs {}", file_data_bytes,
+                    PythonShape(dict->shape, kMaxShownEntries), dict->descr, data_bytes));
   }
   return NpyHeader{.element_type = *element_type,
                    .shape = std::move(dict->shape),
@@ -479,17 +474,17 @@ Result<NpyHeader> ParseNpyHeader(std::span<const std::uint8_t> file_prefix,
 Result<std::string> NpyDtype(ElementType element_type) {
   const auto dtype = DtypeOf(element_type);
   if (!dtype) {
-    return InvalidArgumentError("element type " + std::string(ElementTypeName(element_type)) +
-                                " has no NumPy dtype");
+    return InvalidArgumentError(
+        fmt::format("element type {} has no NumPy dtype", ElementTypeName(element_type)));
   }
-  return std::string(1, dtype->size == 1 ? '|' : '<') + dtype->kind + ToString(dtype->size);
+  return fmt::format("{}{}{}", dtype->size == 1 ? '|' : '<', dtype->kind, dtype->size);
 }
 
 Result<std::string> NpyHeaderFor(ElementType element_type, std::span<const std::uint64_t> shape) {
   auto dtype = NpyDtype(element_type);
   if (!dtype) return std::unexpected(dtype.error());
-  const std::string dict =
-      "{'descr': '" + *dtype + "', 'fortran_order': False, 'shape': " + PythonShape(shape) + ", }";
+  const std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                       *dtype, PythonShape(shape));
   // As numpy.lib.format._wrap_header: pad with spaces, end with '\n', align the data to 64
   // bytes (a whole 64 bytes of padding when already aligned).
   for (const int major : {1, 2}) {
@@ -510,8 +505,9 @@ Result<std::string> NpyHeaderFor(ElementType element_type, std::span<const std::
     file_start += '\n';
     return file_start;
   }
-  return InvalidArgumentError("npy: the header of shape with " + ToString(shape.size()) +
-                              " dimensions exceeds the 4 GiB a .npy header can hold");
+  return InvalidArgumentError(fmt::format(
+      "npy: the header of shape with {} dimensions exceeds the 4 GiB a .npy header can hold",
+      shape.size()));
 }
 
 }  // namespace hurray

@@ -1,5 +1,7 @@
 #include "session_connection.h"
 
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +22,7 @@ Error FromSessionError(const v1::SessionError& error) {
   // A daemon that says "error" with code OK breaks the protocol; never report success.
   if (code == StatusCode::kOk) {
     return Error(StatusCode::kInternal,
-                 "the daemon answered with an error of code OK: " + error.message());
+                 fmt::format("the daemon answered with an error of code OK: {}", error.message()));
   }
   return Error(code, error.message());
 }
@@ -45,9 +47,9 @@ Result<Reply> Receive(int socket, FrameReader& reader, const Context& context) {
   Reply reply;
   if (!reply.message.ParseFromArray(frame->payload.data(),
                                     static_cast<int>(frame->payload.size()))) {
-    return InternalError(context() + ": the daemon's reply of " +
-                         std::to_string(frame->payload.size()) +
-                         " bytes does not parse as a hurray.v1.SessionMessage");
+    return InternalError(fmt::format(
+        "{}: the daemon's reply of {} bytes does not parse as a hurray.v1.SessionMessage",
+        context(), frame->payload.size()));
   }
   reply.fd = std::move(frame->fd);
   return reply;
@@ -58,9 +60,8 @@ Result<Reply> Receive(int socket, FrameReader& reader, const Context& context) {
 Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
     const std::string& socket_path, std::string_view client_name) {
   if (client_name.size() > kMaxSessionClientNameBytes) {
-    return InvalidArgumentError("client_name is " + std::to_string(client_name.size()) +
-                                " bytes; the limit is " +
-                                std::to_string(kMaxSessionClientNameBytes));
+    return InvalidArgumentError(fmt::format("client_name is {} bytes; the limit is {}",
+                                            client_name.size(), kMaxSessionClientNameBytes));
   }
   auto socket = ConnectUnixSocket(socket_path);
   if (!socket) return std::unexpected(socket.error());
@@ -78,8 +79,8 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const v1::SessionMessage& message = reply->message;
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (!message.has_welcome()) {
-    return InternalError("session hello: the daemon answered with " + SessionBodyName(message) +
-                         ", not a welcome");
+    return InternalError(fmt::format("session hello: the daemon answered with {}, not a welcome",
+                                     SessionBodyName(message)));
   }
   const v1::SessionWelcome& welcome = message.welcome();
   const PeerCredentials credentials{
@@ -109,7 +110,8 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
     v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, UniqueFd* fd,
     std::string_view context) {
   if (broken_) {
-    return UnavailableError("the session connection is closed after: " + broken_->ToString());
+    return UnavailableError(
+        fmt::format("the session connection is closed after: {}", broken_->ToString()));
   }
   // The request's name appears only in errors: a reflection lookup on every request of the
   // hot path would cost more than nothing.
@@ -125,16 +127,16 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   if (!reply) return std::unexpected(BreakLocked(reply.error()));
   v1::SessionMessage& message = reply->message;
   if (message.request_id() != request_id) {
-    return std::unexpected(
-        BreakLocked(Error(StatusCode::kInternal, describe() + ": the reply carries request_id " +
-                                                     std::to_string(message.request_id()) +
-                                                     ", expected " + std::to_string(request_id))));
+    return std::unexpected(BreakLocked(
+        Error(StatusCode::kInternal, fmt::format("{}: the reply carries request_id {}, expected {}",
+                                                 describe(), message.request_id(), request_id))));
   }
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (message.body_case() != reply_case) {
-    return std::unexpected(BreakLocked(Error(
-        StatusCode::kInternal, describe() + ": the daemon answered with " +
-                                   SessionBodyName(message) + ", not the reply of the request")));
+    return std::unexpected(BreakLocked(
+        Error(StatusCode::kInternal,
+              fmt::format("{}: the daemon answered with {}, not the reply of the request",
+                          describe(), SessionBodyName(message)))));
   }
   if (fd != nullptr) *fd = std::move(reply->fd);
   return std::move(message);
@@ -142,7 +144,7 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
 
 Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, bool writable) {
   std::lock_guard lock(mutex_);
-  const std::string context = "map_segment " + std::to_string(segment_id);
+  const std::string context = fmt::format("map_segment {}", segment_id);
   v1::SessionMessage request;
   request.mutable_map_segment()->set_segment_id(segment_id);
   request.mutable_map_segment()->set_writable(writable);
@@ -152,10 +154,10 @@ Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, b
   const v1::SegmentGranted& granted = reply->segment_granted();
   if (granted.segment_id() != segment_id || !fd || (writable && !granted.writable())) {
     return std::unexpected(BreakLocked(
-        Error(StatusCode::kInternal, context + ": the daemon granted segment " +
-                                         std::to_string(granted.segment_id()) +
-                                         (granted.writable() ? " read-write" : " read-only") +
-                                         (fd ? " with" : " without") + " a descriptor")));
+        Error(StatusCode::kInternal,
+              fmt::format("{}: the daemon granted segment {} {} {} a descriptor", context,
+                          granted.segment_id(), granted.writable() ? "read-write" : "read-only",
+                          fd ? "with" : "without"))));
   }
   return GrantedSegment{
       .fd = std::move(fd),

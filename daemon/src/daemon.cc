@@ -109,7 +109,8 @@ Status Daemon::StartGrpc() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + config_.socket_path, grpc::InsecureServerCredentials());
+  builder.AddListeningPort(fmt::format("unix:{}", config_.socket_path),
+                           grpc::InsecureServerCredentials());
   if (!config_.tcp_address.empty()) {
     builder.AddListeningPort(config_.tcp_address, grpc::InsecureServerCredentials());
   }
@@ -121,9 +122,9 @@ Status Daemon::StartGrpc() {
   server_ = builder.BuildAndStart();
   ::umask(old_umask);
   if (!server_) {
-    return FailedPreconditionError(
-        fmt::format("gRPC server could not listen on unix:{}{}", config_.socket_path,
-                    config_.tcp_address.empty() ? "" : " and " + config_.tcp_address));
+    return FailedPreconditionError(fmt::format(
+        "gRPC server could not listen on unix:{}{}", config_.socket_path,
+        config_.tcp_address.empty() ? std::string() : fmt::format(" and {}", config_.tcp_address)));
   }
   if (::chmod(config_.socket_path.c_str(), static_cast<mode_t>(config_.socket_mode)) != 0) {
     const int error = errno;

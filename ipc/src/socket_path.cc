@@ -1,5 +1,6 @@
 #include "hurray/ipc/socket_path.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,9 +19,9 @@ std::string Environment(const char* name) {
 
 std::string UserSocketPath() {
   if (std::string runtime = Environment("XDG_RUNTIME_DIR"); !runtime.empty()) {
-    return runtime + "/hurray/" + std::string(kSocketName);
+    return fmt::format("{}/hurray/{}", runtime, kSocketName);
   }
-  return "/tmp/hurray-" + std::to_string(::getuid()) + "/" + std::string(kSocketName);
+  return fmt::format("/tmp/hurray-{}/{}", ::getuid(), kSocketName);
 }
 
 }  // namespace
@@ -28,7 +29,8 @@ std::string UserSocketPath() {
 std::string DefaultDaemonSocketPath() {
   if (std::string systemd = Environment("RUNTIME_DIRECTORY"); !systemd.empty()) {
     // RuntimeDirectory= may list several directories, separated by ':'; the first is ours.
-    return systemd.substr(0, systemd.find(':')) + "/" + std::string(kSocketName);
+    return fmt::format("{}/{}", std::string_view(systemd).substr(0, systemd.find(':')),
+                       kSocketName);
   }
   return UserSocketPath();
 }
@@ -45,7 +47,7 @@ std::string DefaultClientSocketPath() {
 }
 
 std::string SessionSocketPath(std::string_view grpc_socket_path) {
-  return std::string(grpc_socket_path) + ".session";
+  return fmt::format("{}.session", grpc_socket_path);
 }
 
 }  // namespace hurray

@@ -1,5 +1,6 @@
 #include "pool/cpu_pool.h"
 
+#include <fmt/format.h>
 #include <linux/magic.h>
 #include <spdlog/spdlog.h>
 #include <sys/statfs.h>
@@ -20,37 +21,38 @@ namespace {
 constexpr std::uint64_t kMinPageSize = 4096;
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 
-std::string Bytes(std::uint64_t value) { return std::to_string(value); }
-
 // OK when `backing` can back a pool: a resolved mode, a page size, and for explicit huge
 // pages a hugetlbfs mount of that page size.
 Status ValidateBacking(const HugePageBacking& backing, const std::string& where) {
   if (backing.mode == HugePages::kAuto) {
-    return InvalidArgumentError(where + "huge_pages auto is not a backing: choose one first");
+    return InvalidArgumentError(
+        fmt::format("{}huge_pages auto is not a backing: choose one first", where));
   }
   if (backing.mode == HugePages::kOff) return {};
   if (backing.page_size < kMinPageSize || !std::has_single_bit(backing.page_size)) {
-    return InvalidArgumentError(where + "huge page size " + Bytes(backing.page_size) +
-                                " is not a power of two of at least " + Bytes(kMinPageSize));
+    return InvalidArgumentError(
+        fmt::format("{}huge page size {} is not a power of two of at least {}", where,
+                    backing.page_size, kMinPageSize));
   }
   if (backing.mode != HugePages::kExplicit) return {};
   const std::string& directory = backing.hugetlbfs_directory;
   if (directory.empty()) {
-    return InvalidArgumentError(where + "huge_pages explicit: hugetlbfs_directory is empty");
+    return InvalidArgumentError(
+        fmt::format("{}huge_pages explicit: hugetlbfs_directory is empty", where));
   }
   struct statfs file_system {};
   if (::statfs(directory.c_str(), &file_system) != 0) {
-    return FailedPreconditionError(
-        where + "huge_pages explicit: " + ErrnoError("statfs", directory, errno).message());
+    return FailedPreconditionError(fmt::format("{}huge_pages explicit: {}", where,
+                                               ErrnoError("statfs", directory, errno).message()));
   }
   if (static_cast<std::uint64_t>(file_system.f_type) != HUGETLBFS_MAGIC) {
-    return FailedPreconditionError(where + "huge_pages explicit: " + directory +
-                                   " is not a hugetlbfs mount");
+    return FailedPreconditionError(
+        fmt::format("{}huge_pages explicit: {} is not a hugetlbfs mount", where, directory));
   }
   if (static_cast<std::uint64_t>(file_system.f_bsize) != backing.page_size) {
-    return FailedPreconditionError(where + "huge_pages explicit: " + directory + " has pages of " +
-                                   Bytes(static_cast<std::uint64_t>(file_system.f_bsize)) +
-                                   " bytes, not " + Bytes(backing.page_size));
+    return FailedPreconditionError(
+        fmt::format("{}huge_pages explicit: {} has pages of {} bytes, not {}", where, directory,
+                    static_cast<std::uint64_t>(file_system.f_bsize), backing.page_size));
   }
   return {};
 }
@@ -59,13 +61,13 @@ Status ValidateBacking(const HugePageBacking& backing, const std::string& where)
 
 Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   if (options.name.empty()) return InvalidArgumentError("name: the pool name is empty");
-  const std::string where = "pool " + options.name + ": ";
+  const std::string where = fmt::format("pool {}: ", options.name);
   if (options.page_size < kMinPageSize || !std::has_single_bit(options.page_size)) {
-    return InvalidArgumentError(where + "page_size " + Bytes(options.page_size) +
-                                " is not a power of two of at least " + Bytes(kMinPageSize));
+    return InvalidArgumentError(fmt::format("{}page_size {} is not a power of two of at least {}",
+                                            where, options.page_size, kMinPageSize));
   }
   if (Status prefix = ShmSegment::ValidatePrefix(options.shm_prefix); !prefix) {
-    return std::unexpected(prefix.error().WithContext("pool " + options.name));
+    return std::unexpected(prefix.error().WithContext(fmt::format("pool {}", options.name)));
   }
   if (Status backing = ValidateBacking(options.huge_pages, where); !backing) {
     return std::unexpected(backing.error());
@@ -76,38 +78,37 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     options.page_size = std::max(options.page_size, options.huge_pages.page_size);
   }
   if (options.capacity_bytes == 0) {
-    return InvalidArgumentError(where + "capacity 0: the capacity must be above 0");
+    return InvalidArgumentError(fmt::format("{}capacity 0: the capacity must be above 0", where));
   }
   const std::optional<std::uint64_t> capacity =
       internal::CheckedRoundUp(options.capacity_bytes, options.page_size);
   if (!capacity) {
-    return InvalidArgumentError(where + "capacity " + Bytes(options.capacity_bytes) +
-                                " overflows when rounded up to page_size " +
-                                Bytes(options.page_size));
+    return InvalidArgumentError(
+        fmt::format("{}capacity {} overflows when rounded up to page_size {}", where,
+                    options.capacity_bytes, options.page_size));
   }
   std::uint64_t segment_bytes = *capacity;
   if (options.segment_bytes != 0) {
     const std::optional<std::uint64_t> rounded =
         internal::CheckedRoundUp(options.segment_bytes, options.page_size);
     if (!rounded || *rounded > *capacity) {
-      return InvalidArgumentError(where + "segment_size " + Bytes(options.segment_bytes) +
-                                  " exceeds capacity " + Bytes(*capacity));
+      return InvalidArgumentError(fmt::format("{}segment_size {} exceeds capacity {}", where,
+                                              options.segment_bytes, *capacity));
     }
     segment_bytes = *rounded;
   }
   const std::uint64_t segment_count =
       *capacity / segment_bytes + (*capacity % segment_bytes != 0 ? 1 : 0);
   if (segment_count > kMaxSegments) {
-    return InvalidArgumentError(where + "segment_size " + Bytes(segment_bytes) + " makes " +
-                                std::to_string(segment_count) + " segments of capacity " +
-                                Bytes(*capacity) + ", above the maximum " +
-                                std::to_string(kMaxSegments));
+    return InvalidArgumentError(
+        fmt::format("{}segment_size {} makes {} segments of capacity {}, above the maximum {}",
+                    where, segment_bytes, segment_count, *capacity, kMaxSegments));
   }
   if (options.first_segment_id == 0 ||
       options.first_segment_id > UINT64_MAX - (segment_count - 1)) {
-    return InvalidArgumentError(where + "first_segment_id " +
-                                std::to_string(options.first_segment_id) + " leaves no room for " +
-                                std::to_string(segment_count) + " segment ids above 0");
+    return InvalidArgumentError(
+        fmt::format("{}first_segment_id {} leaves no room for {} segment ids above 0", where,
+                    options.first_segment_id, segment_count));
   }
 
   std::vector<ShmSegment> segments;
@@ -117,14 +118,15 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size, options.huge_pages);
     if (!segment) {
       // The segments created so far are removed as `segments` goes out of scope.
-      Error error = segment.error().WithContext(where + "segment " +
-                                                std::to_string(options.first_segment_id + index));
+      Error error = segment.error().WithContext(
+          fmt::format("{}segment {}", where, options.first_segment_id + index));
       if (options.huge_pages.mode == HugePages::kExplicit &&
           error.code() == StatusCode::kResourceExhausted) {
         const std::optional<std::uint64_t> free =
             MeminfoValue(ReadHostHugePageFacts().meminfo, "HugePages_Free");
-        error = Error(error.code(), error.message() + " (HugePages_Free is " +
-                                        (free ? std::to_string(*free) : "unknown") + " now)");
+        const std::string free_pages = free ? fmt::to_string(*free) : "unknown";
+        error = Error(error.code(),
+                      fmt::format("{} (HugePages_Free is {} now)", error.message(), free_pages));
       }
       return std::unexpected(std::move(error));
     }
@@ -156,11 +158,12 @@ std::optional<std::size_t> CpuPool::IndexOf(std::uint64_t segment_id) const {
 
 Result<PoolRange> CpuPool::Allocate(std::uint64_t byte_size) {
   if (byte_size == 0) {
-    return InvalidArgumentError("pool " + name_ + ": byte_size 0: a range needs at least 1 byte");
+    return InvalidArgumentError(
+        fmt::format("pool {}: byte_size 0: a range needs at least 1 byte", name_));
   }
   if (byte_size > max_segment_bytes_) {
-    return ResourceExhaustedError("pool " + name_ + ": byte_size " + Bytes(byte_size) +
-                                  " exceeds the segment size " + Bytes(max_segment_bytes_));
+    return ResourceExhaustedError(fmt::format("pool {}: byte_size {} exceeds the segment size {}",
+                                              name_, byte_size, max_segment_bytes_));
   }
   std::uint64_t largest_free = 0;
   std::uint64_t free_total = 0;
@@ -179,10 +182,10 @@ Result<PoolRange> CpuPool::Allocate(std::uint64_t byte_size) {
   }
   // byte_size <= max_segment_bytes_, a multiple of the page size: rounding cannot overflow.
   const std::uint64_t rounded = *internal::CheckedRoundUp(byte_size, page_size_);
-  std::string message = "pool " + name_ + ": no free range of " + Bytes(rounded) + " bytes";
-  if (rounded != byte_size) message += " for byte_size " + Bytes(byte_size);
-  message += " (largest free range " + Bytes(largest_free) + " of " + Bytes(free_total) + " free)";
-  return ResourceExhaustedError(std::move(message));
+  return ResourceExhaustedError(fmt::format(
+      "pool {}: no free range of {} bytes{} (largest free range {} of {} free)", name_, rounded,
+      rounded != byte_size ? fmt::format(" for byte_size {}", byte_size) : std::string(),
+      largest_free, free_total));
 }
 
 void CpuPool::Free(const PoolRange& range) {
@@ -204,13 +207,13 @@ void CpuPool::Free(const PoolRange& range) {
 Result<SegmentAccess> CpuPool::OpenSegment(std::uint64_t segment_id, bool writable) const {
   const std::optional<std::size_t> index = IndexOf(segment_id);
   if (!index) {
-    return NotFoundError("segment " + std::to_string(segment_id) + " is not in pool " + name_);
+    return NotFoundError(fmt::format("segment {} is not in pool {}", segment_id, name_));
   }
   const ShmSegment& segment = segments_[*index];
   Result<UniqueFd> fd = segment.Open(writable);
   if (!fd) {
     return std::unexpected(
-        fd.error().WithContext("pool " + name_ + ": segment " + std::to_string(segment_id)));
+        fd.error().WithContext(fmt::format("pool {}: segment {}", name_, segment_id)));
   }
   return SegmentAccess{.fd = std::move(*fd),
                        .segment_size = segment.size(),

@@ -1,9 +1,13 @@
 #include "pool/huge_pages.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -146,7 +150,7 @@ Result<HugePageChoice> ChooseExplicit(std::uint64_t capacity_bytes,
   }
   const std::vector<Mount> mounts = VisibleMounts(facts.mounts);
   const Mount* chosen = nullptr;
-  std::string passed_over;
+  std::vector<std::string> passed_over;
   for (const Mount& mount : mounts) {
     if (mount.type != "hugetlbfs") continue;
     const std::optional<std::string_view> size_text = MountOption(mount.options, "pagesize");
@@ -154,23 +158,24 @@ Result<HugePageChoice> ChooseExplicit(std::uint64_t capacity_bytes,
         size_text ? ParseMountPageSize(*size_text) : default_size;
     std::string why;
     if (MountOption(mount.options, "ro")) {
-      why = mount.point + " is read-only";
+      why = fmt::format("{} is read-only", mount.point);
     } else if (size != default_size) {
-      why = mount.point + " has " +
-            (size ? FormatPageSize(*size) : "\"" + std::string(*size_text) + "\"") +
-            " pages, not the default " + FormatPageSize(*default_size);
+      why = fmt::format("{} has {} pages, not the default {}", mount.point,
+                        size ? FormatPageSize(*size) : fmt::format("\"{}\"", *size_text),
+                        FormatPageSize(*default_size));
     } else {
       chosen = &mount;
       break;
     }
-    passed_over += passed_over.empty() ? why : "; " + why;
+    passed_over.push_back(std::move(why));
   }
   if (chosen == nullptr) {
     if (passed_over.empty()) {
       return FailedPreconditionError(
           "no hugetlbfs mount in /proc/self/mounts (mount -t hugetlbfs none /dev/hugepages)");
     }
-    return FailedPreconditionError("no usable hugetlbfs mount: " + passed_over);
+    return FailedPreconditionError(
+        fmt::format("no usable hugetlbfs mount: {}", fmt::join(passed_over, "; ")));
   }
 
   // HugePages_Rsvd counts pages promised to mappings that have not faulted them in yet: they
@@ -182,23 +187,19 @@ Result<HugePageChoice> ChooseExplicit(std::uint64_t capacity_bytes,
   const std::uint64_t needed =
       capacity_bytes / *default_size + (capacity_bytes % *default_size != 0 ? 1 : 0);
   if (needed > available) {
-    std::string message = "capacity " + std::to_string(capacity_bytes) + " takes " +
-                          std::to_string(needed) + " huge pages of " +
-                          FormatPageSize(*default_size) + ", and HugePages_Free is " +
-                          std::to_string(free_pages);
-    if (reserved != 0) {
-      message += ", " + std::to_string(reserved) + " of them promised (HugePages_Rsvd)";
-    }
-    message += " (raise vm.nr_hugepages, or lower the capacity)";
-    return ResourceExhaustedError(std::move(message));
+    return ResourceExhaustedError(
+        fmt::format("capacity {} takes {} huge pages of {}, and HugePages_Free is {}{} (raise "
+                    "vm.nr_hugepages, or lower the capacity)",
+                    capacity_bytes, needed, FormatPageSize(*default_size), free_pages,
+                    reserved != 0 ? fmt::format(", {} of them promised (HugePages_Rsvd)", reserved)
+                                  : std::string()));
   }
-  return HugePageChoice{.backing = {.mode = HugePages::kExplicit,
-                                    .page_size = *default_size,
-                                    .hugetlbfs_directory = chosen->point},
-                        .explanation = "explicit on " + chosen->point + ", " +
-                                       FormatPageSize(*default_size) + " pages, " +
-                                       std::to_string(available) + " free (the pool takes " +
-                                       std::to_string(needed) + ")"};
+  return HugePageChoice{
+      .backing = {.mode = HugePages::kExplicit,
+                  .page_size = *default_size,
+                  .hugetlbfs_directory = chosen->point},
+      .explanation = fmt::format("explicit on {}, {} pages, {} free (the pool takes {})",
+                                 chosen->point, FormatPageSize(*default_size), available, needed)};
 }
 
 Result<HugePageChoice> ChooseTransparent(const HostHugePageFacts& facts) {
@@ -215,8 +216,8 @@ Result<HugePageChoice> ChooseTransparent(const HostHugePageFacts& facts) {
   const std::string policy(SelectedPolicy(facts.shmem_enabled));
   auto chosen = [&](const std::string& why) {
     return HugePageChoice{.backing = {.mode = HugePages::kTransparent, .page_size = page_size},
-                          .explanation = "transparent on /dev/shm, " + FormatPageSize(page_size) +
-                                         " pages (" + why + ")"};
+                          .explanation = fmt::format("transparent on /dev/shm, {} pages ({})",
+                                                     FormatPageSize(page_size), why)};
   };
   if (policy == "deny") {
     return FailedPreconditionError(
@@ -228,17 +229,18 @@ Result<HugePageChoice> ChooseTransparent(const HostHugePageFacts& facts) {
   const auto shm = std::find_if(mounts.begin(), mounts.end(),
                                 [](const Mount& mount) { return mount.point == kShmDirectory; });
   if (shm == mounts.end() || shm->type != "tmpfs") {
-    return FailedPreconditionError("no tmpfs is mounted on /dev/shm, and shmem_enabled is " +
-                                   policy + ", not force");
+    return FailedPreconditionError(
+        fmt::format("no tmpfs is mounted on /dev/shm, and shmem_enabled is {}, not force", policy));
   }
   const std::optional<std::string_view> huge = MountOption(shm->options, "huge");
   if (huge && (*huge == "always" || *huge == "within_size" || *huge == "advise")) {
-    return chosen("/dev/shm is mounted huge=" + std::string(*huge));
+    return chosen(fmt::format("/dev/shm is mounted huge={}", *huge));
   }
-  const std::string mounted =
-      huge ? "/dev/shm is mounted huge=" + std::string(*huge) : "/dev/shm is mounted without huge=";
-  return FailedPreconditionError(mounted + " and shmem_enabled is " + policy +
-                                 ", not force (mount -o remount,huge=advise /dev/shm)");
+  const std::string mounted = huge ? fmt::format("/dev/shm is mounted huge={}", *huge)
+                                   : std::string("/dev/shm is mounted without huge=");
+  return FailedPreconditionError(
+      fmt::format("{} and shmem_enabled is {}, not force (mount -o remount,huge=advise /dev/shm)",
+                  mounted, policy));
 }
 
 }  // namespace
@@ -262,8 +264,8 @@ Result<HugePages> ParseHugePages(std::string_view text) {
        {HugePages::kOff, HugePages::kTransparent, HugePages::kExplicit, HugePages::kAuto}) {
     if (text == HugePagesName(mode)) return mode;
   }
-  return InvalidArgumentError("\"" + std::string(text) +
-                              "\" is not off, transparent, explicit or auto");
+  return InvalidArgumentError(
+      fmt::format("\"{}\" is not off, transparent, explicit or auto", text));
 }
 
 HostHugePageFacts ReadHostHugePageFacts() {
@@ -315,13 +317,14 @@ Result<HugePageChoice> ChooseHugePages(HugePages requested, std::uint64_t capaci
   if (explicit_choice) return explicit_choice;
   Result<HugePageChoice> transparent_choice = ChooseTransparent(facts);
   if (transparent_choice) {
-    transparent_choice->explanation += "; not explicit: " + explicit_choice.error().message();
+    fmt::format_to(std::back_inserter(transparent_choice->explanation), "; not explicit: {}",
+                   explicit_choice.error().message());
     return transparent_choice;
   }
-  return HugePageChoice{
-      .backing = {},
-      .explanation = "off: fell back to 4 KiB pages: " + explicit_choice.error().message() +
-                     ", and " + transparent_choice.error().message()};
+  return HugePageChoice{.backing = {},
+                        .explanation = fmt::format("off: fell back to 4 KiB pages: {}, and {}",
+                                                   explicit_choice.error().message(),
+                                                   transparent_choice.error().message())};
 }
 
 std::string FormatPageSize(std::uint64_t bytes) {
@@ -330,10 +333,10 @@ std::string FormatPageSize(std::uint64_t bytes) {
   for (const auto& [shift, unit] : kUnits) {
     const std::uint64_t granule = std::uint64_t{1} << shift;
     if (bytes >= granule && bytes % granule == 0) {
-      return std::to_string(bytes >> shift) + " " + std::string(unit);
+      return fmt::format("{} {}", bytes >> shift, unit);
     }
   }
-  return std::to_string(bytes) + " bytes";
+  return fmt::format("{} bytes", bytes);
 }
 
 }  // namespace hurray::daemon

@@ -78,14 +78,13 @@ void FaultInAsHugePages(int fd, std::uint64_t size) {
 
 Status ShmSegment::ValidatePrefix(std::string_view prefix) {
   if (prefix.empty() || prefix.size() > kMaxPrefixLength) {
-    return InvalidArgumentError("shm_prefix \"" + std::string(prefix) + "\": length " +
-                                std::to_string(prefix.size()) + " is outside 1.." +
-                                std::to_string(kMaxPrefixLength));
+    return InvalidArgumentError(fmt::format("shm_prefix \"{}\": length {} is outside 1..{}", prefix,
+                                            prefix.size(), kMaxPrefixLength));
   }
   for (const char c : prefix) {
     if (!IsPrefixCharacter(c)) {
-      return InvalidArgumentError("shm_prefix \"" + std::string(prefix) + "\": character '" +
-                                  std::string(1, c) + "' is not one of [A-Za-z0-9._-]");
+      return InvalidArgumentError(
+          fmt::format("shm_prefix \"{}\": character '{}' is not one of [A-Za-z0-9._-]", prefix, c));
     }
   }
   return {};
@@ -97,8 +96,8 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     return std::unexpected(std::move(valid).error());
   }
   if (size == 0 || size > static_cast<std::uint64_t>(std::numeric_limits<bip::offset_t>::max())) {
-    return InvalidArgumentError("segment size " + std::to_string(size) + " is outside 1.." +
-                                std::to_string(std::numeric_limits<bip::offset_t>::max()));
+    return InvalidArgumentError(fmt::format("segment size {} is outside 1..{}", size,
+                                            std::numeric_limits<bip::offset_t>::max()));
   }
   if (backing.mode == HugePages::kAuto) {
     return InvalidArgumentError("huge_pages auto is not a backing: choose one first");
@@ -108,9 +107,8 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
       return InvalidArgumentError("huge_pages explicit: hugetlbfs_directory is empty");
     }
     if (backing.page_size == 0 || size % backing.page_size != 0) {
-      return InvalidArgumentError("segment size " + std::to_string(size) +
-                                  " is not a multiple of the huge page size " +
-                                  std::to_string(backing.page_size));
+      return InvalidArgumentError(fmt::format(
+          "segment size {} is not a multiple of the huge page size {}", size, backing.page_size));
     }
   }
   Result<std::string> name = RandomName(prefix);
@@ -146,8 +144,8 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
       const Error error =
           InterprocessError("shared_memory_object::truncate", segment.name_, exception);
       if (error.code() == StatusCode::kResourceExhausted) {
-        return ResourceExhaustedError("cannot reserve " + std::to_string(size) +
-                                      " bytes of shared memory: " + error.message());
+        return ResourceExhaustedError(
+            fmt::format("cannot reserve {} bytes of shared memory: {}", size, error.message()));
       }
       return std::unexpected(error);
     }

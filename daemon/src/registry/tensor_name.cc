@@ -1,5 +1,7 @@
 #include "registry/tensor_name.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 namespace hurray::daemon {
@@ -17,39 +19,40 @@ std::string Quoted(std::string_view name) {
   for (char c : name.substr(0, kShown)) {
     shown += (c >= 0x20 && c < 0x7F) ? c : '?';
   }
-  return "\"" + shown + (name.size() > kShown ? "...\"" : "\"");
+  return fmt::format("\"{}{}\"", shown, name.size() > kShown ? "..." : "");
 }
 
 }  // namespace
 
 Status ValidateTensorName(std::string_view name, std::string_view field) {
   // Built only for an error: every request that names a tensor comes through here.
-  const auto prefix = [&] { return std::string(field) + " " + Quoted(name); };
+  const auto prefix = [&] { return fmt::format("{} {}", field, Quoted(name)); };
   if (name.size() > kMaxTensorNameBytes) {
-    return InvalidArgumentError(prefix() + " is " + std::to_string(name.size()) +
-                                " bytes, above the limit " +
-                                std::to_string(kMaxTensorNameBytes));
+    return InvalidArgumentError(fmt::format("{} is {} bytes, above the limit {}", prefix(),
+                                            name.size(), kMaxTensorNameBytes));
   }
   if (name.find('/') == std::string_view::npos) {
-    return InvalidArgumentError(prefix() + " has no namespace: names are \"namespace/name\"");
+    return InvalidArgumentError(
+        fmt::format("{} has no namespace: names are \"namespace/name\"", prefix()));
   }
   std::size_t start = 0;
   while (true) {
     const std::size_t end = std::min(name.find('/', start), name.size());
     const std::string_view part = name.substr(start, end - start);
     if (part.empty()) {
-      return InvalidArgumentError(prefix() + " has an empty part");
+      return InvalidArgumentError(fmt::format("{} has an empty part", prefix()));
     }
     if (part.size() > kMaxNamePartBytes) {
-      return InvalidArgumentError(prefix() + " has a part longer than " +
-                                  std::to_string(kMaxNamePartBytes) + " characters");
+      return InvalidArgumentError(
+          fmt::format("{} has a part longer than {} characters", prefix(), kMaxNamePartBytes));
     }
     if (part == "." || part == "..") {
-      return InvalidArgumentError(prefix() + " has a \".\" or \"..\" part");
+      return InvalidArgumentError(fmt::format("{} has a \".\" or \"..\" part", prefix()));
     }
     for (char c : part) {
       if (!IsNameCharacter(c)) {
-        return InvalidArgumentError(prefix() + " has a character outside [A-Za-z0-9._-/]");
+        return InvalidArgumentError(
+            fmt::format("{} has a character outside [A-Za-z0-9._-/]", prefix()));
       }
     }
     if (end == name.size()) break;
