@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/unique_fd.h"
 
 namespace hurray::bench {
@@ -58,12 +59,12 @@ void Echo(UniqueFd connection) {
 int EchoServerRole(const WorkerArgs& args) {
   const std::string& path = Arg(args, 0, "SOCKET");
   UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!listener) WorkerFail(std::string("socket: ") + std::strerror(errno));
+  if (!listener) WorkerFail(ErrnoError("socket", "", errno).message());
   const sockaddr_un address = SocketAddress(path);
   ::unlink(path.c_str());
   if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
       ::listen(listener.get(), 64) != 0) {
-    WorkerFail("bind/listen " + path + ": " + std::strerror(errno));
+    WorkerFail(ErrnoError("bind/listen", path, errno).message());
   }
   std::printf("ready\n");
   std::fflush(stdout);
@@ -71,7 +72,7 @@ int EchoServerRole(const WorkerArgs& args) {
     const int connection = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      WorkerFail(std::string("accept: ") + std::strerror(errno));
+      WorkerFail(ErrnoError("accept", "", errno).message());
     }
     std::thread(Echo, UniqueFd(connection)).detach();
   }
@@ -84,7 +85,7 @@ int SocketRoundTripRole(const WorkerArgs& args) {
   const sockaddr_un address = SocketAddress(path);
   if (!connection || ::connect(connection.get(), reinterpret_cast<const sockaddr*>(&address),
                                sizeof(address)) != 0) {
-    WorkerFail("connect " + path + ": " + std::strerror(errno));
+    WorkerFail(ErrnoError("connect", path, errno).message());
   }
   char message[kEchoMessageBytes] = {};
   std::vector<std::int64_t> samples;

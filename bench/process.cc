@@ -1,5 +1,6 @@
 #include "process.h"
 
+#include <fmt/format.h>
 #include <sched.h>
 
 #include <cerrno>
@@ -8,12 +9,10 @@
 #include <sstream>
 #include <system_error>
 
+#include "hurray/ipc/errno_error.h"
+
 namespace hurray::bench {
 namespace {
-
-std::unexpected<Error> ErrnoError(std::string_view call) {
-  return InternalError(std::string(call) + ": " + std::system_category().message(errno));
-}
 
 cpu_set_t ToMask(const std::vector<int>& cpus) {
   cpu_set_t mask;
@@ -38,16 +37,16 @@ std::vector<int> AllowedCpus() {
 Status SetProcessAffinity(pid_t pid, const std::vector<int>& cpus) {
   const cpu_set_t mask = ToMask(cpus);
   std::error_code error;
-  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  const std::string tasks = fmt::format("/proc/{}/task", pid);
   for (const auto& entry : std::filesystem::directory_iterator(tasks, error)) {
     const pid_t thread = static_cast<pid_t>(std::stol(entry.path().filename().string()));
     // A thread that ended since the listing is no error.
     if (::sched_setaffinity(thread, sizeof(mask), &mask) != 0 && errno != ESRCH) {
-      return ErrnoError("sched_setaffinity(thread " + std::to_string(thread) + " of pid " +
-                        std::to_string(pid) + ")");
+      return std::unexpected(ErrnoError(
+          fmt::format("sched_setaffinity(thread {} of pid {})", thread, pid), "", errno));
     }
   }
-  if (error) return InternalError("list " + tasks + ": " + error.message());
+  if (error) return InternalError(fmt::format("list {}: {}", tasks, error.message()));
   return {};
 }
 

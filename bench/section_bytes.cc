@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "grpc_baseline.h"
+#include "hurray/ipc/errno_error.h"
 #include "hurray/v1/exchange.pb.h"
 #include "memory_touch.h"
 #include "redis_baseline.h"
@@ -47,7 +48,7 @@ class FreshPages {
  public:
   explicit FreshPages(std::size_t size, bool huge = false) : size_(size) {
     data_ = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (data_ == MAP_FAILED) WorkerFail(std::string("mmap: ") + std::strerror(errno));
+    if (data_ == MAP_FAILED) WorkerFail(ErrnoError("mmap", "", errno).message());
     if (huge) (void)::madvise(data_, size, MADV_HUGEPAGE);
   }
   FreshPages(const FreshPages&) = delete;

@@ -18,14 +18,14 @@
 #include <thread>
 #include <utility>
 
+#include "hurray/ipc/errno_error.h"
+
 extern char** environ;
 
 namespace hurray::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string ErrnoText(int error_number) { return std::system_category().message(error_number); }
 
 // Both ends of a pipe (close-on-exec), closed on destruction unless taken.
 struct Pipe {
@@ -42,7 +42,7 @@ struct Pipe {
 
   Status Open() {
     int fds[2] = {-1, -1};
-    if (::pipe2(fds, O_CLOEXEC) != 0) return InternalError("pipe2: " + ErrnoText(errno));
+    if (::pipe2(fds, O_CLOEXEC) != 0) return std::unexpected(ErrnoError("pipe2", "", errno));
     read_end = fds[0];
     write_end = fds[1];
     return {};
@@ -160,7 +160,7 @@ Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
     plan.stdin_pipe = stdin_pipe.read_end;
   }
   const pid_t pid = ::fork();
-  if (pid < 0) return InternalError("fork: " + ErrnoText(errno));
+  if (pid < 0) return std::unexpected(ErrnoError("fork", "", errno));
   if (pid == 0) RunChild(plan);
   // The child's ends close with the pipes; the parent keeps its own.
   child.pid_ = pid;
@@ -260,7 +260,7 @@ Status ChildProcess::WriteLine(const std::string& line) {
     if (count < 0 && errno == EINTR) continue;
     if (count < 0) {
       return UnavailableError(
-          fmt::format("write to the stdin of {}: {}", command_line_, ErrnoText(errno)));
+          ErrnoError(fmt::format("write to the stdin of {}", command_line_), "", errno).message());
     }
     written += static_cast<std::size_t>(count);
   }
