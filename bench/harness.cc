@@ -65,7 +65,7 @@ Result<std::unique_ptr<Harness>> Harness::Create(const Options& options) {
 
   const std::vector<int> allowed = AllowedCpus();
   int pin = options.pin_cpu >= 0 ? options.pin_cpu : allowed.back();
-  if (std::find(allowed.begin(), allowed.end(), pin) == allowed.end()) {
+  if (std::ranges::find(allowed, pin) == allowed.end()) {
     return InvalidArgumentError("--pin-cpu " + std::to_string(pin) +
                                 " is not a CPU this process "
                                 "may use");

@@ -88,7 +88,7 @@ void Report::SetRunFact(const std::string& key, const std::string& value) {
 }
 
 void Report::AddFigure(const FigureSpec& spec, Placement placement, const Summary& summary) {
-  auto found = std::find_if(figures_.begin(), figures_.end(),
+  auto found = std::ranges::find_if(figures_,
                             [&](const Figure& figure) { return figure.spec.key == spec.key; });
   if (found == figures_.end()) {
     figures_.push_back(Figure{.spec = spec, .by_placement = {}});
@@ -139,7 +139,7 @@ void Report::Print(std::ostream& out) const {
   for (const auto& [section, notes] : notes_) {
     if (!section_titles_.contains(section)) sections.push_back(section);
   }
-  std::sort(sections.begin(), sections.end());
+  std::ranges::sort(sections);
   const std::string placement_header =
       std::string(kLabelWidth + kUnitWidth, ' ') +
       PadRight("  pinned (one CPU)", 2 * kNumberWidth + kCountWidth) + "  unpinned";
@@ -151,9 +151,9 @@ void Report::Print(std::ostream& out) const {
   for (int section : sections) {
     const bool has_content =
         notes_.contains(section) ||
-        std::any_of(figures_.begin(), figures_.end(),
+        std::ranges::any_of(figures_,
                     [&](const Figure& figure) { return figure.spec.section == section; }) ||
-        std::any_of(ratios_.begin(), ratios_.end(),
+        std::ranges::any_of(ratios_,
                     [&](const Ratio& ratio) { return ratio.spec.section == section; });
     if (!has_content) continue;
     const auto title = section_titles_.find(section);

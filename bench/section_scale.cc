@@ -209,7 +209,7 @@ Status RunScaleAndMemory(Harness& harness) {
     report.AddFigure(FigureSpec{.key = key, .section = kSection, .label = label, .unit = unit},
                      Placement::kAny, Summarize({value}));
   };
-  const double n = static_cast<double>(count);
+  const auto n = static_cast<double>(count);
   any("scale.publish_rate", "publishing " + std::to_string(count) + " tensors, 2 processes",
       "tensors/s", n / (slowest * 1e-9));
   any("scale.daemon_rss_anon_before", "daemon RssAnon before", "MiB",

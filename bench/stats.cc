@@ -15,7 +15,7 @@ Summary Summarize(std::vector<double> samples) {
     summary.median = summary.p99 = summary.min = summary.max = summary.mean = nan;
     return summary;
   }
-  std::sort(samples.begin(), samples.end());
+  std::ranges::sort(samples);
   const std::size_t n = samples.size();
   summary.median = n % 2 == 1 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
   const auto rank = static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(n)));

@@ -89,7 +89,7 @@ double LoadAverage() {
 
 std::string FormatBytes(std::uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
+  auto value = static_cast<double>(bytes);
   int unit = 0;
   while (value >= 1024 && unit < 4) {
     value /= 1024;

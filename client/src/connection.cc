@@ -50,7 +50,7 @@ Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     message = fmt::format("{}: daemon unavailable: {}", call, message);
   }
-  return Error(static_cast<StatusCode>(status.error_code()), std::move(message));
+  return {static_cast<StatusCode>(status.error_code()), std::move(message)};
 }
 
 Connection::Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,

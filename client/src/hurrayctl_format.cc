@@ -14,7 +14,7 @@ std::string FormatBytes(std::uint64_t bytes) {
   constexpr std::array<const char*, 7> kUnits = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024) return fmt::format("{} B", bytes);
   std::size_t unit = 0;
-  double value = static_cast<double>(bytes);
+  auto value = static_cast<double>(bytes);
   while (value >= 1024.0 && unit + 1 < kUnits.size()) {
     value /= 1024.0;
     ++unit;
@@ -31,7 +31,7 @@ std::string FormatBytes(std::uint64_t bytes) {
 
 std::string FormatTimestamp(std::int64_t unix_nanos) {
   if (unix_nanos <= 0) return "-";
-  const std::time_t seconds = static_cast<std::time_t>(unix_nanos / 1'000'000'000);
+  const auto seconds = static_cast<std::time_t>(unix_nanos / 1'000'000'000);
   std::tm local{};
   if (localtime_r(&seconds, &local) == nullptr) return "-";
   std::array<char, 32> text{};

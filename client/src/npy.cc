@@ -136,7 +136,7 @@ class HeaderParser {
       while (true) {
         auto key = ParseString("a key (a quoted string)");
         if (!key) return std::unexpected(key.error());
-        const auto* found = std::find(kKeyNames.begin(), kKeyNames.end(), *key);
+        const auto* found = std::ranges::find(kKeyNames, *key);
         if (found == kKeyNames.end()) {
           return HeaderError(fmt::format(
               "unknown key {} (a .npy header holds descr, fortran_order and shape)", Quoted(*key)));

@@ -21,10 +21,10 @@ Error FromSessionError(const v1::SessionError& error) {
       error.code() <= kLastCode ? static_cast<StatusCode>(error.code()) : StatusCode::kUnknown;
   // A daemon that says "error" with code OK breaks the protocol; never report success.
   if (code == StatusCode::kOk) {
-    return Error(StatusCode::kInternal,
-                 fmt::format("the daemon answered with an error of code OK: {}", error.message()));
+    return {StatusCode::kInternal,
+                 fmt::format("the daemon answered with an error of code OK: {}", error.message())};
   }
-  return Error(code, error.message());
+  return {code, error.message()};
 }
 
 Status Send(int socket, const v1::SessionMessage& message) {

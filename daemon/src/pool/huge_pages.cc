@@ -226,7 +226,7 @@ Result<HugePageChoice> ChooseTransparent(const HostHugePageFacts& facts) {
   if (policy == "force") return chosen("shmem_enabled is force");
 
   const std::vector<Mount> mounts = VisibleMounts(facts.mounts);
-  const auto shm = std::find_if(mounts.begin(), mounts.end(),
+  const auto shm = std::ranges::find_if(mounts,
                                 [](const Mount& mount) { return mount.point == kShmDirectory; });
   if (shm == mounts.end() || shm->type != "tmpfs") {
     return FailedPreconditionError(

@@ -35,8 +35,8 @@ constexpr std::string_view kShmDirectory = "/dev/shm";
 Error InterprocessError(std::string_view call, const std::string& name,
                         const bip::interprocess_exception& exception) {
   const int error_number = exception.get_native_error();
-  return Error(error_number != 0 ? CodeForErrno(error_number) : StatusCode::kInternal,
-               fmt::format("{} {}: {}", call, name, exception.what()));
+  return {error_number != 0 ? CodeForErrno(error_number) : StatusCode::kInternal,
+               fmt::format("{} {}: {}", call, name, exception.what())};
 }
 
 bool IsPrefixCharacter(char c) {

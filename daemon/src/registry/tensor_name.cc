@@ -47,7 +47,7 @@ Status ValidateTensorName(std::string_view name, std::string_view field) {
           fmt::format("{} has a part longer than {} characters", prefix(), kMaxNamePartBytes));
     }
     if (part == "." || part == "..") {
-      return InvalidArgumentError(fmt::format("{} has a \".\" or \"..\" part", prefix()));
+      return InvalidArgumentError(fmt::format(R"({} has a "." or ".." part)", prefix()));
     }
     for (char c : part) {
       if (!IsNameCharacter(c)) {
