@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "hurrayctl_commands.h"
@@ -38,61 +39,88 @@ const CLI::Validator kVersionNumber(
     },
     "", "version number");
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace hurray::ctl;  // NOLINT(google-build-using-namespace): main's own commands.
-  CLI::App app{"hurrayctl: inspect hurrayd and move tensors between it and .npy files"};
-  app.require_subcommand(1);
-  app.fallthrough();  // Global options may follow the command too.
-  GlobalOptions global;
-  app.add_option("--socket", global.socket_path,
-                 "hurrayd's gRPC socket (default: $HURRAY_SOCKET, then the usual locations)");
-  app.add_flag("--json", global.json, "Print JSON instead of text");
-
+// What the command line says: the command chosen (each pointer tests true when it was) and
+// the values of its arguments.
+struct CommandLine {
+  hurray::ctl::GlobalOptions global;
   std::string prefix;
   std::string name;
   std::string file;
   std::string pool;  // Empty: the daemon's default pool.
   std::uint64_t version = 0;
   std::uint32_t wait_ms = 0;
+  CLI::App* ls = nullptr;
+  CLI::App* describe = nullptr;
+  CLI::App* stats = nullptr;
+  CLI::App* watch = nullptr;
+  CLI::App* rm = nullptr;
+  CLI::App* put = nullptr;
+  CLI::App* get = nullptr;
+};
 
-  CLI::App* ls = app.add_subcommand("ls", "List published tensors (latest versions)");
-  ls->add_option("PREFIX", prefix, "Only names starting with PREFIX");
+// Adds every command and option to `app`, bound to the fields of `line`.
+void DefineCommands(CLI::App& app, CommandLine& line) {
+  app.require_subcommand(1);
+  app.fallthrough();  // Global options may follow the command too.
+  app.add_option("--socket", line.global.socket_path,
+                 "hurrayd's gRPC socket (default: $HURRAY_SOCKET, then the usual locations)");
+  app.add_flag("--json", line.global.json, "Print JSON instead of text");
 
-  CLI::App* describe = app.add_subcommand("describe", "Describe a tensor and its versions");
-  describe->add_option("NAME", name, "Tensor name (namespace/name)")->required();
-  describe->add_option("--version", version, "Version to describe (default: the latest)")
+  line.ls = app.add_subcommand("ls", "List published tensors (latest versions)");
+  line.ls->add_option("PREFIX", line.prefix, "Only names starting with PREFIX");
+
+  line.describe = app.add_subcommand("describe", "Describe a tensor and its versions");
+  line.describe->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
+  line.describe->add_option("--version", line.version, "Version to describe (default: the latest)")
       ->type_name("N")
       ->check(kVersionNumber);
 
-  CLI::App* stats = app.add_subcommand("stats", "Pools, sessions, leases and tensors");
+  line.stats = app.add_subcommand("stats", "Pools, sessions, leases and tensors");
 
-  CLI::App* watch =
-      app.add_subcommand("watch", "Print publish and delete events until interrupted");
-  watch->add_option("PREFIX", prefix, "Only names starting with PREFIX");
+  line.watch = app.add_subcommand("watch", "Print publish and delete events until interrupted");
+  line.watch->add_option("PREFIX", line.prefix, "Only names starting with PREFIX");
 
-  CLI::App* rm = app.add_subcommand("rm", "Delete a tensor (every version, or one)");
-  rm->add_option("NAME", name, "Tensor name (namespace/name)")->required();
-  rm->add_option("--version", version, "Only this version (default: every version)")
+  line.rm = app.add_subcommand("rm", "Delete a tensor (every version, or one)");
+  line.rm->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
+  line.rm->add_option("--version", line.version, "Only this version (default: every version)")
       ->type_name("N")
       ->check(kVersionNumber);
 
-  CLI::App* put = app.add_subcommand("put", "Publish a .npy file as a tensor");
-  put->add_option("NAME", name, "Tensor name (namespace/name)")->required();
-  put->add_option("FILE", file, ".npy file to read")->required();
-  put->add_option("--pool", pool, "Pool to allocate from (default: the daemon's default, cpu)");
+  line.put = app.add_subcommand("put", "Publish a .npy file as a tensor");
+  line.put->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
+  line.put->add_option("FILE", line.file, ".npy file to read")->required();
+  line.put->add_option("--pool", line.pool,
+                       "Pool to allocate from (default: the daemon's default, cpu)");
 
-  CLI::App* get = app.add_subcommand("get", "Write a tensor to a .npy file");
-  get->add_option("NAME", name, "Tensor name (namespace/name)")->required();
-  get->add_option("FILE", file, ".npy file to write (replaced if it exists)")->required();
-  get->add_option("--version", version, "Version to get (default: the latest)")
+  line.get = app.add_subcommand("get", "Write a tensor to a .npy file");
+  line.get->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
+  line.get->add_option("FILE", line.file, ".npy file to write (replaced if it exists)")
+      ->required();
+  line.get->add_option("--version", line.version, "Version to get (default: the latest)")
       ->type_name("N")
       ->check(kVersionNumber);
-  get->add_option("--wait", wait_ms, "Wait up to MS milliseconds for the tensor to appear")
+  line.get->add_option("--wait", line.wait_ms, "Wait up to MS milliseconds for the tensor to appear")
       ->type_name("MS")
       ->check(kUnsignedNumber);
+}
 
+// Runs the command the line chose.
+hurray::Status RunCommand(const CommandLine& line) {
+  using namespace hurray::ctl;  // NOLINT(google-build-using-namespace): the commands.
+  if (*line.ls) return ListCommand(line.global, line.prefix);
+  if (*line.describe) return DescribeCommand(line.global, line.name, line.version);
+  if (*line.stats) return StatsCommand(line.global);
+  if (*line.watch) return WatchCommand(line.global, line.prefix);
+  if (*line.rm) return RemoveCommand(line.global, line.name, line.version);
+  if (*line.put) return PutCommand(line.global, line.name, line.file, line.pool);
+  return GetCommand(line.global, line.name, line.file, line.version,
+                    std::chrono::milliseconds(line.wait_ms));
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"hurrayctl: inspect hurrayd and move tensors between it and .npy files"};
+  CommandLine line;
+  DefineCommands(app, line);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -107,23 +135,7 @@ int main(int argc, char** argv) {
     const int exit_code = app.exit(error);
     return exit_code == 0 ? 0 : kExitUsage;
   }
-
-  hurray::Status status;
-  if (*ls) {
-    status = ListCommand(global, prefix);
-  } else if (*describe) {
-    status = DescribeCommand(global, name, version);
-  } else if (*stats) {
-    status = StatsCommand(global);
-  } else if (*watch) {
-    status = WatchCommand(global, prefix);
-  } else if (*rm) {
-    status = RemoveCommand(global, name, version);
-  } else if (*put) {
-    status = PutCommand(global, name, file, pool);
-  } else if (*get) {
-    status = GetCommand(global, name, file, version, std::chrono::milliseconds(wait_ms));
-  }
+  const hurray::Status status = RunCommand(line);
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
     std::fputs("hurrayctl: UNKNOWN: writing the output failed\n", stderr);
     return kExitError;
@@ -133,4 +145,15 @@ int main(int argc, char** argv) {
     return kExitError;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& exception) {  // Out of memory, at worst.
+    std::fprintf(stderr, "hurrayctl: INTERNAL: %s\n", exception.what());
+    return kExitError;
+  }
 }

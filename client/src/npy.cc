@@ -123,62 +123,12 @@ class HeaderParser {
   explicit HeaderParser(std::string_view text) : text_(text) {}
 
   Result<HeaderDict> Parse() {
-    enum Key { kDescr, kFortranOrder, kShape, kKeyCount };
-    constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"descr", "fortran_order",
-                                                                   "shape"};
-    std::array<bool, kKeyCount> seen{};
     HeaderDict dict;
-
+    std::array<bool, kKeyCount> seen{};
     SkipWhitespace();
     if (!Consume('{')) return Expected("'{' opening the header dict");
     SkipWhitespace();
-    if (!Consume('}')) {
-      while (true) {
-        auto key = ParseString("a key (a quoted string)");
-        if (!key) return std::unexpected(key.error());
-        const auto* found = std::ranges::find(kKeyNames, *key);
-        if (found == kKeyNames.end()) {
-          return HeaderError(fmt::format(
-              "unknown key {} (a .npy header holds descr, fortran_order and shape)", Quoted(*key)));
-        }
-        const auto slot = static_cast<std::size_t>(found - kKeyNames.begin());
-        if (seen[slot]) return HeaderError(fmt::format("key {} appears twice", Quoted(*key)));
-        seen[slot] = true;
-        SkipWhitespace();
-        if (!Consume(':')) return Expected(fmt::format("':' after key {}", Quoted(*key)));
-        SkipWhitespace();
-        switch (slot) {
-          case kDescr: {
-            if (Peek() == '[' || Peek() == '{') {
-              return HeaderError("descr is a structured dtype, which is not supported");
-            }
-            auto descr = ParseString("the descr string");
-            if (!descr) return std::unexpected(descr.error());
-            dict.descr = std::move(*descr);
-            break;
-          }
-          case kFortranOrder: {
-            auto fortran_order = ParseBool("fortran_order");
-            if (!fortran_order) return std::unexpected(fortran_order.error());
-            dict.fortran_order = *fortran_order;
-            break;
-          }
-          default: {
-            auto shape = ParseShape();
-            if (!shape) return std::unexpected(shape.error());
-            dict.shape = std::move(*shape);
-            break;
-          }
-        }
-        SkipWhitespace();
-        if (Consume('}')) break;
-        if (!Consume(',')) {
-          return Expected(fmt::format("',' or '}}' after the value of {}", Quoted(*key)));
-        }
-        SkipWhitespace();
-        if (Consume('}')) break;  // A trailing comma.
-      }
-    }
+    if (!Consume('}')) HURRAY_RETURN_IF_ERROR(ParseEntries(dict, seen));
     SkipWhitespace();
     if (pos_ != text_.size()) {
       return HeaderError(
@@ -193,6 +143,57 @@ class HeaderParser {
   }
 
  private:
+  enum Key : std::uint8_t { kDescr, kFortranOrder, kShape, kKeyCount };
+  static constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"descr", "fortran_order",
+                                                                        "shape"};
+
+  // The dict's entries after its '{', through its closing '}'; `seen` marks each key read.
+  Status ParseEntries(HeaderDict& dict, std::array<bool, kKeyCount>& seen) {
+    while (true) {
+      HURRAY_ASSIGN_OR_RETURN(const std::string key, ParseString("a key (a quoted string)"));
+      const auto* found = std::ranges::find(kKeyNames, key);
+      if (found == kKeyNames.end()) {
+        return HeaderError(fmt::format(
+            "unknown key {} (a .npy header holds descr, fortran_order and shape)", Quoted(key)));
+      }
+      const auto slot = static_cast<std::size_t>(found - kKeyNames.begin());
+      if (seen[slot]) return HeaderError(fmt::format("key {} appears twice", Quoted(key)));
+      seen[slot] = true;
+      SkipWhitespace();
+      if (!Consume(':')) return Expected(fmt::format("':' after key {}", Quoted(key)));
+      SkipWhitespace();
+      HURRAY_RETURN_IF_ERROR(ParseValue(slot, dict));
+      SkipWhitespace();
+      if (Consume('}')) return {};
+      if (!Consume(',')) {
+        return Expected(fmt::format("',' or '}}' after the value of {}", Quoted(key)));
+      }
+      SkipWhitespace();
+      if (Consume('}')) return {};  // A trailing comma.
+    }
+  }
+
+  // The value of the key in `slot`, into its field of `dict`.
+  Status ParseValue(std::size_t slot, HeaderDict& dict) {
+    switch (slot) {
+      case kDescr: {
+        if (Peek() == '[' || Peek() == '{') {
+          return HeaderError("descr is a structured dtype, which is not supported");
+        }
+        HURRAY_ASSIGN_OR_RETURN(dict.descr, ParseString("the descr string"));
+        return {};
+      }
+      case kFortranOrder: {
+        HURRAY_ASSIGN_OR_RETURN(dict.fortran_order, ParseBool("fortran_order"));
+        return {};
+      }
+      default: {
+        HURRAY_ASSIGN_OR_RETURN(dict.shape, ParseShape());
+        return {};
+      }
+    }
+  }
+
   // The character at the cursor; '\0' at the end (never a valid character of a header).
   [[nodiscard]] char Peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
 

@@ -215,7 +215,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
 }  // namespace
 
 grpc::Status ToGrpcStatus(const Error& error) {
-  return grpc::Status(static_cast<grpc::StatusCode>(error.code()), error.message());
+  return {static_cast<grpc::StatusCode>(error.code()), error.message()};
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Allocate(grpc::CallbackServerContext* context,

@@ -989,7 +989,10 @@ static void TestDebugBuildDetectsDoubleDestroy(void) {
 
   /* A live handle of another kind is refused, not freed. */
   CHECK_OK(hurray_buffer_list_new(0, &list));
+  /* The wrong kind on purpose: through void*, as a confused caller would pass it. */
+  /* NOLINTNEXTLINE(bugprone-casting-through-void) */
   HurrayBuffer* list_as_buffer = (HurrayBuffer*)(void*)list;
+  /* NOLINTNEXTLINE(bugprone-casting-through-void) */
   HurrayDescriptor* list_as_descriptor = (HurrayDescriptor*)(void*)list;
   CHECK_STATUS(HURRAY_ERR_INTERNAL, hurray_buffer_destroy(&list_as_buffer));
   CHECK_STATUS(HURRAY_ERR_INTERNAL, hurray_descriptor_destroy(&list_as_descriptor));

@@ -21,7 +21,7 @@ using namespace std::string_literals;  // NOLINT(google-build-using-namespace): 
 using ::hurray::testing::FailsWith;
 
 std::vector<std::uint8_t> Bytes(std::string_view text) {
-  return std::vector<std::uint8_t>(text.begin(), text.end());
+  return {text.begin(), text.end()};
 }
 
 // A .npy file of format `major`.0 whose header is `dict` (unpadded) followed by `data_bytes`

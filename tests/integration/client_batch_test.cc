@@ -257,9 +257,9 @@ std::pair<std::uintptr_t, std::uintptr_t> PagesUnder(std::span<const std::byte> 
   return {begin / PageSize(), (begin + bytes.size() - 1) / PageSize()};
 }
 
-long PageCount(std::span<const std::byte> bytes) {
+std::int64_t PageCount(std::span<const std::byte> bytes) {
   const auto [first, last] = PagesUnder(bytes);
-  return static_cast<long>(last - first + 1);
+  return static_cast<std::int64_t>(last - first + 1);
 }
 
 // Whether this kernel knows MADV_POPULATE_READ (Linux 5.14+).
@@ -277,7 +277,7 @@ bool KernelPopulates() {
 
 // How many of the pages under `bytes` have a present page-table entry in this process
 // (bit 63 of /proc/self/pagemap, readable without privileges); -1 when it cannot be read.
-long PresentPages(std::span<const std::byte> bytes) {
+std::int64_t PresentPages(std::span<const std::byte> bytes) {
   const auto [first, last] = PagesUnder(bytes);
   std::vector<std::uint64_t> entries(last - first + 1);
   const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -325,7 +325,7 @@ TEST_F(PopulateTest, FillsThePageTablesOfEveryBufferAtAcquire) {
   auto plain = plain_client->Acquire("pop/dense");
   ASSERT_OK(plain);
   const auto plain_bytes = plain->buffer(0);
-  const long plain_present = PresentPages(plain_bytes);
+  const std::int64_t plain_present = PresentPages(plain_bytes);
   ASSERT_GE(plain_present, 0) << "cannot read /proc/self/pagemap";
   EXPECT_LT(plain_present, PageCount(plain_bytes)) << "a plain acquire populated the tensor";
 

@@ -249,7 +249,7 @@ TEST_F(BatchAcquireTest, PrefixAddsItsTensorsInNameOrderAfterTheListedOnes) {
 TEST_F(BatchAcquireTest, TakesNothingWhenOneNameIsMissing) {
   std::vector<std::string> names;
   for (int i = 0; i < kTensors; ++i) {
-    names.push_back(LayerName(i));
+    names.emplace_back(LayerName(i));
     if (i == 100) names.push_back("model/layer.missing");
   }
   EXPECT_ERROR(client().BatchAcquire(names), StatusCode::kNotFound, {"model/layer.missing"});
@@ -301,7 +301,7 @@ class EventLog {
   std::vector<std::string> WaitFor(const std::string& last) {
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, 30s, [&] {
-      return std::find(events_.begin(), events_.end(), last) != events_.end();
+      return std::ranges::find(events_, last) != events_.end();
     });
     return events_;
   }

@@ -25,7 +25,7 @@ namespace hurray {
 namespace {
 
 std::vector<std::uint8_t> Bytes(std::string_view text) {
-  return std::vector<std::uint8_t>(text.begin(), text.end());
+  return {text.begin(), text.end()};
 }
 
 std::vector<std::uint8_t> Header(std::uint32_t length) {

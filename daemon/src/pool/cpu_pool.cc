@@ -57,26 +57,16 @@ Status ValidateBacking(const HugePageBacking& backing, const std::string& where)
   return {};
 }
 
-}  // namespace
+// How a pool's capacity is cut into segments.
+struct SegmentPlan {
+  std::uint64_t capacity = 0;       // Bytes, a multiple of the page size.
+  std::uint64_t segment_bytes = 0;  // Of every segment but perhaps the last.
+  std::uint64_t segment_count = 0;
+};
 
-Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
-  if (options.name.empty()) return InvalidArgumentError("name: the pool name is empty");
-  const std::string where = fmt::format("pool {}: ", options.name);
-  if (options.page_size < kMinPageSize || !std::has_single_bit(options.page_size)) {
-    return InvalidArgumentError(fmt::format("{}page_size {} is not a power of two of at least {}",
-                                            where, options.page_size, kMinPageSize));
-  }
-  if (Status prefix = ShmSegment::ValidatePrefix(options.shm_prefix); !prefix) {
-    return std::unexpected(prefix.error().WithContext(fmt::format("pool {}", options.name)));
-  }
-  if (Status backing = ValidateBacking(options.huge_pages, where); !backing) {
-    return std::unexpected(backing.error());
-  }
-  // Both are powers of two: the larger is a multiple of the huge page size, so every range
-  // and every segment covers whole huge pages.
-  if (options.huge_pages.mode != HugePages::kOff) {
-    options.page_size = std::max(options.page_size, options.huge_pages.page_size);
-  }
+// Checks `options` (already resolved to their page size) and cuts the capacity into
+// segments. `where` ("pool cpu: ") begins every message.
+Result<SegmentPlan> PlanSegments(const CpuPool::Options& options, const std::string& where) {
   if (options.capacity_bytes == 0) {
     return InvalidArgumentError(fmt::format("{}capacity 0: the capacity must be above 0", where));
   }
@@ -87,37 +77,43 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
         fmt::format("{}capacity {} overflows when rounded up to page_size {}", where,
                     options.capacity_bytes, options.page_size));
   }
-  std::uint64_t segment_bytes = *capacity;
+  SegmentPlan plan{.capacity = *capacity, .segment_bytes = *capacity};
   if (options.segment_bytes != 0) {
     const std::optional<std::uint64_t> rounded =
         internal::CheckedRoundUp(options.segment_bytes, options.page_size);
-    if (!rounded || *rounded > *capacity) {
+    if (!rounded || *rounded > plan.capacity) {
       return InvalidArgumentError(fmt::format("{}segment_size {} exceeds capacity {}", where,
-                                              options.segment_bytes, *capacity));
+                                              options.segment_bytes, plan.capacity));
     }
-    segment_bytes = *rounded;
+    plan.segment_bytes = *rounded;
   }
-  const std::uint64_t segment_count =
-      *capacity / segment_bytes + (*capacity % segment_bytes != 0 ? 1 : 0);
-  if (segment_count > kMaxSegments) {
+  plan.segment_count = internal::CeilDiv(plan.capacity, plan.segment_bytes);
+  if (plan.segment_count > CpuPool::kMaxSegments) {
     return InvalidArgumentError(
         fmt::format("{}segment_size {} makes {} segments of capacity {}, above the maximum {}",
-                    where, segment_bytes, segment_count, *capacity, kMaxSegments));
+                    where, plan.segment_bytes, plan.segment_count, plan.capacity,
+                    CpuPool::kMaxSegments));
   }
   if (options.first_segment_id == 0 ||
-      options.first_segment_id > UINT64_MAX - (segment_count - 1)) {
+      options.first_segment_id > UINT64_MAX - (plan.segment_count - 1)) {
     return InvalidArgumentError(
         fmt::format("{}first_segment_id {} leaves no room for {} segment ids above 0", where,
-                    options.first_segment_id, segment_count));
+                    options.first_segment_id, plan.segment_count));
   }
+  return plan;
+}
 
+// The plan's segments, all or none: those created before a failure are removed as the
+// vector goes. An explicit huge-page pool that runs out says how many huge pages are free.
+Result<std::vector<ShmSegment>> CreateSegments(const CpuPool::Options& options,
+                                               const SegmentPlan& plan, const std::string& where) {
   std::vector<ShmSegment> segments;
-  segments.reserve(segment_count);
-  for (std::uint64_t index = 0; index < segment_count; ++index) {
-    const std::uint64_t size = std::min(segment_bytes, *capacity - index * segment_bytes);
+  segments.reserve(plan.segment_count);
+  for (std::uint64_t index = 0; index < plan.segment_count; ++index) {
+    const std::uint64_t size =
+        std::min(plan.segment_bytes, plan.capacity - index * plan.segment_bytes);
     Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size, options.huge_pages);
     if (!segment) {
-      // The segments created so far are removed as `segments` goes out of scope.
       Error error = segment.error().WithContext(
           fmt::format("{}segment {}", where, options.first_segment_id + index));
       if (options.huge_pages.mode == HugePages::kExplicit &&
@@ -132,7 +128,32 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     }
     segments.push_back(std::move(*segment));
   }
-  return std::unique_ptr<CpuPool>(new CpuPool(std::move(options), *capacity, std::move(segments)));
+  return segments;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
+  if (options.name.empty()) return InvalidArgumentError("name: the pool name is empty");
+  const std::string where = fmt::format("pool {}: ", options.name);
+  if (options.page_size < kMinPageSize || !std::has_single_bit(options.page_size)) {
+    return InvalidArgumentError(fmt::format("{}page_size {} is not a power of two of at least {}",
+                                            where, options.page_size, kMinPageSize));
+  }
+  if (Status prefix = ShmSegment::ValidatePrefix(options.shm_prefix); !prefix) {
+    return std::unexpected(prefix.error().WithContext(fmt::format("pool {}", options.name)));
+  }
+  HURRAY_RETURN_IF_ERROR(ValidateBacking(options.huge_pages, where));
+  // Both are powers of two: the larger is a multiple of the huge page size, so every range
+  // and every segment covers whole huge pages.
+  if (options.huge_pages.mode != HugePages::kOff) {
+    options.page_size = std::max(options.page_size, options.huge_pages.page_size);
+  }
+  HURRAY_ASSIGN_OR_RETURN(const SegmentPlan plan, PlanSegments(options, where));
+  HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments,
+                          CreateSegments(options, plan, where));
+  return std::unique_ptr<CpuPool>(
+      new CpuPool(std::move(options), plan.capacity, std::move(segments)));
 }
 
 CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment> segments)
@@ -181,7 +202,8 @@ Result<PoolRange> CpuPool::Allocate(std::uint64_t byte_size) {
     }
   }
   // byte_size <= max_segment_bytes_, a multiple of the page size: rounding cannot overflow.
-  const std::uint64_t rounded = *internal::CheckedRoundUp(byte_size, page_size_);
+  const std::uint64_t rounded =
+      internal::CheckedRoundUp(byte_size, page_size_).value_or(max_segment_bytes_);
   return ResourceExhaustedError(fmt::format(
       "pool {}: no free range of {} bytes{} (largest free range {} of {} free)", name_, rounded,
       rounded != byte_size ? fmt::format(" for byte_size {}", byte_size) : std::string(),
@@ -274,8 +296,8 @@ std::uint64_t DefaultCpuPoolCapacityFor(std::uint64_t physical_ram_bytes,
 }
 
 std::uint64_t DefaultCpuPoolCapacity() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const std::int64_t pages = ::sysconf(_SC_PHYS_PAGES);
+  const std::int64_t page_size = ::sysconf(_SC_PAGESIZE);
   const std::uint64_t physical_ram =
       pages > 0 && page_size > 0
           ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size)

@@ -90,11 +90,11 @@ Status ShmSegment::ValidatePrefix(std::string_view prefix) {
   return {};
 }
 
-Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t size,
-                                      const HugePageBacking& backing) {
-  if (Status valid = ValidatePrefix(prefix); !valid) {
-    return std::unexpected(std::move(valid).error());
-  }
+namespace {
+
+// What ShmSegment::Create checks before it touches the system.
+Status ValidateCreate(std::string_view prefix, std::uint64_t size, const HugePageBacking& backing) {
+  HURRAY_RETURN_IF_ERROR(ShmSegment::ValidatePrefix(prefix));
   if (size == 0 || size > static_cast<std::uint64_t>(std::numeric_limits<bip::offset_t>::max())) {
     return InvalidArgumentError(fmt::format("segment size {} is outside 1..{}", size,
                                             std::numeric_limits<bip::offset_t>::max()));
@@ -111,43 +111,33 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
           "segment size {} is not a multiple of the huge page size {}", size, backing.page_size));
     }
   }
-  Result<std::string> name = RandomName(prefix);
-  if (!name) return std::unexpected(std::move(name).error());
-  if (backing.mode == HugePages::kExplicit) {
-    return CreateFile(std::move(*name), backing.hugetlbfs_directory, size);
-  }
+  return {};
+}
 
-  // Boost.Interprocess throws; this is the edge where its errors become values.
-  bip::shared_memory_object object;
-  try {
-    // create_only: O_CREAT | O_EXCL, then fchmod, so the umask cannot widen or narrow 0600.
-    object = bip::shared_memory_object(bip::create_only, name->c_str(), bip::read_write,
-                                       bip::permissions(kSegmentPermissions));
-  } catch (const bip::interprocess_exception& exception) {
-    return std::unexpected(
-        InterprocessError("shared_memory_object(create_only)", *name, exception));
-  }
-  // From here on, a failure must remove the name again.
-  ShmSegment segment(std::move(*name), std::string(), size);
+// RESOURCE_EXHAUSTED errors of reserving shared memory say how much was asked for.
+Error ReserveError(Error error, std::uint64_t size) {
+  if (error.code() != StatusCode::kResourceExhausted) return error;
+  return {error.code(),
+          fmt::format("cannot reserve {} bytes of shared memory: {}", size, error.message())};
+}
+
+// Gives the new shm object `name` its size and reserves every page of it.
+Status SizeAndReserve(bip::shared_memory_object& object, const std::string& name,
+                      std::uint64_t size, HugePages mode) {
   const int fd = object.get_mapping_handle().handle;
-  if (backing.mode == HugePages::kTransparent) {
+  if (mode == HugePages::kTransparent) {
     // Boost's truncate reserves the pages itself (posix_fallocate), as small pages: size the
     // file without reserving anything, so that FaultInAsHugePages takes the pages first.
     if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      return std::unexpected(ErrnoError("ftruncate", segment.name_, errno));
+      return std::unexpected(ErrnoError("ftruncate", name, errno));
     }
     FaultInAsHugePages(fd, size);
   } else {
     try {
       object.truncate(static_cast<bip::offset_t>(size));
     } catch (const bip::interprocess_exception& exception) {
-      const Error error =
-          InterprocessError("shared_memory_object::truncate", segment.name_, exception);
-      if (error.code() == StatusCode::kResourceExhausted) {
-        return ResourceExhaustedError(
-            fmt::format("cannot reserve {} bytes of shared memory: {}", size, error.message()));
-      }
-      return std::unexpected(error);
+      return std::unexpected(ReserveError(
+          InterprocessError("shared_memory_object::truncate", name, exception), size));
     }
   }
   // Reserve every page now: a tmpfs that cannot back the segment fails here (ENOSPC), not
@@ -158,13 +148,34 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     result = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
   }
   if (result != 0) {
-    const Error error = ErrnoError("posix_fallocate", segment.name_, result);
-    if (error.code() == StatusCode::kResourceExhausted) {
-      return ResourceExhaustedError(
-          fmt::format("cannot reserve {} bytes of shared memory: {}", size, error.message()));
-    }
-    return std::unexpected(error);
+    return std::unexpected(ReserveError(ErrnoError("posix_fallocate", name, result), size));
   }
+  return {};
+}
+
+}  // namespace
+
+Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t size,
+                                      const HugePageBacking& backing) {
+  HURRAY_RETURN_IF_ERROR(ValidateCreate(prefix, size, backing));
+  HURRAY_ASSIGN_OR_RETURN(std::string name, RandomName(prefix));
+  if (backing.mode == HugePages::kExplicit) {
+    return CreateFile(std::move(name), backing.hugetlbfs_directory, size);
+  }
+
+  // Boost.Interprocess throws; this is the edge where its errors become values.
+  bip::shared_memory_object object;
+  try {
+    // create_only: O_CREAT | O_EXCL, then fchmod, so the umask cannot widen or narrow 0600.
+    object = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
+                                       bip::permissions(kSegmentPermissions));
+  } catch (const bip::interprocess_exception& exception) {
+    return std::unexpected(
+        InterprocessError("shared_memory_object(create_only)", name, exception));
+  }
+  // From here on, a failure must remove the name again: the segment's destructor does.
+  ShmSegment segment(std::move(name), std::string(), size);
+  HURRAY_RETURN_IF_ERROR(SizeAndReserve(object, segment.name_, size, backing.mode));
   return segment;
 }
 

@@ -221,7 +221,7 @@ Status SessionServer::Core::Listen(UniqueFd listener) {
   boost::system::error_code error;
   acceptor_.assign(stream_protocol(), listener.get(), error);
   if (error) return InternalError(fmt::format("assign the listening socket: {}", error.message()));
-  static_cast<void>(listener.Release());  // The acceptor owns it now.
+  (void)listener.Release();  // The acceptor owns it now.
   ArmAcceptLocked();
   return {};
 }
@@ -237,7 +237,7 @@ void SessionServer::Core::Stop() {
       stopping_now = true;
       boost::system::error_code ignored;
       acceptor_.close(ignored);
-      retry_timer_.cancel();
+      (void)retry_timer_.cancel();  // The count of handlers it cancelled.
     }
     for (auto& [id, served] : connections_) open.push_back(served.connection);
   }
