@@ -250,7 +250,7 @@ TEST_F(BatchAcquireTest, TakesNothingWhenOneNameIsMissing) {
   std::vector<std::string> names;
   for (int i = 0; i < kTensors; ++i) {
     names.emplace_back(LayerName(i));
-    if (i == 100) names.push_back("model/layer.missing");
+    if (i == 100) names.emplace_back("model/layer.missing");
   }
   EXPECT_ERROR(client().BatchAcquire(names), StatusCode::kNotFound, {"model/layer.missing"});
   EXPECT_EQ(Stats().lease_count, 0u);

@@ -219,7 +219,7 @@ class SessionServer::Connection {
 Status SessionServer::Core::Listen(UniqueFd listener) {
   std::lock_guard lock(mutex_);
   boost::system::error_code error;
-  acceptor_.assign(stream_protocol(), listener.get(), error);
+  (void)acceptor_.assign(stream_protocol(), listener.get(), error);  // Returns `error`.
   if (error) return InternalError(fmt::format("assign the listening socket: {}", error.message()));
   (void)listener.Release();  // The acceptor owns it now.
   ArmAcceptLocked();
@@ -236,7 +236,7 @@ void SessionServer::Core::Stop() {
       stopped_ = true;
       stopping_now = true;
       boost::system::error_code ignored;
-      acceptor_.close(ignored);
+      (void)acceptor_.close(ignored);  // Returns `ignored`.
       (void)retry_timer_.cancel();  // The count of handlers it cancelled.
     }
     for (auto& [id, served] : connections_) open.push_back(served.connection);
