@@ -7,13 +7,14 @@
 // Thread-safe (pure functions).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "hurray/client.h"
 
 namespace hurray::bench {
 
-enum class HotPath {
+enum class HotPath : std::uint8_t {
   kClientDefault,  // Whatever the client chooses.
   kGrpc,           // Forced onto gRPC (only when the client can be told).
 };

@@ -216,7 +216,7 @@ Result<ChildProcess> Harness::StartServerRole(const WorkerArgs& role_and_args) {
 }
 
 Result<std::string> Harness::EchoServerSocket() {
-  const std::string socket = work_directory_.Path("echo.sock");
+  std::string socket = work_directory_.Path("echo.sock");
   if (!echo_server_) {
     auto server = StartServerRole({"echo-server", socket});
     if (!server) return std::unexpected(server.error());
@@ -226,7 +226,7 @@ Result<std::string> Harness::EchoServerSocket() {
 }
 
 Result<std::string> Harness::GrpcServerSocket(std::uint64_t bytes) {
-  const std::string socket = work_directory_.Path("grpc.sock");
+  std::string socket = work_directory_.Path("grpc.sock");
   if (grpc_server_ && grpc_server_bytes_ < bytes) grpc_server_.reset();
   if (!grpc_server_) {
     auto server = StartServerRole({"grpc-server", socket, std::to_string(bytes)});

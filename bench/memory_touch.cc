@@ -51,7 +51,7 @@ __attribute__((target("avx2"))) std::uint64_t SumWordsAvx2(const std::byte* data
                      _mm256_setzero_si256()};
   std::size_t i = 0;
   for (; i + kStepWords <= words; i += kStepWords) {
-    for (int lane = 0; lane < 4; ++lane) {
+    for (std::size_t lane = 0; lane < 4; ++lane) {
       const auto* vector = reinterpret_cast<const __m256i*>(data + (i + 4 * lane) * 8);
       sums[lane] = _mm256_add_epi64(sums[lane], _mm256_loadu_si256(vector));
     }

@@ -32,6 +32,7 @@ Result<Options> ParseOptions(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): options are parsed before any thread starts.
     std::exit(0);
   } catch (const CLI::ParseError& error) {
     return InvalidArgumentError(error.what());

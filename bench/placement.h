@@ -5,12 +5,13 @@
 // clients pinned to one CPU, and unpinned (the scheduler decides).
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
 namespace hurray::bench {
 
-enum class Placement {
+enum class Placement : std::uint8_t {
   kPinned,    // Everything on one CPU.
   kUnpinned,  // Every CPU the harness may use.
   kAny,       // A figure that does not depend on placement (memory, counts).

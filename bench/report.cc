@@ -60,7 +60,7 @@ Json SummaryJson(const Summary& summary) {
 // "12.3      45.6     100" for a summary, blanks when absent.
 std::string SummaryColumns(const Summary* summary) {
   if (summary == nullptr) {
-    return std::string(2 * kNumberWidth + kCountWidth, ' ');
+    return PadLeft("", 2 * kNumberWidth + kCountWidth);
   }
   return PadLeft(FormatNumber(summary->median), kNumberWidth) +
          PadLeft(FormatNumber(summary->p99), kNumberWidth) +
@@ -88,8 +88,8 @@ void Report::SetRunFact(const std::string& key, const std::string& value) {
 }
 
 void Report::AddFigure(const FigureSpec& spec, Placement placement, const Summary& summary) {
-  auto found = std::ranges::find_if(figures_,
-                            [&](const Figure& figure) { return figure.spec.key == spec.key; });
+  auto found = std::ranges::find_if(
+      figures_, [&](const Figure& figure) { return figure.spec.key == spec.key; });
   if (found == figures_.end()) {
     figures_.push_back(Figure{.spec = spec, .by_placement = {}});
     found = figures_.end() - 1;
@@ -135,6 +135,7 @@ void Report::Print(std::ostream& out) const {
     out << PadRight(key + ":", 28) << value << "\n";
   }
   std::vector<int> sections;
+  sections.reserve(section_titles_.size() + notes_.size());
   for (const auto& [section, title] : section_titles_) sections.push_back(section);
   for (const auto& [section, notes] : notes_) {
     if (!section_titles_.contains(section)) sections.push_back(section);
@@ -152,9 +153,9 @@ void Report::Print(std::ostream& out) const {
     const bool has_content =
         notes_.contains(section) ||
         std::ranges::any_of(figures_,
-                    [&](const Figure& figure) { return figure.spec.section == section; }) ||
+                            [&](const Figure& figure) { return figure.spec.section == section; }) ||
         std::ranges::any_of(ratios_,
-                    [&](const Ratio& ratio) { return ratio.spec.section == section; });
+                            [&](const Ratio& ratio) { return ratio.spec.section == section; });
     if (!has_content) continue;
     const auto title = section_titles_.find(section);
     out << "\n" << section << ". " << (title == section_titles_.end() ? "" : title->second) << "\n";

@@ -5,6 +5,7 @@
 // Not thread-safe; the harness fills it from its main thread.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -28,7 +29,7 @@ struct FigureSpec {
 
 // A bound a ratio is held to (DESIGN §9): the ratio must be at most, or at least, `value`.
 struct Target {
-  enum class Kind { kAtMost, kAtLeast } kind = Kind::kAtMost;
+  enum class Kind : std::uint8_t { kAtMost, kAtLeast } kind = Kind::kAtMost;
   double value = 0;
 
   [[nodiscard]] bool Met(double ratio) const {

@@ -21,6 +21,7 @@
 //                                    to use transparent huge pages ("floor_huge_ns"); memcpy
 //                                    into fresh pages ("memcpy_first_ns") and again into the
 //                                    same pages ("memcpy_repeat_ns"), R times.
+#include <fmt/format.h>
 #include <sys/mman.h>
 
 #include <cstring>
@@ -184,7 +185,7 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
                               std::string(PlacementName(placement)) + ": ";
 
     if (run.baselines) {
-      harness.Progress(where + "reading " + size + " of local memory, memcpy");
+      harness.Progress(fmt::format("{}reading {} of local memory, memcpy", where, size));
       auto local = harness.RunWorker(placement, {"bytes-local", std::to_string(bytes), repetitions},
                                      kWorkerTimeout);
       if (!local) return std::unexpected(local.error());
@@ -198,14 +199,13 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
           local->Values("memcpy_repeat_ns"));
     }
 
-    harness.Progress(where + "hurray: publish " + size + ", fresh consumers read it");
+    harness.Progress(fmt::format("{}hurray: publish {}, fresh consumers read it", where, size));
     WorkerResults hurray;
     WorkerResults populated;
     for (int i = 0; i < scale.read_repetitions; ++i) {
       // Plain and populate alternate, each on a fresh publish, so drift hits both alike.
       for (const std::string mode : {"plain", "populate"}) {
-        if (auto published = harness.PublishTensor(kTensorName, bytes, /*fill=*/true);
-            !published) {
+        if (auto published = harness.PublishTensor(kTensorName, bytes, /*fill=*/true); !published) {
           return published;
         }
         auto results = harness.RunWorker(
@@ -226,15 +226,15 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
         populated.Values("first_total_ns"));
     add(prefix + "hurray_populate_first_acquire", "hurray: acquire with populate alone", placement,
         populated.Values("first_acquire_ns"));
-    add(prefix + "hurray_populate_first_read", "hurray: the read alone, after populate",
-        placement, populated.Values("first_read_ns"));
+    add(prefix + "hurray_populate_first_read", "hurray: the read alone, after populate", placement,
+        populated.Values("first_read_ns"));
     add(prefix + "hurray_repeat_read", "hurray: read all again, same mapping", placement,
         hurray.Values("repeat_read_ns"));
     add(prefix + "hurray_repeat_total", "hurray: release, acquire + read all again", placement,
         hurray.Values("repeat_total_ns"));
 
     if (!run.baselines) continue;
-    harness.Progress(where + "gRPC bytes: fresh consumers stream " + size);
+    harness.Progress(fmt::format("{}gRPC bytes: fresh consumers stream {}", where, size));
     WorkerResults grpc;
     for (int i = 0; i < scale.read_repetitions; ++i) {
       auto results = harness.RunWorker(
@@ -249,7 +249,7 @@ Status RunGettingTheBytes(Harness& harness, const SectionRun& run) {
     add(baseline_prefix + "grpc_repeat", "gRPC bytes: stream + read, repeat", placement,
         grpc.Values("repeat_ns"));
 
-    harness.Progress(where + "redis: fresh consumers GET " + size);
+    harness.Progress(fmt::format("{}redis: fresh consumers GET {}", where, size));
     WorkerResults redis;
     for (int i = 0; i < scale.read_repetitions; ++i) {
       auto results = harness.RunWorker(

@@ -6,6 +6,7 @@
 // `huge_pages = "auto"` (--huge-pages-mode; or `true` if the option turns out a boolean)
 // under [cpu_pool] (Harness::FreshDaemon), and the figures are reported here under keys
 // starting "huge_pages.", beside the same figures without huge pages.
+#include <fmt/format.h>
 #include <sys/wait.h>
 
 #include <optional>
@@ -56,10 +57,10 @@ Result<std::optional<std::string>> HugePagesSetting(const std::string& hurrayd_p
 Status RunHugePages(Harness& harness) {
   constexpr int kSection = 6;
   Report& report = harness.report();
-  auto setting =
-      HugePagesSetting(harness.options().hurrayd_path, harness.options().huge_pages_mode);
-  if (!setting) return std::unexpected(setting.error());
-  if (!*setting) {
+  HURRAY_ASSIGN_OR_RETURN(
+      const std::optional<std::string> setting,
+      HugePagesSetting(harness.options().hurrayd_path, harness.options().huge_pages_mode));
+  if (!setting) {
     report.AddNote(kSection,
                    "skipped: this hurrayd has no cpu_pool.huge_pages option (hurrayd "
                    "--print-config does not show it); once it has, run with --huge-pages");
@@ -71,7 +72,7 @@ Status RunHugePages(Harness& harness) {
                    "sections 1-2 with it");
     return {};
   }
-  harness.set_huge_pages_setting(**setting);
+  harness.set_huge_pages_setting(*setting);
   harness.Progress("section 6: sections 1-2 again with huge pages");
   auto daemon = harness.FreshDaemon(/*huge_pages=*/true);
   if (!daemon) return std::unexpected(daemon.error());
@@ -81,7 +82,8 @@ Status RunHugePages(Harness& harness) {
   for (std::string line; std::getline(log, line);) {
     if (line.find("huge pages") != std::string::npos) outcome = "; its log: " + line;
   }
-  report.AddNote(kSection, "hurrayd ran with [cpu_pool] huge_pages = " + **setting + outcome);
+  report.AddNote(kSection,
+                 fmt::format("hurrayd ran with [cpu_pool] huge_pages = {}{}", *setting, outcome));
   const SectionRun run{.section = kSection,
                        .key_prefix = "huge_pages.",
                        .label_suffix = " [huge pages]",

@@ -19,6 +19,8 @@
 //                                             one request ("release_batch_ns"); then again,
 //                                             releasing the views one by one, a request each
 //                                             ("release_each_ns").
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <iterator>
 #include <thread>
@@ -288,9 +290,11 @@ Status RunScaleAndMemory(Harness& harness) {
     }
     const auto add = [&](const std::string& key, const std::string& label,
                          const std::string& values) {
-      report.AddFigure(
-          FigureSpec{.key = key, .section = kSection, .label = label + ", " + set, .unit = "ms"},
-          placement, Scaled(Summarize(batches.Values(values)), 1e-6));
+      report.AddFigure(FigureSpec{.key = key,
+                                  .section = kSection,
+                                  .label = fmt::format("{}, {}", label, set),
+                                  .unit = "ms"},
+                       placement, Scaled(Summarize(batches.Values(values)), 1e-6));
     };
     add("model.batch_acquire_first", "BatchAcquire all, first in process", "first_batch_ns");
     add("model.batch_acquire_steady", "BatchAcquire all, steady", "steady_batch_ns");

@@ -11,6 +11,8 @@
 //                                       first call), then acquire+release NAME M + 1 times;
 //                                       prints "first_ns" (the first acquire in this process
 //                                       maps the segment read-only) and "steady_ns".
+#include <fmt/format.h>
+
 #include "hurray/v1/exchange.pb.h"
 #include "sections.h"
 #include "system_info.h"
@@ -156,11 +158,11 @@ Status RunSizeIndependence(Harness& harness, const SectionRun& run) {
   for (const std::string figure :
        {"producer_first", "producer_steady", "consumer_first", "consumer_steady"}) {
     report.AddRatio(
-        RatioSpec{.key = prefix + "ratio." + figure + "." + largest + "_over_" + smallest,
+        RatioSpec{.key = fmt::format("{}ratio.{}.{}_over_{}", prefix, figure, largest, smallest),
                   .section = run.section,
-                  .label = figure + " " + largest + " / " + smallest + run.label_suffix,
-                  .numerator = prefix + figure + "." + largest,
-                  .denominator = prefix + figure + "." + smallest,
+                  .label = fmt::format("{} {} / {}{}", figure, largest, smallest, run.label_suffix),
+                  .numerator = fmt::format("{}{}.{}", prefix, figure, largest),
+                  .denominator = fmt::format("{}{}.{}", prefix, figure, smallest),
                   .target = Target{.kind = Target::Kind::kAtMost, .value = 1.5}});
   }
   return {};

@@ -125,6 +125,7 @@ Status RunThroughput(Harness& harness) {
       std::vector<double> rates;
       for (int round = 0; round < scale.throughput_rounds; ++round) {
         std::vector<WorkerArgs> workers;
+        workers.reserve(static_cast<std::size_t>(clients));
         for (int i = 0; i < clients; ++i) {
           workers.push_back({"throughput-publish", socket,
                              "bench/throughput/publish-" + std::to_string(i), duration});

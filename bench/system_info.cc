@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -63,7 +64,7 @@ std::string UtcNow() {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> DescribeMachine() {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const std::int64_t online = ::sysconf(_SC_NPROCESSORS_ONLN);
   return {
       {"date", UtcNow()},
       {"cpu", CpuModel()},
@@ -77,7 +78,7 @@ std::vector<std::pair<std::string, std::string>> DescribeMachine() {
 }
 
 std::uint64_t DevShmFreeBytes() {
-  struct statvfs info {};
+  struct statvfs info{};
   if (::statvfs("/dev/shm", &info) != 0) return 0;
   return static_cast<std::uint64_t>(info.f_bavail) * info.f_frsize;
 }
