@@ -49,8 +49,8 @@ int main() {  // NOLINT(bugprone-exception-escape)
   const std::string bytes = descriptor->Encode();
   std::printf("encoded: %zu bytes of hurray.v1.TensorDescriptor\n\n", bytes.size());
 
-  auto decoded = hurray::TensorDescriptor::Decode(std::span(
-      reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+  auto decoded = hurray::TensorDescriptor::Decode(
+      std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
   if (!decoded) return Fail(decoded.error());
   std::printf("decoded:\n%s\n", decoded->ToString().c_str());
   std::printf("round trip %s\n\n", *decoded == *descriptor ? "equal" : "DIFFERENT");

@@ -52,7 +52,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("published %s version %llu: %s", published->name.c_str(),
-              static_cast<unsigned long long>(published->version),
-              descriptor->ToString().c_str());
+              static_cast<unsigned long long>(published->version), descriptor->ToString().c_str());
   return 0;
 }

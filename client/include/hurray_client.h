@@ -51,9 +51,9 @@ HURRAY_EXPORT HurrayStatus hurray_client_connect(const char* socket_path, const 
  * the daemon releases its leases and frees its unpublished allocations. */
 HURRAY_EXPORT HurrayStatus hurray_client_close(HurrayClient** client);
 
-/* Allocates every buffer of `descriptor`'s buffer table in `pool` (NULL or "": the daemon's default pool,
- * "cpu") and maps
- * them read-write into this process (OWNED through *out). `descriptor` is BORROWED. */
+/* Allocates every buffer of `descriptor`'s buffer table in `pool` (NULL or "": the daemon's default
+ * pool, "cpu") and maps them read-write into this process (OWNED through *out). `descriptor` is
+ * BORROWED. */
 HURRAY_EXPORT HurrayStatus hurray_client_allocate(HurrayClient* client,
                                                   const HurrayDescriptor* descriptor,
                                                   const char* pool, HurrayAllocation** out);

@@ -106,7 +106,8 @@ HurrayStatus hurray_client_allocate(HurrayClient* client, const HurrayDescriptor
     HURRAY_REQUIRE(out);
     auto decoded = DescriptorOf(descriptor);
     if (!decoded) return SetLastError(decoded.error());
-    auto tensor = client->client->Allocate(*decoded, pool == nullptr ? std::string_view() : std::string_view(pool));
+    auto tensor = client->client->Allocate(
+        *decoded, pool == nullptr ? std::string_view() : std::string_view(pool));
     if (!tensor) return SetLastError(tensor.error());
     *out = new HurrayAllocation{std::move(*tensor)};
     return HURRAY_OK;
@@ -187,9 +188,9 @@ HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint6
     }
     const std::string encoded = acquired->view.descriptor().Encode();
     HurrayTensorContext* context = nullptr;
-    HurrayStatus status = hurray_tensor_context_new(
-        reinterpret_cast<const std::uint8_t*>(encoded.data()), encoded.size(), EndLease,
-        acquired.get(), &context);
+    HurrayStatus status =
+        hurray_tensor_context_new(reinterpret_cast<const std::uint8_t*>(encoded.data()),
+                                  encoded.size(), EndLease, acquired.get(), &context);
     if (status != HURRAY_OK) {
       (void)hurray_buffer_list_destroy(&list);
       return status;

@@ -288,9 +288,8 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
 
 Result<std::unique_ptr<Client>> Client::Connect(Options options) {
-  auto connection =
-      Connection::Open(std::move(options.socket_path), options.client_name,
-                       options.hot_path == Options::HotPath::kSessionSocket);
+  auto connection = Connection::Open(std::move(options.socket_path), options.client_name,
+                                     options.hot_path == Options::HotPath::kSessionSocket);
   if (!connection) return std::unexpected(connection.error());
   return std::unique_ptr<Client>(new Client(std::move(*connection)));
 }
@@ -299,16 +298,17 @@ std::uint64_t Client::session_id() const { return connection_->session_id(); }
 std::uint64_t Client::daemon_epoch() const { return connection_->daemon_epoch(); }
 const std::string& Client::socket_path() const { return connection_->socket_path(); }
 
-Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor,
-                                        std::string_view pool) {
+Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std::string_view pool) {
   v1::AllocateRequest request;
   *request.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
   request.set_pool(std::string(pool));
   auto response = connection_->Allocate(request);
   if (!response) return std::unexpected(response.error());
-  auto state = std::make_unique<WritableTensor::State>(WritableTensor::State{
-      .connection = connection_, .descriptor = descriptor,
-      .allocation_id = response->allocation_id(), .buffers = {}});
+  auto state = std::make_unique<WritableTensor::State>(
+      WritableTensor::State{.connection = connection_,
+                            .descriptor = descriptor,
+                            .allocation_id = response->allocation_id(),
+                            .buffers = {}});
   auto buffers = MapBuffers(*connection_, response->buffers(), descriptor, true);
   if (!buffers) {
     WritableTensor abandoned(std::move(state));  // Cancels the allocation.

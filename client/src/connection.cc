@@ -76,14 +76,11 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
 }
 
 template <typename Request, typename Response>
-Result<Response> Connection::Call(const Request& request,
-                                  Request* (v1::SessionMessage::*request_body)(),
-                                  Response* (v1::SessionMessage::*reply_body)(),
-                                  v1::SessionMessage::BodyCase reply_case,
-                                  grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*,
-                                                                          const Request&,
-                                                                          Response*),
-                                  std::string_view name, bool session_socket) {
+Result<Response> Connection::Call(
+    const Request& request, Request* (v1::SessionMessage::*request_body)(),
+    Response* (v1::SessionMessage::*reply_body)(), v1::SessionMessage::BodyCase reply_case,
+    grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+    std::string_view name, bool session_socket) {
   if (session_socket) {
     v1::SessionMessage message;
     *(message.*request_body)() = request;
@@ -138,8 +135,7 @@ std::unique_ptr<grpc::ClientContext> Connection::SessionContext() const {
   return context;
 }
 
-Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id,
-                                                        bool writable) {
+Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id, bool writable) {
   std::lock_guard lock(mutex_);
   auto key = std::make_pair(segment_id, writable);
   if (auto found = mappings_.find(key); found != mappings_.end()) return found->second;

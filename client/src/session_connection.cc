@@ -22,7 +22,7 @@ Error FromSessionError(const v1::SessionError& error) {
   // A daemon that says "error" with code OK breaks the protocol; never report success.
   if (code == StatusCode::kOk) {
     return {StatusCode::kInternal,
-                 fmt::format("the daemon answered with an error of code OK: {}", error.message())};
+            fmt::format("the daemon answered with an error of code OK: {}", error.message())};
   }
   return {code, error.message()};
 }
@@ -159,11 +159,10 @@ Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, b
                           granted.segment_id(), granted.writable() ? "read-write" : "read-only",
                           fd ? "with" : "without"))));
   }
-  return GrantedSegment{
-      .fd = std::move(fd),
-      .size = granted.segment_size(),
-      .writable = granted.writable(),
-      .page_size = granted.page_size()};
+  return GrantedSegment{.fd = std::move(fd),
+                        .size = granted.segment_size(),
+                        .writable = granted.writable(),
+                        .page_size = granted.page_size()};
 }
 
 Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage request,

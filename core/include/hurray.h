@@ -186,8 +186,7 @@ HURRAY_EXPORT HurrayStatus hurray_buffer_alignment(const HurrayBuffer* buffer, u
  * an empty buffer's pointer). */
 HURRAY_EXPORT HurrayStatus hurray_buffer_data_ptr(const HurrayBuffer* buffer, void** out);
 HURRAY_EXPORT HurrayStatus hurray_buffer_device_tag(const HurrayBuffer* buffer, uint8_t* out);
-HURRAY_EXPORT HurrayStatus hurray_buffer_memory_class(const HurrayBuffer* buffer,
-                                                      uint8_t* out);
+HURRAY_EXPORT HurrayStatus hurray_buffer_memory_class(const HurrayBuffer* buffer, uint8_t* out);
 HURRAY_EXPORT HurrayStatus hurray_buffer_sync_mode(const HurrayBuffer* buffer, uint8_t* out);
 
 /* ---- Buffer lists ------------------------------------------------------------------- */
@@ -201,8 +200,7 @@ HURRAY_EXPORT HurrayStatus hurray_buffer_list_new(uint64_t capacity, HurrayBuffe
  * never the buffer. Element i of the list is buffer index i of the descriptor.
  * HURRAY_ERR_INVALID_ARGUMENT (ownership unchanged) when the buffer already belongs to a
  * list. */
-HURRAY_EXPORT HurrayStatus hurray_buffer_list_push(HurrayBufferList* list,
-                                                   HurrayBuffer* buffer);
+HURRAY_EXPORT HurrayStatus hurray_buffer_list_push(HurrayBufferList* list, HurrayBuffer* buffer);
 
 /* Number of buffers in the list. */
 HURRAY_EXPORT HurrayStatus hurray_buffer_list_len(const HurrayBufferList* list, uint64_t* out);
@@ -303,8 +301,7 @@ HURRAY_EXPORT HurrayStatus hurray_tensor_context_abi_version(const HurrayTensorC
 /* The encoded descriptor (*bytes BORROWED: valid until the context is destroyed). A context
  * without a descriptor reports a null pointer and length 0. */
 HURRAY_EXPORT HurrayStatus hurray_tensor_context_descriptor(const HurrayTensorContext* context,
-                                                            const uint8_t** bytes,
-                                                            uint64_t* len);
+                                                            const uint8_t** bytes, uint64_t* len);
 
 /* Runs owner_release exactly once, frees the context and writes null to *context.
  * Idempotent: a null *context is a no-op returning HURRAY_OK. */
@@ -318,10 +315,10 @@ typedef void (*HurrayEventReleaseCallback)(void* sync_handle, void* event_releas
 /* Event mode: the producer recorded a device event (a cudaEvent_t, say) that completes when
  * the data is ready. */
 typedef struct HurraySyncEventPayload {
-  void* sync_handle;                             /* The event; never null. */
-  uint8_t sync_handle_device_tag;                /* Device the event belongs to. */
-  HurrayEventReleaseCallback event_release_fn;   /* May be null. */
-  void* event_release_context;                   /* Passed to event_release_fn. */
+  void* sync_handle;                           /* The event; never null. */
+  uint8_t sync_handle_device_tag;              /* Device the event belongs to. */
+  HurrayEventReleaseCallback event_release_fn; /* May be null. */
+  void* event_release_context;                 /* Passed to event_release_fn. */
 } HurraySyncEventPayload;
 
 /* ConsumerStream mode: the consumer declares the stream the producer must order onto. */

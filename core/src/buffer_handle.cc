@@ -35,8 +35,8 @@ Result<MemoryClass> MemoryClass::FromByte(std::uint8_t byte) {
 }
 
 std::string_view MemoryClass::Name() const {
-  static constexpr std::array<std::string_view, 4> kNames = {"standard", "host_pinned",
-                                                             "unified", "peer"};
+  static constexpr std::array<std::string_view, 4> kNames = {"standard", "host_pinned", "unified",
+                                                             "peer"};
   if (byte_ < kNames.size()) return kNames[byte_];
   return IsPrivate() ? "private" : "invalid";
 }

@@ -36,13 +36,13 @@ class RoleCollector {
       : parts_(parts), element_count_(CheckedProduct(parts.shape).value_or(0)) {}
 
   Result<std::vector<BufferRole>> Collect() {
-    if (auto status = std::visit([this](const auto& layout) { return AddLayout(layout); },
-                                 parts_.layout);
+    if (auto status =
+            std::visit([this](const auto& layout) { return AddLayout(layout); }, parts_.layout);
         !status) {
       return std::unexpected(status.error());
     }
-    if (auto status = std::visit([this](const auto& q) { return AddQuantization(q); },
-                                 parts_.quantization);
+    if (auto status =
+            std::visit([this](const auto& q) { return AddQuantization(q); }, parts_.quantization);
         !status) {
       return std::unexpected(status.error());
     }
@@ -56,9 +56,7 @@ class RoleCollector {
   }
 
   [[nodiscard]] std::size_t rank() const { return parts_.shape.size(); }
-  [[nodiscard]] std::string_view type_name() const {
-    return ElementTypeName(parts_.element_type);
-  }
+  [[nodiscard]] std::string_view type_name() const { return ElementTypeName(parts_.element_type); }
 
   // ---- Layouts ----
 
@@ -127,14 +125,14 @@ class RoleCollector {
       Add(compressed.values_buffer, "layout.csr.values_buffer", "values", *values);
       Add(compressed.primary_index_buffer, "layout.csr.primary_index_buffer", "row offsets",
           *primary);
-      Add(compressed.secondary_index_buffer, "layout.csr.secondary_index_buffer",
-          "column indices", *secondary);
+      Add(compressed.secondary_index_buffer, "layout.csr.secondary_index_buffer", "column indices",
+          *secondary);
     } else {
       Add(compressed.values_buffer, "layout.csc.values_buffer", "values", *values);
-      Add(compressed.primary_index_buffer, "layout.csc.primary_index_buffer",
-          "column offsets", *primary);
-      Add(compressed.secondary_index_buffer, "layout.csc.secondary_index_buffer",
-          "row indices", *secondary);
+      Add(compressed.primary_index_buffer, "layout.csc.primary_index_buffer", "column offsets",
+          *primary);
+      Add(compressed.secondary_index_buffer, "layout.csc.secondary_index_buffer", "row indices",
+          *secondary);
     }
     return {};
   }
@@ -153,11 +151,10 @@ class RoleCollector {
           blocks));
     }
     auto row_elements = CheckedProduct(std::span(parts_.shape).subspan(1));
-    auto page_elements =
-        row_elements ? CheckedMul(*row_elements, paged.block_size) : std::nullopt;
-    auto page_bits =
-        page_elements ? CheckedMul(*page_elements, ElementBitWidth(parts_.element_type))
-                      : std::nullopt;
+    auto page_elements = row_elements ? CheckedMul(*row_elements, paged.block_size) : std::nullopt;
+    auto page_bits = page_elements
+                         ? CheckedMul(*page_elements, ElementBitWidth(parts_.element_type))
+                         : std::nullopt;
     if (!page_bits) return Overflow("layout.block_paged page");
     if (*page_bits % 8 != 0) {
       return InvalidArgumentError(
@@ -186,8 +183,7 @@ class RoleCollector {
   // Affine quantization stores integers or 8-bit floats.
   [[nodiscard]] Status CheckAffineStorage(std::string_view field) const {
     const ElementType type = parts_.element_type;
-    if (IsInteger(type) || type == ElementType::kFloat8E4m3fn ||
-        type == ElementType::kFloat8E5m2) {
+    if (IsInteger(type) || type == ElementType::kFloat8E4m3fn || type == ElementType::kFloat8E5m2) {
       return {};
     }
     return InvalidArgumentError(
@@ -286,8 +282,8 @@ class RoleCollector {
       return InvalidArgumentError("quantization.mxfp.block_size 0 must be at least 1");
     }
     auto rows = CheckedProduct(std::span(parts_.shape).first(rank() - 1));
-    auto count = rows ? CheckedMul(*rows, CeilDiv(parts_.shape.back(), mxfp.block_size))
-                      : std::nullopt;
+    auto count =
+        rows ? CheckedMul(*rows, CeilDiv(parts_.shape.back(), mxfp.block_size)) : std::nullopt;
     if (!count) return Overflow("mxfp scales");
     Add(mxfp.scale_buffer, "quantization.mxfp.scale_buffer", "scales", *count);
     return {};

@@ -459,8 +459,7 @@ HurrayStatus hurray_descriptor_shape(const HurrayDescriptor* descriptor, uint64_
   });
 }
 
-HurrayStatus hurray_descriptor_element_type_tag(const HurrayDescriptor* descriptor,
-                                                uint8_t* out) {
+HurrayStatus hurray_descriptor_element_type_tag(const HurrayDescriptor* descriptor, uint8_t* out) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
     HURRAY_REQUIRE(out);
@@ -478,8 +477,8 @@ HurrayStatus hurray_descriptor_buffer_count(const HurrayDescriptor* descriptor, 
   });
 }
 
-HurrayStatus hurray_descriptor_buffer_byte_size(const HurrayDescriptor* descriptor,
-                                                uint64_t index, uint64_t* out) {
+HurrayStatus hurray_descriptor_buffer_byte_size(const HurrayDescriptor* descriptor, uint64_t index,
+                                                uint64_t* out) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
     HURRAY_REQUIRE(out);
@@ -518,23 +517,21 @@ HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, uint64_t len,
     HURRAY_REQUIRE(out);
     if (bytes == nullptr && len != 0) return NullArgument("bytes");
     if (len != 0) {
-      auto descriptor =
-          hurray::TensorDescriptor::Decode(std::span<const std::uint8_t>(bytes, len));
+      auto descriptor = hurray::TensorDescriptor::Decode(std::span<const std::uint8_t>(bytes, len));
       if (auto failure = FailureOf(descriptor)) return *failure;
     }
-    auto* context = new HurrayTensorContext{
-        .abi_version = HURRAY_C_ABI_VERSION,
-        .descriptor_bytes = std::vector<std::uint8_t>(bytes, bytes + len),
-        .owner_release = owner_release,
-        .owner_context = owner_context};
+    auto* context =
+        new HurrayTensorContext{.abi_version = HURRAY_C_ABI_VERSION,
+                                .descriptor_bytes = std::vector<std::uint8_t>(bytes, bytes + len),
+                                .owner_release = owner_release,
+                                .owner_context = owner_context};
     HURRAY_TRACK(context, kContext);
     *out = context;
     return HURRAY_OK;
   });
 }
 
-HurrayStatus hurray_tensor_context_abi_version(const HurrayTensorContext* context,
-                                               uint32_t* out) {
+HurrayStatus hurray_tensor_context_abi_version(const HurrayTensorContext* context, uint32_t* out) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(context);
     HURRAY_REQUIRE(out);
@@ -580,9 +577,8 @@ HurrayStatus hurray_buffer_handoff_event(HurrayBuffer* buffer,
       return SyncModeMismatch(buffer, hurray::SyncMode::kEvent);
     }
     if (payload->sync_handle == nullptr) return NullArgument("payload->sync_handle");
-    if (HurrayStatus status = CheckHandoffDevice(buffer,
-                                                 payload->sync_handle_device_tag,
-                                                 "sync_handle_device_tag");
+    if (HurrayStatus status =
+            CheckHandoffDevice(buffer, payload->sync_handle_device_tag, "sync_handle_device_tag");
         status != HURRAY_OK) {
       return status;
     }
@@ -608,8 +604,8 @@ HurrayStatus hurray_buffer_sync_event(const HurrayBuffer* buffer, void** out) {
   });
 }
 
-HurrayStatus hurray_buffer_handoff_consumer_stream(
-    const HurrayBuffer* buffer, const HurraySyncConsumerStreamPayload* payload) {
+HurrayStatus hurray_buffer_handoff_consumer_stream(const HurrayBuffer* buffer,
+                                                   const HurraySyncConsumerStreamPayload* payload) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(buffer);
     HURRAY_REQUIRE(payload);

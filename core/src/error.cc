@@ -7,12 +7,23 @@
 namespace hurray {
 
 std::string_view StatusCodeName(StatusCode code) {
-  static constexpr std::array<std::string_view, 17> kNames = {
-      "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",      "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static constexpr std::array<std::string_view, 17> kNames = {"OK",
+                                                              "CANCELLED",
+                                                              "UNKNOWN",
+                                                              "INVALID_ARGUMENT",
+                                                              "DEADLINE_EXCEEDED",
+                                                              "NOT_FOUND",
+                                                              "ALREADY_EXISTS",
+                                                              "PERMISSION_DENIED",
+                                                              "RESOURCE_EXHAUSTED",
+                                                              "FAILED_PRECONDITION",
+                                                              "ABORTED",
+                                                              "OUT_OF_RANGE",
+                                                              "UNIMPLEMENTED",
+                                                              "INTERNAL",
+                                                              "UNAVAILABLE",
+                                                              "DATA_LOSS",
+                                                              "UNAUTHENTICATED"};
   const auto index = static_cast<std::size_t>(code);
   return index < kNames.size() ? kNames[index] : "UNKNOWN";
 }

@@ -211,16 +211,14 @@ DeviceTag TensorDescriptor::device_tag() const {
 }
 
 MemoryClass TensorDescriptor::memory_class() const {
-  return parts_.buffers.empty() ? MemoryClass::Standard()
-                                : parts_.buffers.front().memory_class();
+  return parts_.buffers.empty() ? MemoryClass::Standard() : parts_.buffers.front().memory_class();
 }
 
 std::uint64_t TensorDescriptor::ElementCount() const {
   return CheckedProduct(parts_.shape).value_or(0);
 }
 
-Status TensorDescriptor::ValidateDeliveredBuffers(
-    std::span<const BufferHandle> delivered) const {
+Status TensorDescriptor::ValidateDeliveredBuffers(std::span<const BufferHandle> delivered) const {
   const auto& table = parts_.buffers;
   if (delivered.size() != table.size()) {
     return InvalidArgumentError(

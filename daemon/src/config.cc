@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "pool/cpu_pool.h"
 #include "hurray/ipc/socket_path.h"
+#include "pool/cpu_pool.h"
 
 namespace hurray::daemon {
 namespace {
@@ -42,7 +42,8 @@ Result<std::uint64_t> SizeOf(const toml::node& node, const std::string& key) {
     return static_cast<std::uint64_t>(integer->get());
   }
   if (const auto* text = node.as_string()) return Named(key, ParseByteSize(text->get()));
-  return InvalidArgumentError(fmt::format("{} must be a size: bytes, or a string like \"4GiB\"", key));
+  return InvalidArgumentError(
+      fmt::format("{} must be a size: bytes, or a string like \"4GiB\"", key));
 }
 
 Result<std::uint32_t> MessageSizeOf(const toml::node& node, const std::string& key) {

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "pool/huge_pages.h"
 #include "hurray/error.h"
+#include "pool/huge_pages.h"
 
 namespace hurray::daemon {
 

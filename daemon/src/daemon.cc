@@ -12,11 +12,11 @@
 #include <cerrno>
 #include <chrono>
 
-#include "pool/cpu_pool.h"
 #include "exchange_service.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
+#include "pool/cpu_pool.h"
 #include "pool/pool_set.h"
 #include "registry/registry.h"
 #include "session/session_server.h"
@@ -137,10 +137,10 @@ Status Daemon::StartGrpc() {
 }
 
 Status Daemon::StartSessions() {
-  HURRAY_ASSIGN_OR_RETURN(session_server_,
-                          SessionServer::Create(io_, SessionSocketPath(config_.socket_path),
-                                                *registry_, epoch_, config_.session_socket_mode,
-                                                config_.socket_directory_mode));
+  HURRAY_ASSIGN_OR_RETURN(
+      session_server_,
+      SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *registry_, epoch_,
+                            config_.session_socket_mode, config_.socket_directory_mode));
   return {};
 }
 

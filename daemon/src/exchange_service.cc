@@ -20,8 +20,8 @@ Result<std::uint64_t> SessionOf(const grpc::CallbackServerContext* context,
 
 // Finishes a unary call with a Result, moving its value into *response.
 template <typename Response>
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
-                                     Result<Response> result, Response* response) {
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context, Result<Response> result,
+                                     Response* response) {
   auto* reactor = context->DefaultReactor();
   if (result) {
     *response = std::move(*result);
@@ -48,7 +48,9 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
   };
 
   WaitingCall(Registry& registry, std::uint64_t session_id, Response* response)
-      : registry_(registry), session_id_(session_id), response_(response),
+      : registry_(registry),
+        session_id_(session_id),
+        response_(response),
         shared_(std::make_shared<Shared>()) {
     shared_->reactor = this;
   }
@@ -149,9 +151,8 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
     hello.set_name(prefix);
     hello.set_daemon_epoch(registry.daemon_epoch());
     Push(std::move(hello));
-    watch_id_ = registry_.Watch(std::move(prefix), [this](const v1::WatchEvent& event) {
-      Push(event);
-    });
+    watch_id_ =
+        registry_.Watch(std::move(prefix), [this](const v1::WatchEvent& event) { Push(event); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -190,9 +191,9 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
     if (done_) return;
     if (queue_.size() >= max_queued_) {
       done_ = true;
-      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          fmt::format("watcher fell {} events behind and was dropped",
-                                      max_queued_)));
+      Finish(
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       fmt::format("watcher fell {} events behind and was dropped", max_queued_)));
       return;
     }
     queue_.push_back(std::move(event));
@@ -222,7 +223,8 @@ grpc::ServerUnaryReactor* ExchangeService::Allocate(grpc::CallbackServerContext*
                                                     const v1::AllocateRequest* request,
                                                     v1::AllocateResponse* response) {
   auto session = SessionOf(context, registry_);
-  if (!session) return FinishWith<v1::AllocateResponse>(context, std::unexpected(session.error()), response);
+  if (!session)
+    return FinishWith<v1::AllocateResponse>(context, std::unexpected(session.error()), response);
   return FinishWith(context, registry_.Allocate(*session, *request), response);
 }
 
@@ -241,7 +243,8 @@ grpc::ServerUnaryReactor* ExchangeService::Publish(grpc::CallbackServerContext* 
                                                    const v1::PublishRequest* request,
                                                    v1::PublishResponse* response) {
   auto session = SessionOf(context, registry_);
-  if (!session) return FinishWith<v1::PublishResponse>(context, std::unexpected(session.error()), response);
+  if (!session)
+    return FinishWith<v1::PublishResponse>(context, std::unexpected(session.error()), response);
   return FinishWith(context, registry_.Publish(*session, *request), response);
 }
 
@@ -249,7 +252,8 @@ grpc::ServerUnaryReactor* ExchangeService::Acquire(grpc::CallbackServerContext* 
                                                    const v1::AcquireRequest* request,
                                                    v1::AcquireResponse* response) {
   auto session = SessionOf(context, registry_);
-  if (!session) return FinishWith<v1::AcquireResponse>(context, std::unexpected(session.error()), response);
+  if (!session)
+    return FinishWith<v1::AcquireResponse>(context, std::unexpected(session.error()), response);
   return StartWaiting(registry_, *session, response, [&](auto done) {
     return registry_.Acquire(*session, *request, std::move(done));
   });
@@ -272,7 +276,8 @@ grpc::ServerUnaryReactor* ExchangeService::Release(grpc::CallbackServerContext* 
                                                    const v1::ReleaseRequest* request,
                                                    v1::ReleaseResponse* response) {
   auto session = SessionOf(context, registry_);
-  if (!session) return FinishWith<v1::ReleaseResponse>(context, std::unexpected(session.error()), response);
+  if (!session)
+    return FinishWith<v1::ReleaseResponse>(context, std::unexpected(session.error()), response);
   return FinishWith(context, registry_.Release(*session, *request), response);
 }
 
@@ -280,7 +285,8 @@ grpc::ServerUnaryReactor* ExchangeService::Delete(grpc::CallbackServerContext* c
                                                   const v1::DeleteRequest* request,
                                                   v1::DeleteResponse* response) {
   auto session = SessionOf(context, registry_);
-  if (!session) return FinishWith<v1::DeleteResponse>(context, std::unexpected(session.error()), response);
+  if (!session)
+    return FinishWith<v1::DeleteResponse>(context, std::unexpected(session.error()), response);
   return FinishWith(context, registry_.Delete(*request), response);
 }
 

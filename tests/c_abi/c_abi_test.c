@@ -144,8 +144,8 @@ static void TestStatusNames(void) {
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_NOT_FOUND), "HURRAY_ERR_NOT_FOUND") == 0);
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_TIMEOUT), "HURRAY_ERR_TIMEOUT") == 0);
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_UNAVAILABLE), "HURRAY_ERR_UNAVAILABLE") == 0);
-  CHECK(strcmp(hurray_status_name(HURRAY_ERR_PERMISSION_DENIED),
-               "HURRAY_ERR_PERMISSION_DENIED") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_PERMISSION_DENIED), "HURRAY_ERR_PERMISSION_DENIED") ==
+        0);
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_RESOURCE_EXHAUSTED),
                "HURRAY_ERR_RESOURCE_EXHAUSTED") == 0);
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_FAILED_PRECONDITION),

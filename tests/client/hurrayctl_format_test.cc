@@ -1,5 +1,5 @@
 // Tests of hurrayctl's text rendering (client/src/hurrayctl_format.h).
-#include "hurrayctl_format.h"
+#include "hurrayctl/hurrayctl_format.h"
 
 #include <gtest/gtest.h>
 

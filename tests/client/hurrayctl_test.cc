@@ -4,11 +4,11 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
-#include <csignal>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -23,7 +23,7 @@
 
 #include "hurray/client.h"
 #include "hurray/v1/exchange.pb.h"
-#include "npy.h"
+#include "hurrayctl/npy.h"
 #include "testing/child_process.h"
 #include "testing/daemon_expectations.h"
 #include "testing/daemon_process.h"

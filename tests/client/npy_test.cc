@@ -2,7 +2,7 @@
 // supported dtype, headers as NumPy writes them, and every malformed header refused with
 // INVALID_ARGUMENT. Inputs are copied into buffers of exactly their size, so that a read
 // out of bounds is caught under AddressSanitizer.
-#include "npy.h"
+#include "hurrayctl/npy.h"
 
 #include <gtest/gtest.h>
 
@@ -20,9 +20,7 @@ namespace {
 using namespace std::string_literals;  // NOLINT(google-build-using-namespace): "..."s.
 using ::hurray::testing::FailsWith;
 
-std::vector<std::uint8_t> Bytes(std::string_view text) {
-  return {text.begin(), text.end()};
-}
+std::vector<std::uint8_t> Bytes(std::string_view text) { return {text.begin(), text.end()}; }
 
 // A .npy file of format `major`.0 whose header is `dict` (unpadded) followed by `data_bytes`
 // zero bytes of data.

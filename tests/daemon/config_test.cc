@@ -195,7 +195,7 @@ Result<Invocation> Load(std::vector<std::string> args) {
   args.insert(args.begin(), "hurrayd");
   std::vector<const char*> argv;
   argv.reserve(args.size());
-for (const auto& arg : args) argv.push_back(arg.c_str());
+  for (const auto& arg : args) argv.push_back(arg.c_str());
   return LoadConfig(static_cast<int>(argv.size()), argv.data());
 }
 

@@ -95,7 +95,7 @@ TEST(CpuPoolCreateTest, SegmentsAreDevShmFilesOfMode0600WhateverTheUmask) {
   ASSERT_OK(pool);
   const std::optional<std::string> name = (*pool)->SegmentName(1);
   ASSERT_TRUE(name.has_value());
-  struct stat info {};
+  struct stat info{};
   ASSERT_EQ(::stat(ShmPath(*name).c_str(), &info), 0) << std::strerror(errno);
   EXPECT_TRUE(S_ISREG(info.st_mode));
   EXPECT_EQ(info.st_mode & 07777, 0600u);
@@ -107,7 +107,7 @@ TEST(CpuPoolCreateTest, SpaceIsReservedUpFront) {
   const std::uint64_t capacity = 8 * kMiB;
   Result<std::unique_ptr<CpuPool>> pool = CpuPool::Create(SmallOptions(capacity));
   ASSERT_OK(pool);
-  struct stat info {};
+  struct stat info{};
   ASSERT_EQ(::stat(ShmPath(*(*pool)->SegmentName(1)).c_str(), &info), 0);
   // ftruncate alone leaves a sparse file with no blocks; fallocate backs every page.
   EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, capacity);
@@ -385,7 +385,7 @@ TEST(CpuPoolCreateTest, RoundsCapacityUpToThePageSize) {
 }
 
 TEST(CpuPoolCreateTest, MoreThanDevShmHoldsFailsCleanly) {
-  struct statvfs shm {};
+  struct statvfs shm{};
   ASSERT_EQ(::statvfs("/dev/shm", &shm), 0) << std::strerror(errno);
   const std::uint64_t total = static_cast<std::uint64_t>(shm.f_blocks) * shm.f_frsize;
   const std::uint64_t free = static_cast<std::uint64_t>(shm.f_bavail) * shm.f_frsize;
@@ -426,7 +426,7 @@ TEST(CpuPoolThreadTest, ConcurrentAllocateAndFreeLeaveNothingBehind) {
   std::atomic<int> exhausted = 0;
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
-for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937 random(static_cast<unsigned>(1000 + t));
       std::uniform_int_distribution<std::uint64_t> size_of(1, 64 * 1024);

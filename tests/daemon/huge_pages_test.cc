@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <cstdlib>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -17,6 +16,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -656,7 +656,7 @@ TEST_F(PrivateMountTest, ExplicitPoolLivesOnHugetlbfsWithItsPagesReserved) {
     for (std::uint64_t id : {1u, 2u}) {
       const std::string path = *explicit_pool.SegmentPath(id);
       EXPECT_TRUE(std::regex_match(path, shape)) << path;
-      struct stat info {};
+      struct stat info{};
       ASSERT_EQ(::stat(path.c_str(), &info), 0) << path << ": " << std::strerror(errno);
       EXPECT_TRUE(S_ISREG(info.st_mode));
       EXPECT_EQ(info.st_mode & 07777, 0600u);

@@ -135,7 +135,7 @@ TEST_F(RangeAllocatorTest, CoalescesWithBothNeighbours) {
 TEST_F(RangeAllocatorTest, ExhaustionRefusesUntilSomethingIsFreed) {
   std::vector<std::uint64_t> offsets;
   offsets.reserve(16);
-for (int i = 0; i < 16; ++i) offsets.push_back(MustAllocate(allocator_, 1));
+  for (int i = 0; i < 16; ++i) offsets.push_back(MustAllocate(allocator_, 1));
   EXPECT_EQ(allocator_.Allocate(1), std::nullopt);
   EXPECT_EQ(allocator_.free_bytes(), 0u);
   EXPECT_EQ(allocator_.largest_free_range(), 0u);

@@ -9,8 +9,8 @@
 #include <future>
 #include <thread>
 
-#include "pool/cpu_pool.h"
 #include "hurray/descriptor_codec.h"
+#include "pool/cpu_pool.h"
 #include "registry/tensor_name.h"
 #include "testing/status_matchers.h"
 
@@ -26,9 +26,8 @@ v1::TensorDescriptor DenseFloat32(std::vector<std::uint64_t> shape) {
 class RegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto pool = CpuPool::Create(CpuPool::Options{.name = "cpu",
-                                                 .capacity_bytes = kPoolBytes,
-                                                 .shm_prefix = "hurray-test"});
+    auto pool = CpuPool::Create(
+        CpuPool::Options{.name = "cpu", .capacity_bytes = kPoolBytes, .shm_prefix = "hurray-test"});
     ASSERT_OK(pool);
     pool_ = pool->get();
     pools_.Add(std::move(*pool));
@@ -85,10 +84,9 @@ class RegistryTest : public ::testing::Test {
     request.set_version(version);
     request.set_wait_timeout_ms(wait_ms);
     std::promise<Result<v1::AcquireResponse>> promise;
-    registry_->Acquire(session, request,
-                       [&promise](Result<v1::AcquireResponse> result) {
-                         promise.set_value(std::move(result));
-                       });
+    registry_->Acquire(session, request, [&promise](Result<v1::AcquireResponse> result) {
+      promise.set_value(std::move(result));
+    });
     return promise.get_future().get();
   }
 
@@ -508,17 +506,15 @@ TEST_F(RegistryTest, SegmentAccessFollowsAllocationsAndLeases) {
   ASSERT_OK(allocation);
   const std::uint64_t segment = allocation->buffers(0).segment_id();
   EXPECT_OK(registry_->GrantSegment(producer_, segment, /*writable=*/true));
-  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, false),
-               StatusCode::kPermissionDenied);
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, false), StatusCode::kPermissionDenied);
   ASSERT_OK(Publish(producer_, allocation->allocation_id(), "seg/t"));
-  EXPECT_ERROR(registry_->GrantSegment(producer_, segment, true),
-               StatusCode::kPermissionDenied, {"write access"});
+  EXPECT_ERROR(registry_->GrantSegment(producer_, segment, true), StatusCode::kPermissionDenied,
+               {"write access"});
   ASSERT_OK(Acquire(consumer_, "seg/t"));
   auto read_only = registry_->GrantSegment(consumer_, segment, false);
   ASSERT_OK(read_only);
   EXPECT_FALSE(read_only->writable);
-  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, true),
-               StatusCode::kPermissionDenied);
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, true), StatusCode::kPermissionDenied);
   EXPECT_ERROR(registry_->GrantSegment(consumer_, 999, false), StatusCode::kNotFound);
 }
 

@@ -110,7 +110,9 @@ class RuleChecker {
     if (!holds) Broken(promise, descriptor_.ToString());
   }
 
-  [[nodiscard]] bool IsDense() const { return std::holds_alternative<DenseLayout>(descriptor_.layout()); }
+  [[nodiscard]] bool IsDense() const {
+    return std::holds_alternative<DenseLayout>(descriptor_.layout());
+  }
 
   void CheckLayout(const DenseLayout& dense) {
     if (dense.strides.empty()) {

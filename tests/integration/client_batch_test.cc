@@ -231,8 +231,7 @@ TEST_P(ClientBatchChannelTest, ReleasesEveryLeaseInOneCall) {
 INSTANTIATE_TEST_SUITE_P(BothChannels, ClientBatchChannelTest,
                          ::testing::Values(HotPath::kSessionSocket, HotPath::kGrpc),
                          [](const ::testing::TestParamInfo<HotPath>& param) {
-                           return param.param == HotPath::kSessionSocket ? "SessionSocket"
-                                                                        : "Grpc";
+                           return param.param == HotPath::kSessionSocket ? "SessionSocket" : "Grpc";
                          });
 
 // ---- AcquireOptions::populate ----------------------------------------------------------

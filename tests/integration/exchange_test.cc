@@ -300,9 +300,7 @@ class EventLog {
   // Waits (bounded) until `last` has been seen; returns everything seen.
   std::vector<std::string> WaitFor(const std::string& last) {
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, 30s, [&] {
-      return std::ranges::find(events_, last) != events_.end();
-    });
+    changed_.wait_for(lock, 30s, [&] { return std::ranges::find(events_, last) != events_.end(); });
     return events_;
   }
 

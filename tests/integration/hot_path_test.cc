@@ -69,8 +69,7 @@ TEST_P(HotPathTest, ErrorsAreTheSameOnBothChannels) {
 INSTANTIATE_TEST_SUITE_P(BothChannels, HotPathTest,
                          ::testing::Values(HotPath::kSessionSocket, HotPath::kGrpc),
                          [](const ::testing::TestParamInfo<HotPath>& param) {
-                           return param.param == HotPath::kSessionSocket ? "SessionSocket"
-                                                                        : "Grpc";
+                           return param.param == HotPath::kSessionSocket ? "SessionSocket" : "Grpc";
                          });
 
 }  // namespace

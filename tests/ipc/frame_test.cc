@@ -24,9 +24,7 @@
 namespace hurray {
 namespace {
 
-std::vector<std::uint8_t> Bytes(std::string_view text) {
-  return {text.begin(), text.end()};
-}
+std::vector<std::uint8_t> Bytes(std::string_view text) { return {text.begin(), text.end()}; }
 
 std::vector<std::uint8_t> Header(std::uint32_t length) {
   return {static_cast<std::uint8_t>(length), static_cast<std::uint8_t>(length >> 8),

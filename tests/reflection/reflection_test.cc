@@ -84,8 +84,8 @@ class ReflectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(daemon_, DaemonProcess::Start({.binary = HURRAYD_PATH}));
-    channel_ = grpc::CreateChannel("unix:" + daemon_->socket_path(),
-                                   grpc::InsecureChannelCredentials());
+    channel_ =
+        grpc::CreateChannel("unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials());
   }
 
   void TearDown() override {
@@ -180,8 +180,8 @@ TEST_F(ReflectionTest, DescribesTheExchangeServiceWithNoProtoFiles) {
   std::set<std::string> methods;
   for (int i = 0; i < service->method_count(); ++i) methods.insert(service->method(i)->name());
   EXPECT_EQ(methods, (std::set<std::string>{"Allocate", "CancelAllocation", "Publish", "Acquire",
-                                            "BatchAcquire", "Release", "Delete", "List",
-                                            "Describe", "Watch", "Stats"}));
+                                            "BatchAcquire", "Release", "Delete", "List", "Describe",
+                                            "Watch", "Stats"}));
   const auto* watch = service->FindMethodByName("Watch");
   EXPECT_TRUE(watch->server_streaming());
   const auto* acquire = service->FindMethodByName("Acquire")->input_type();

@@ -3,7 +3,6 @@
 // sockets that misbehave, and a forked process that is killed with SIGKILL).
 #include <fcntl.h>
 #include <poll.h>
-#include <csignal>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -17,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -32,9 +32,9 @@
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
-#include "session_connection.h"
 #include "session/session_host.h"
 #include "session/session_server.h"
+#include "session_connection.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -132,11 +132,10 @@ class TestHost final : public SessionHost {
     const std::string path = "/proc/self/fd/" + std::to_string(memory.get());
     UniqueFd access(::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC));
     if (!access) return InternalError("open " + path + " failed");
-    return SegmentAccess{
-        .fd = std::move(access),
-        .segment_size = kSegmentSize,
-        .writable = writable,
-        .page_size = segment_id == 1 ? std::uint64_t{2} << 20 : 4096};
+    return SegmentAccess{.fd = std::move(access),
+                         .segment_size = kSegmentSize,
+                         .writable = writable,
+                         .page_size = segment_id == 1 ? std::uint64_t{2} << 20 : 4096};
   }
 
   std::size_t open_count() const {
@@ -292,11 +291,11 @@ TEST_F(SessionServerTest, WelcomeCarriesTokenAndPeerCredentials) {
 }
 
 TEST_F(SessionServerTest, CreatesSocketWithGroupModeInNewDirectory) {
-  struct stat socket_info {};
+  struct stat socket_info{};
   ASSERT_EQ(::lstat(socket_path_.c_str(), &socket_info), 0);
   EXPECT_TRUE(S_ISSOCK(socket_info.st_mode));
   EXPECT_EQ(socket_info.st_mode & 0777, 0660u);
-  struct stat directory_info {};
+  struct stat directory_info{};
   ASSERT_EQ(::stat(directory_->Path("run").c_str(), &directory_info), 0);
   EXPECT_EQ(directory_info.st_mode & 0777, 0755u);
   EXPECT_EQ(server_->socket_path(), socket_path_);
@@ -612,7 +611,7 @@ TEST_F(SessionServerTest, StopClosesClientsAndTheirSessions) {
   }
   EXPECT_EQ(host_.closed_session_count(), 3u);
   EXPECT_EQ(server_->connection_count(), 0u);
-  struct stat info {};
+  struct stat info{};
   EXPECT_NE(::lstat(socket_path_.c_str(), &info), 0);
 
   for (const auto& connection : connections) {
@@ -638,7 +637,7 @@ TEST_F(SessionServerTest, ManyConcurrentClients) {
   std::set<std::uint64_t> ids;
   std::vector<std::thread> clients;
   clients.reserve(kClients);
-for (int i = 0; i < kClients; ++i) {
+  for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&, i] {
       auto connection = SessionConnection::Connect(socket_path_, "client-" + std::to_string(i));
       if (!connection) {
@@ -687,10 +686,12 @@ class SessionServerCreateTest : public ::testing::Test {
 };
 
 TEST_F(SessionServerCreateTest, RefusesPathThatIsNotASocket) {
-  { UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)); }
+  {
+    UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  }
   EXPECT_ERROR(SessionServer::Create(io_context_, socket_path_, host_, 1),
                StatusCode::kFailedPrecondition, {socket_path_, "is not a socket"});
-  struct stat info {};
+  struct stat info{};
   ASSERT_EQ(::lstat(socket_path_.c_str(), &info), 0);
   EXPECT_TRUE(S_ISREG(info.st_mode));  // Left alone.
 }
@@ -712,7 +713,7 @@ TEST_F(SessionServerCreateTest, ReplacesStaleSocketFile) {
 TEST_F(SessionServerCreateTest, SetsTheSocketModeItIsGiven) {
   auto server = SessionServer::Create(io_context_, socket_path_, host_, 1, 0600);
   ASSERT_OK(server);
-  struct stat info {};
+  struct stat info{};
   ASSERT_EQ(::lstat(socket_path_.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
 }
@@ -736,9 +737,11 @@ TEST_F(SessionServerCreateTest, StopLeavesAForeignSocketFileAlone) {
   ASSERT_OK(server);
   // Someone replaced the file (another daemon took over the path).
   ASSERT_EQ(::unlink(socket_path_.c_str()), 0);
-  { UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)); }
+  {
+    UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  }
   (*server)->Stop();
-  struct stat info {};
+  struct stat info{};
   EXPECT_EQ(::lstat(socket_path_.c_str(), &info), 0);
 }
 

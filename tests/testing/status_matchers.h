@@ -27,8 +27,8 @@ template <typename T>
   }
   for (std::string_view fragment : fragments) {
     if (result.error().message().find(fragment) == std::string::npos) {
-      return ::testing::AssertionFailure() << "message \"" << result.error().message()
-                                           << "\" lacks \"" << fragment << "\"";
+      return ::testing::AssertionFailure()
+             << "message \"" << result.error().message() << "\" lacks \"" << fragment << "\"";
     }
   }
   return ::testing::AssertionSuccess();
@@ -36,17 +36,17 @@ template <typename T>
 
 }  // namespace hurray::testing
 
-#define ASSERT_OK(expr)                                                   \
-  do {                                                                    \
-    const auto& hurray_result_ = (expr);                                  \
-    ASSERT_TRUE(hurray_result_.has_value())                               \
+#define ASSERT_OK(expr)                                                  \
+  do {                                                                   \
+    const auto& hurray_result_ = (expr);                                 \
+    ASSERT_TRUE(hurray_result_.has_value())                              \
         << #expr << ": " << ::hurray::testing::Describe(hurray_result_); \
   } while (false)
 
-#define EXPECT_OK(expr)                                                   \
-  do {                                                                    \
-    const auto& hurray_result_ = (expr);                                  \
-    EXPECT_TRUE(hurray_result_.has_value())                               \
+#define EXPECT_OK(expr)                                                  \
+  do {                                                                   \
+    const auto& hurray_result_ = (expr);                                 \
+    EXPECT_TRUE(hurray_result_.has_value())                              \
         << #expr << ": " << ::hurray::testing::Describe(hurray_result_); \
   } while (false)
 

@@ -69,8 +69,8 @@ TEST(SyncModeTest, OnlyThreeModesExist) {
 }
 
 TEST(BufferHandleTest, CreatesCpuBufferWithSimdAlignment) {
-  auto handle = BufferHandle::Create(1024, kMinBufferAlignment, DeviceTag::Cpu(),
-                                     SyncMode::kProducerSynced);
+  auto handle =
+      BufferHandle::Create(1024, kMinBufferAlignment, DeviceTag::Cpu(), SyncMode::kProducerSynced);
   ASSERT_OK(handle);
   EXPECT_EQ(handle->byte_size(), 1024u);
   EXPECT_EQ(handle->alignment(), 64u);

@@ -13,8 +13,7 @@ namespace {
 constexpr auto kInvalid = StatusCode::kInvalidArgument;
 
 BufferHandle Cpu(std::uint64_t byte_size) {
-  return BufferHandle::Create(byte_size, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced)
-      .value();
+  return BufferHandle::Create(byte_size, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced).value();
 }
 
 std::span<const std::uint8_t> AsBytes(const std::string& bytes) {
@@ -70,8 +69,8 @@ TEST(DescriptorCodecTest, EveryLayoutRoundTrips) {
   parts.buffers = {Cpu(8), Cpu(24), Cpu(16)};
   ExpectRoundTrip(parts);
 
-  parts.layout = BlockPagedLayout{
-      .data_buffer = 0, .page_table_buffer = 1, .block_size = 1, .num_pages = 3};
+  parts.layout =
+      BlockPagedLayout{.data_buffer = 0, .page_table_buffer = 1, .block_size = 1, .num_pages = 3};
   parts.buffers = {Cpu(36), Cpu(16)};
   ExpectRoundTrip(parts);
 }
@@ -84,11 +83,11 @@ TEST(DescriptorCodecTest, EveryQuantizationRoundTrips) {
   parts.quantization = PerTensorAffine{.scale = 0.125, .zero_point = -3};
   ExpectRoundTrip(parts);
 
-  parts.quantization = PerChannelAffine{
-      .axis = 1,
-      .scale_buffer = 1,
-      .scale_type = ElementType::kBfloat16,
-      .zero_points = ZeroPoints{.buffer = 2, .type = ElementType::kInt32}};
+  parts.quantization =
+      PerChannelAffine{.axis = 1,
+                       .scale_buffer = 1,
+                       .scale_type = ElementType::kBfloat16,
+                       .zero_points = ZeroPoints{.buffer = 2, .type = ElementType::kInt32}};
   parts.buffers = {Cpu(32), Cpu(16), Cpu(32)};
   ExpectRoundTrip(parts);
 
@@ -109,8 +108,7 @@ TEST(DescriptorCodecTest, TagsAndMetadataRoundTrip) {
   parts.element_type = ElementType::kComplex64;
   parts.shape = {2};
   parts.buffers = {*BufferHandle::Create(16, 4096, *DeviceTag::FromByte(0xF3),
-                                         SyncMode::kConsumerStream,
-                                         *MemoryClass::FromByte(0xF1))};
+                                         SyncMode::kConsumerStream, *MemoryClass::FromByte(0xF1))};
   parts.metadata = {{"zeta", "last"}, {"alpha", "first"}, {"unicode", "\xE2\x9C\x93"}};
   ExpectRoundTrip(parts);
 }
@@ -133,8 +131,8 @@ TEST(DescriptorCodecTest, LargestValidDescriptorStillDecodes) {
   TensorDescriptor::Parts parts;
   parts.element_type = ElementType::kUint8;
   parts.shape.assign(kMaxRank, 1);
-  parts.layout = DenseLayout{.data_buffer = 0,
-                             .strides = std::vector<std::uint64_t>(kMaxRank, UINT32_MAX)};
+  parts.layout =
+      DenseLayout{.data_buffer = 0, .strides = std::vector<std::uint64_t>(kMaxRank, UINT32_MAX)};
   parts.buffers = {Cpu(1)};
   std::size_t total = 0;
   for (int i = 0; total + 70000 <= kMaxMetadataTotalBytes; ++i) {

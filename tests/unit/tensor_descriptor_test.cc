@@ -97,8 +97,8 @@ TEST(TensorDescriptorTest, PackedTypesCannotBeStrided) {
 
 TEST(TensorDescriptorTest, StrideOverflowIsRejected) {
   auto parts = DenseParts(ElementType::kFloat32, {3}, {Cpu(64)});
-  parts.layout = DenseLayout{.data_buffer = 0,
-                             .strides = {std::numeric_limits<std::uint64_t>::max()}};
+  parts.layout =
+      DenseLayout{.data_buffer = 0, .strides = {std::numeric_limits<std::uint64_t>::max()}};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"strides[0]", "overflows"});
 }
 
@@ -106,23 +106,21 @@ TEST(TensorDescriptorTest, StrideOverflowIsRejected) {
 
 TEST(TensorDescriptorTest, ElementCountOverflowIsRejected) {
   const std::uint64_t huge = std::uint64_t{1} << 40;
-  EXPECT_ERROR(
-      TensorDescriptor::Create(DenseParts(ElementType::kUint8, {huge, huge}, {Cpu(64)})),
-      kInvalid, {"element count overflows"});
+  EXPECT_ERROR(TensorDescriptor::Create(DenseParts(ElementType::kUint8, {huge, huge}, {Cpu(64)})),
+               kInvalid, {"element count overflows"});
 }
 
 TEST(TensorDescriptorTest, ByteSizeOverflowIsRejected) {
   const std::uint64_t count = std::uint64_t{1} << 62;
   EXPECT_ERROR(TensorDescriptor::Create(DenseParts(ElementType::kFloat32, {count}, {Cpu(64)})),
                kInvalid, {"dense data", "overflows"});
-  EXPECT_ERROR(TensorDescriptor::Dense(ElementType::kFloat32, {count}), kInvalid,
-               {"overflows"});
+  EXPECT_ERROR(TensorDescriptor::Dense(ElementType::kFloat32, {count}), kInvalid, {"overflows"});
 }
 
 TEST(TensorDescriptorTest, RankAboveTheLimitIsRejected) {
   std::vector<std::uint64_t> shape(kMaxRank + 1, 1);
-  EXPECT_ERROR(TensorDescriptor::Create(DenseParts(ElementType::kUint8, shape, {Cpu(1)})),
-               kInvalid, {"rank 65"});
+  EXPECT_ERROR(TensorDescriptor::Create(DenseParts(ElementType::kUint8, shape, {Cpu(1)})), kInvalid,
+               {"rank 65"});
   shape.pop_back();
   EXPECT_OK(TensorDescriptor::Create(DenseParts(ElementType::kUint8, shape, {Cpu(1)})));
 }
@@ -142,9 +140,8 @@ TEST(TensorDescriptorTest, MissingBufferIsRejected) {
 }
 
 TEST(TensorDescriptorTest, UnreferencedExtraBufferIsRejected) {
-  EXPECT_ERROR(
-      TensorDescriptor::Create(DenseParts(ElementType::kFloat32, {4}, {Cpu(16), Cpu(16)})),
-      kInvalid, {"buffers[1] is not referenced"});
+  EXPECT_ERROR(TensorDescriptor::Create(DenseParts(ElementType::kFloat32, {4}, {Cpu(16), Cpu(16)})),
+               kInvalid, {"buffers[1] is not referenced"});
 }
 
 TEST(TensorDescriptorTest, OneBufferCannotPlayTwoRoles) {
@@ -215,8 +212,8 @@ TEST(TensorDescriptorTest, CompressedLayoutsNeedRankTwo) {
 TEST(TensorDescriptorTest, BlockPagedSizesFollowPagesAndBlocks) {
   // 10 rows of 8 float16 in blocks of 4 rows: 3 logical blocks, each page 4 * 8 * 2 = 64 B.
   auto parts = DenseParts(ElementType::kFloat16, {10, 8}, {Cpu(5 * 64), Cpu(3 * 8)});
-  parts.layout = BlockPagedLayout{
-      .data_buffer = 0, .page_table_buffer = 1, .block_size = 4, .num_pages = 5};
+  parts.layout =
+      BlockPagedLayout{.data_buffer = 0, .page_table_buffer = 1, .block_size = 4, .num_pages = 5};
   EXPECT_OK(TensorDescriptor::Create(parts));
   parts.buffers[1] = Cpu(16);
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"page table", "24 bytes"});
@@ -224,18 +221,18 @@ TEST(TensorDescriptorTest, BlockPagedSizesFollowPagesAndBlocks) {
 
 TEST(TensorDescriptorTest, BlockPagedRejectsZeroBlockSizeAndNoPages) {
   auto parts = DenseParts(ElementType::kFloat16, {10, 8}, {Cpu(64), Cpu(24)});
-  parts.layout = BlockPagedLayout{
-      .data_buffer = 0, .page_table_buffer = 1, .block_size = 0, .num_pages = 1};
+  parts.layout =
+      BlockPagedLayout{.data_buffer = 0, .page_table_buffer = 1, .block_size = 0, .num_pages = 1};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"block_size 0"});
-  parts.layout = BlockPagedLayout{
-      .data_buffer = 0, .page_table_buffer = 1, .block_size = 4, .num_pages = 0};
+  parts.layout =
+      BlockPagedLayout{.data_buffer = 0, .page_table_buffer = 1, .block_size = 4, .num_pages = 0};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"num_pages 0", "3 blocks"});
 }
 
 TEST(TensorDescriptorTest, BlockPagedPagesMustEndOnAByte) {
   auto parts = DenseParts(ElementType::kInt4, {3}, {Cpu(1), Cpu(24)});
-  parts.layout = BlockPagedLayout{
-      .data_buffer = 0, .page_table_buffer = 1, .block_size = 1, .num_pages = 1};
+  parts.layout =
+      BlockPagedLayout{.data_buffer = 0, .page_table_buffer = 1, .block_size = 1, .num_pages = 1};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"does not end on a byte"});
 }
 
@@ -261,8 +258,7 @@ TEST(TensorDescriptorTest, PerTensorAffineScaleMustBeFiniteAndNonZero) {
 TEST(TensorDescriptorTest, AffineQuantizationNeedsIntegerOrFloat8Storage) {
   auto parts = DenseParts(ElementType::kFloat32, {4}, {Cpu(16)});
   parts.quantization = PerTensorAffine{.scale = 1.0, .zero_point = 0};
-  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid,
-               {"per_tensor_affine", "not float32"});
+  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"per_tensor_affine", "not float32"});
   parts = DenseParts(ElementType::kFloat8E4m3fn, {4}, {Cpu(4)});
   parts.quantization = PerTensorAffine{.scale = 1.0, .zero_point = 0};
   EXPECT_OK(TensorDescriptor::Create(parts));
@@ -288,15 +284,14 @@ TEST(TensorDescriptorTest, PerChannelScaleTypeMustBeAWideFloat) {
 
 TEST(TensorDescriptorTest, PerChannelZeroPointsHaveTheirOwnBuffer) {
   auto parts = DenseParts(ElementType::kUint8, {8, 4}, {Cpu(32), Cpu(16), Cpu(8)});
-  parts.quantization = PerChannelAffine{
-      .axis = 0,
-      .scale_buffer = 1,
-      .scale_type = ElementType::kFloat16,
-      .zero_points = ZeroPoints{.buffer = 2, .type = ElementType::kUint8}};
+  parts.quantization =
+      PerChannelAffine{.axis = 0,
+                       .scale_buffer = 1,
+                       .scale_type = ElementType::kFloat16,
+                       .zero_points = ZeroPoints{.buffer = 2, .type = ElementType::kUint8}};
   EXPECT_OK(TensorDescriptor::Create(parts));
   std::get<PerChannelAffine>(parts.quantization).zero_points->buffer = 3;
-  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid,
-               {"zero_point_buffer 3 does not resolve"});
+  EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"zero_point_buffer 3 does not resolve"});
   std::get<PerChannelAffine>(parts.quantization).zero_points =
       ZeroPoints{.buffer = 2, .type = ElementType::kInt4};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"zero_point_type int4"});
@@ -367,11 +362,11 @@ TEST(TensorDescriptorTest, OutOfRangeEnumeratorsAreRejected) {
   auto parts = DenseParts(static_cast<ElementType>(0), {4}, {Cpu(16)});
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"element_type", "tag 0"});
   parts = DenseParts(ElementType::kInt8, {4}, {Cpu(4), Cpu(16)});
-  parts.quantization = PerChannelAffine{
-      .axis = 0, .scale_buffer = 1, .scale_type = static_cast<ElementType>(200)};
+  parts.quantization =
+      PerChannelAffine{.axis = 0, .scale_buffer = 1, .scale_type = static_cast<ElementType>(200)};
   EXPECT_ERROR(TensorDescriptor::Create(parts), kInvalid, {"scale_type", "tag 200"});
-  EXPECT_ERROR(BufferHandle::Create(64, 64, DeviceTag::Cpu(), static_cast<SyncMode>(9)),
-               kInvalid, {"sync_mode 0x09"});
+  EXPECT_ERROR(BufferHandle::Create(64, 64, DeviceTag::Cpu(), static_cast<SyncMode>(9)), kInvalid,
+               {"sync_mode 0x09"});
 }
 
 // ---- Metadata ----
@@ -429,8 +424,7 @@ TEST(TensorDescriptorTest, DeliveredBuffersMustMatchTheTable) {
                {"buffer 0: alignment 64", "4096"});
   delivered = {Cpu(32, 8192), Cpu(32)};  // A stronger alignment is fine.
   EXPECT_OK(descriptor->ValidateDeliveredBuffers(delivered));
-  delivered = {Cpu(32, 4096),
-               *BufferHandle::Create(32, 64, DeviceTag::Cpu(), SyncMode::kEvent)};
+  delivered = {Cpu(32, 4096), *BufferHandle::Create(32, 64, DeviceTag::Cpu(), SyncMode::kEvent)};
   EXPECT_ERROR(descriptor->ValidateDeliveredBuffers(delivered), kInvalid,
                {"buffer 1: sync_mode event"});
 }

@@ -92,8 +92,8 @@ class BufferHandle {
   // A validated handle. INVALID_ARGUMENT when the alignment is not a power of two, or is
   // below kMinBufferAlignment for a non-empty buffer.
   [[nodiscard]] static Result<BufferHandle> Create(
-      std::uint64_t byte_size, std::uint64_t alignment, DeviceTag device_tag,
-      SyncMode sync_mode, MemoryClass memory_class = MemoryClass::Standard());
+      std::uint64_t byte_size, std::uint64_t alignment, DeviceTag device_tag, SyncMode sync_mode,
+      MemoryClass memory_class = MemoryClass::Standard());
 
   // An empty (zero-byte) buffer with alignment 1, producer-synced, standard memory.
   [[nodiscard]] static BufferHandle Empty(DeviceTag device_tag);

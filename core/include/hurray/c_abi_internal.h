@@ -59,7 +59,7 @@ HurrayStatus NullArgument(std::string_view argument);
 }  // namespace hurray::internal
 
 // Returns HURRAY_ERR_NULL_POINTER from the enclosing entry point when `argument` is null.
-#define HURRAY_REQUIRE(argument)                                                  \
-  do {                                                                            \
+#define HURRAY_REQUIRE(argument)                                                   \
+  do {                                                                             \
     if ((argument) == nullptr) return ::hurray::internal::NullArgument(#argument); \
   } while (false)

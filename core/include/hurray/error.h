@@ -95,11 +95,11 @@ using Status = std::expected<void, Error>;
 //
 // The error is returned unchanged; to add context, test the result by hand and use
 // Error::WithContext.
-#define HURRAY_RETURN_IF_ERROR(expression)                                   \
-  do {                                                                       \
-    if (auto&& hurray_status_ = (expression); !hurray_status_) {             \
-      return std::unexpected(std::move(hurray_status_).error());             \
-    }                                                                        \
+#define HURRAY_RETURN_IF_ERROR(expression)                       \
+  do {                                                           \
+    if (auto&& hurray_status_ = (expression); !hurray_status_) { \
+      return std::unexpected(std::move(hurray_status_).error()); \
+    }                                                            \
   } while (false)
 
 #define HURRAY_ASSIGN_OR_RETURN(lhs, expression) \
@@ -109,8 +109,8 @@ using Status = std::expected<void, Error>;
 #define HURRAY_CONCAT_(a, b) HURRAY_CONCAT_INNER_(a, b)
 // `result` is a name and `lhs` may be a declaration ("auto x"): neither can be parenthesized.
 // NOLINTBEGIN(bugprone-macro-parentheses)
-#define HURRAY_ASSIGN_OR_RETURN_IMPL_(result, lhs, expression)              \
-  auto result = (expression);                                               \
-  if (!result) return std::unexpected(std::move(result).error());           \
+#define HURRAY_ASSIGN_OR_RETURN_IMPL_(result, lhs, expression)    \
+  auto result = (expression);                                     \
+  if (!result) return std::unexpected(std::move(result).error()); \
   lhs = std::move(result).value()
 // NOLINTEND(bugprone-macro-parentheses)

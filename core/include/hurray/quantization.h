@@ -62,9 +62,8 @@ struct MxfpQuantization {
   friend bool operator==(const MxfpQuantization&, const MxfpQuantization&) = default;
 };
 
-using Quantization =
-    std::variant<NoQuantization, PerTensorAffine, PerChannelAffine, Nf4Quantization,
-                 MxfpQuantization>;
+using Quantization = std::variant<NoQuantization, PerTensorAffine, PerChannelAffine,
+                                  Nf4Quantization, MxfpQuantization>;
 
 // "none", "per_tensor_affine", "per_channel_affine", "nf4" or "mxfp".
 [[nodiscard]] std::string_view QuantizationName(const Quantization& quantization);

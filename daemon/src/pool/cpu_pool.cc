@@ -40,7 +40,7 @@ Status ValidateBacking(const HugePageBacking& backing, const std::string& where)
     return InvalidArgumentError(
         fmt::format("{}huge_pages explicit: hugetlbfs_directory is empty", where));
   }
-  struct statfs file_system {};
+  struct statfs file_system{};
   if (::statfs(directory.c_str(), &file_system) != 0) {
     return FailedPreconditionError(fmt::format("{}huge_pages explicit: {}", where,
                                                ErrnoError("statfs", directory, errno).message()));
@@ -89,10 +89,9 @@ Result<SegmentPlan> PlanSegments(const CpuPool::Options& options, const std::str
   }
   plan.segment_count = internal::CeilDiv(plan.capacity, plan.segment_bytes);
   if (plan.segment_count > CpuPool::kMaxSegments) {
-    return InvalidArgumentError(
-        fmt::format("{}segment_size {} makes {} segments of capacity {}, above the maximum {}",
-                    where, plan.segment_bytes, plan.segment_count, plan.capacity,
-                    CpuPool::kMaxSegments));
+    return InvalidArgumentError(fmt::format(
+        "{}segment_size {} makes {} segments of capacity {}, above the maximum {}", where,
+        plan.segment_bytes, plan.segment_count, plan.capacity, CpuPool::kMaxSegments));
   }
   if (options.first_segment_id == 0 ||
       options.first_segment_id > UINT64_MAX - (plan.segment_count - 1)) {
@@ -150,8 +149,7 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     options.page_size = std::max(options.page_size, options.huge_pages.page_size);
   }
   HURRAY_ASSIGN_OR_RETURN(const SegmentPlan plan, PlanSegments(options, where));
-  HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments,
-                          CreateSegments(options, plan, where));
+  HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments, CreateSegments(options, plan, where));
   return std::unique_ptr<CpuPool>(
       new CpuPool(std::move(options), plan.capacity, std::move(segments)));
 }
@@ -303,7 +301,7 @@ std::uint64_t DefaultCpuPoolCapacity() {
           ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size)
           : 0;
   std::optional<std::uint64_t> shm_free;
-  struct statvfs shm_stats {};
+  struct statvfs shm_stats{};
   if (::statvfs("/dev/shm", &shm_stats) == 0) {
     shm_free = static_cast<std::uint64_t>(shm_stats.f_bavail) * shm_stats.f_frsize;
   }

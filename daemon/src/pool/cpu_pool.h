@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pool/huge_pages.h"
 #include "hurray/error.h"
+#include "pool/huge_pages.h"
 #include "pool/pool.h"
 #include "pool/range_allocator.h"
 #include "pool/shm_segment.h"

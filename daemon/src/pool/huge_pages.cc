@@ -226,8 +226,8 @@ Result<HugePageChoice> ChooseTransparent(const HostHugePageFacts& facts) {
   if (policy == "force") return chosen("shmem_enabled is force");
 
   const std::vector<Mount> mounts = VisibleMounts(facts.mounts);
-  const auto shm = std::ranges::find_if(mounts,
-                                [](const Mount& mount) { return mount.point == kShmDirectory; });
+  const auto shm =
+      std::ranges::find_if(mounts, [](const Mount& mount) { return mount.point == kShmDirectory; });
   if (shm == mounts.end() || shm->type != "tmpfs") {
     return FailedPreconditionError(
         fmt::format("no tmpfs is mounted on /dev/shm, and shmem_enabled is {}, not force", policy));

@@ -39,11 +39,11 @@ inline constexpr std::string_view kDefaultPoolName = "cpu";
 // What Stats reports of a pool.
 struct PoolUsage {
   std::string name;
-  std::string kind;                     // "cpu" or "cuda".
+  std::string kind;  // "cpu" or "cuda".
   std::uint64_t capacity_bytes = 0;
-  std::uint64_t used_bytes = 0;         // Reserved by allocations, rounding included.
+  std::uint64_t used_bytes = 0;  // Reserved by allocations, rounding included.
   std::uint64_t largest_free_bytes = 0;
-  double fragmentation = 0.0;           // 1 - largest_free / free; 0 when nothing is free.
+  double fragmentation = 0.0;  // 1 - largest_free / free; 0 when nothing is free.
   std::uint32_t segment_count = 0;
   std::uint64_t allocation_count = 0;
   std::uint64_t page_size = 0;  // Bytes; the alignment and granule of every allocation.

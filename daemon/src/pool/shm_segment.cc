@@ -36,7 +36,7 @@ Error InterprocessError(std::string_view call, const std::string& name,
                         const bip::interprocess_exception& exception) {
   const int error_number = exception.get_native_error();
   return {error_number != 0 ? CodeForErrno(error_number) : StatusCode::kInternal,
-               fmt::format("{} {}: {}", call, name, exception.what())};
+          fmt::format("{} {}: {}", call, name, exception.what())};
 }
 
 bool IsPrefixCharacter(char c) {
@@ -136,8 +136,8 @@ Status SizeAndReserve(bip::shared_memory_object& object, const std::string& name
     try {
       object.truncate(static_cast<bip::offset_t>(size));
     } catch (const bip::interprocess_exception& exception) {
-      return std::unexpected(ReserveError(
-          InterprocessError("shared_memory_object::truncate", name, exception), size));
+      return std::unexpected(
+          ReserveError(InterprocessError("shared_memory_object::truncate", name, exception), size));
     }
   }
   // Reserve every page now: a tmpfs that cannot back the segment fails here (ENOSPC), not
@@ -170,8 +170,7 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     object = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
                                        bip::permissions(kSegmentPermissions));
   } catch (const bip::interprocess_exception& exception) {
-    return std::unexpected(
-        InterprocessError("shared_memory_object(create_only)", name, exception));
+    return std::unexpected(InterprocessError("shared_memory_object(create_only)", name, exception));
   }
   // From here on, a failure must remove the name again: the segment's destructor does.
   ShmSegment segment(std::move(name), std::string(), size);

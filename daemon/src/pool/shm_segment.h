@@ -7,9 +7,9 @@
 #include <string_view>
 #include <utility>
 
-#include "pool/huge_pages.h"
 #include "hurray/error.h"
 #include "hurray/ipc/unique_fd.h"
+#include "pool/huge_pages.h"
 
 namespace hurray::daemon {
 

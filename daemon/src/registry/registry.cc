@@ -13,8 +13,8 @@
 #include "hurray/buffer_handle.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/session_protocol.h"
-#include "registry/inspection.h"
 #include "random_hex.h"
+#include "registry/inspection.h"
 #include "registry/tensor_name.h"
 
 namespace hurray::daemon {
@@ -110,8 +110,8 @@ Status CheckWaitTimeout(std::uint32_t wait_timeout_ms, std::uint32_t max_wait_ms
 
 Status ValidateBatchAcquire(const v1::BatchAcquireRequest& request, std::size_t max_names) {
   if (static_cast<std::size_t>(request.names_size()) > max_names) {
-    return InvalidArgumentError(fmt::format("names has {} entries, above the limit {}",
-                                            request.names_size(), max_names));
+    return InvalidArgumentError(
+        fmt::format("names has {} entries, above the limit {}", request.names_size(), max_names));
   }
   if (request.names_size() == 0 && request.prefix().empty()) {
     return InvalidArgumentError("names and prefix are both empty: nothing to acquire");

@@ -27,16 +27,16 @@
 #include <string>
 #include <vector>
 
-#include "registry/allocation_table.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
-#include "registry/lease_table.h"
 #include "pool/pool_set.h"
-#include "session/session_host.h"
+#include "registry/allocation_table.h"
+#include "registry/lease_table.h"
 #include "registry/session_table.h"
 #include "registry/version_store.h"
 #include "registry/wait_set.h"
 #include "registry/watch_hub.h"
+#include "session/session_host.h"
 
 namespace hurray::daemon {
 

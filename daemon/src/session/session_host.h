@@ -60,16 +60,14 @@ inline Result<v1::AllocateResponse> SessionHost::Allocate(std::uint64_t,
                                                           const v1::AllocateRequest&) {
   return UnimplementedError("allocate is not served on this socket");
 }
-inline Result<v1::PublishResponse> SessionHost::Publish(std::uint64_t,
-                                                        const v1::PublishRequest&) {
+inline Result<v1::PublishResponse> SessionHost::Publish(std::uint64_t, const v1::PublishRequest&) {
   return UnimplementedError("publish is not served on this socket");
 }
 inline Result<v1::AcquireResponse> SessionHost::AcquireNow(std::uint64_t,
                                                            const v1::AcquireRequest&) {
   return UnimplementedError("acquire is not served on this socket");
 }
-inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t,
-                                                        const v1::ReleaseRequest&) {
+inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t, const v1::ReleaseRequest&) {
   return UnimplementedError("release is not served on this socket");
 }
 inline Result<v1::CancelAllocationResponse> SessionHost::CancelAllocation(

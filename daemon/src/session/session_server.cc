@@ -127,15 +127,15 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
 
   std::mutex stop_mutex_;  // Held by Stop(), so that a second call waits for the first.
   mutable std::mutex mutex_;
-  stream_protocol::acceptor acceptor_;             // Guarded by mutex_.
-  boost::asio::steady_timer retry_timer_;          // Guarded by mutex_.
-  std::map<std::uint64_t, Served> connections_;    // Guarded by mutex_.
-  std::vector<std::thread> ended_threads_;         // Guarded by mutex_. Not joined yet.
-  std::uint64_t next_connection_id_ = 1;           // Guarded by mutex_.
-  bool stopped_ = false;                           // Guarded by mutex_.
-  std::size_t running_handlers_ = 0;               // Guarded by mutex_.
-  std::condition_variable handlers_finished_;      // running_handlers_ fell to 0.
-  std::condition_variable connections_finished_;   // connections_ became empty.
+  stream_protocol::acceptor acceptor_;            // Guarded by mutex_.
+  boost::asio::steady_timer retry_timer_;         // Guarded by mutex_.
+  std::map<std::uint64_t, Served> connections_;   // Guarded by mutex_.
+  std::vector<std::thread> ended_threads_;        // Guarded by mutex_. Not joined yet.
+  std::uint64_t next_connection_id_ = 1;          // Guarded by mutex_.
+  bool stopped_ = false;                          // Guarded by mutex_.
+  std::size_t running_handlers_ = 0;              // Guarded by mutex_.
+  std::condition_variable handlers_finished_;     // running_handlers_ fell to 0.
+  std::condition_variable connections_finished_;  // connections_ became empty.
 };
 
 // One client connection, served by a thread of its own that reads a request (blocking),
@@ -177,8 +177,7 @@ class SessionServer::Connection {
   [[nodiscard]] Reply Handle(Frame frame);
   [[nodiscard]] Reply HandleHello(const v1::SessionMessage& request);
   [[nodiscard]] Reply HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
-  [[nodiscard]] Reply HandleMapSegment(std::uint64_t session_id,
-                                       const v1::SessionMessage& request);
+  [[nodiscard]] Reply HandleMapSegment(std::uint64_t session_id, const v1::SessionMessage& request);
   // The reply to an exchange request: its result in the body `body`, or the error.
   template <typename Response>
   [[nodiscard]] static Reply ReplyWith(std::uint64_t request_id, Result<Response> result,
@@ -210,7 +209,7 @@ class SessionServer::Connection {
 
   // Used by the connection's thread only.
   std::optional<std::uint64_t> session_id_;  // Set once the host opened the session.
-  FrameReader reader_;  // One recvmsg per request, usually.
+  FrameReader reader_;                       // One recvmsg per request, usually.
   std::vector<std::uint8_t> reply_payload_;
 };
 
@@ -237,7 +236,7 @@ void SessionServer::Core::Stop() {
       stopping_now = true;
       boost::system::error_code ignored;
       (void)acceptor_.close(ignored);  // Returns `ignored`.
-      (void)retry_timer_.cancel();  // The count of handlers it cancelled.
+      (void)retry_timer_.cancel();     // The count of handlers it cancelled.
     }
     for (auto& [id, served] : connections_) open.push_back(served.connection);
   }
@@ -378,15 +377,14 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
 }
 
 void SessionServer::Core::RemoveSocketFile() const {
-  struct stat info {};
+  struct stat info{};
   if (::lstat(socket_path_.c_str(), &info) != 0) return;
   if (info.st_dev != socket_file_.device || info.st_ino != socket_file_.inode) {
     spdlog::warn("session server: {} is no longer our socket file; left in place", socket_path_);
     return;
   }
   if (::unlink(socket_path_.c_str()) != 0 && errno != ENOENT) {
-    spdlog::warn("session server: {}",
-                 ErrnoError("unlink", socket_path_, errno).ToString());
+    spdlog::warn("session server: {}", ErrnoError("unlink", socket_path_, errno).ToString());
   }
 }
 
@@ -594,8 +592,8 @@ Status SessionServer::Connection::WaitUntilEarlierRepliesAreRead() {
     if (::ioctl(socket_fd_, SIOCOUTQ, &unread) != 0 || unread == 0) return {};
     if (delay == kFirstDrainDelay) {
       spdlog::debug(
-          "session connection {} (pid {}): waiting for the client to read its earlier replies",
-          id_, peer_.pid);
+          "session connection {} (pid {}): waiting for the client to read its earlier replies", id_,
+          peer_.pid);
     }
     // Sleeps for `delay`, or less when the connection hangs up (the client closed it, or
     // Shutdown()): poll reports POLLHUP and POLLERR whatever the events asked for.
@@ -609,12 +607,9 @@ Status SessionServer::Connection::WaitUntilEarlierRepliesAreRead() {
 
 // ---- SessionServer ----
 
-Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_context& io_context,
-                                                             std::string socket_path,
-                                                             SessionHost& host,
-                                                             std::uint64_t daemon_epoch,
-                                                             std::uint32_t socket_mode,
-                                                             std::uint32_t directory_mode) {
+Result<std::unique_ptr<SessionServer>> SessionServer::Create(
+    boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
+    std::uint64_t daemon_epoch, std::uint32_t socket_mode, std::uint32_t directory_mode) {
   auto address = UnixSocketAddress(socket_path);
   if (!address) return std::unexpected(address.error().WithContext("socket_path"));
   HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(socket_path, directory_mode));
@@ -633,7 +628,7 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(boost::asio::io_con
   if (::chmod(socket_path.c_str(), static_cast<mode_t>(socket_mode)) != 0) {
     return fail(ErrnoError("chmod", socket_path, errno));
   }
-  struct stat info {};
+  struct stat info{};
   if (::lstat(socket_path.c_str(), &info) != 0) {
     return fail(ErrnoError("lstat", socket_path, errno));
   }

@@ -37,6 +37,6 @@ namespace hurray {
 // UnixSocketAddress; a failed mkdir, chmod, lstat, connect or unlink as
 // hurray/ipc/errno_error.h.
 [[nodiscard]] Result<bool> PrepareSocketPath(const std::string& path,
-                                           std::uint32_t directory_mode = 0755);
+                                             std::uint32_t directory_mode = 0755);
 
 }  // namespace hurray

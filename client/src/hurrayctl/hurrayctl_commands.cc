@@ -1,16 +1,16 @@
-#include "hurrayctl_commands.h"
+#include "hurrayctl/hurrayctl_commands.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <pthread.h>
-#include <csignal>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
@@ -25,9 +25,9 @@
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/exchange.pb.h"
-#include "hurrayctl_format.h"
+#include "hurrayctl/hurrayctl_format.h"
+#include "hurrayctl/npy.h"
 #include "inspection_calls.h"
-#include "npy.h"
 
 namespace hurray::ctl {
 namespace {
@@ -382,7 +382,7 @@ Status PutCommand(const GlobalOptions& options, std::string_view name, const std
                   std::string_view pool) {
   UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) return std::unexpected(ErrnoError("open", path, errno));
-  struct stat status {};
+  struct stat status{};
   if (::fstat(file.get(), &status) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
   if (!S_ISREG(status.st_mode)) {
     return InvalidArgumentError(fmt::format("{}: not a regular file", path));
@@ -451,7 +451,7 @@ Status GetCommand(const GlobalOptions& options, std::string_view name, const std
   }
   if (!written) {
     // Remove the partial file, but never a device or pipe the path named.
-    struct stat status {};
+    struct stat status{};
     const bool regular = file ? ::fstat(file.get(), &status) == 0 && S_ISREG(status.st_mode)
                               : ::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode);
     file.Reset();

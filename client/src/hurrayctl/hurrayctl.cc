@@ -10,7 +10,7 @@
 #include <exception>
 #include <string>
 
-#include "hurrayctl_commands.h"
+#include "hurrayctl/hurrayctl_commands.h"
 
 namespace {
 
@@ -94,12 +94,12 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
 
   line.get = app.add_subcommand("get", "Write a tensor to a .npy file");
   line.get->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
-  line.get->add_option("FILE", line.file, ".npy file to write (replaced if it exists)")
-      ->required();
+  line.get->add_option("FILE", line.file, ".npy file to write (replaced if it exists)")->required();
   line.get->add_option("--version", line.version, "Version to get (default: the latest)")
       ->type_name("N")
       ->check(kVersionNumber);
-  line.get->add_option("--wait", line.wait_ms, "Wait up to MS milliseconds for the tensor to appear")
+  line.get
+      ->add_option("--wait", line.wait_ms, "Wait up to MS milliseconds for the tensor to appear")
       ->type_name("MS")
       ->check(kUnsignedNumber);
 }

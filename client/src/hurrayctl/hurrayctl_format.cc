@@ -1,4 +1,4 @@
-#include "hurrayctl_format.h"
+#include "hurrayctl/hurrayctl_format.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

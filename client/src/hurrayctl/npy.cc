@@ -1,4 +1,4 @@
-#include "npy.h"
+#include "hurrayctl/npy.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
