@@ -51,7 +51,9 @@ class Daemon {
   // then stops the parts already running with Shutdown(), which is their reverse order
   // (the io threads start last, once no step can fail).
   Status StartParts();
-  // Both socket paths checked, their directory made, stale sockets of a dead daemon removed.
+  // Both socket paths checked, their directory made, stale sockets of a dead daemon removed,
+  // before any pool exists: a start refused for a socket in use costs nothing. The session
+  // server readies its own path once more as it binds (SessionServer::Create stands alone).
   Status PrepareSocketPaths();
   // The gRPC server on the unix socket (and TCP, when configured), health SERVING.
   Status StartGrpc();

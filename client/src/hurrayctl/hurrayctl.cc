@@ -58,6 +58,11 @@ struct CommandLine {
   CLI::App* get = nullptr;
 };
 
+// A command's --version option, bound to `version`.
+void AddVersionOption(CLI::App& command, std::uint64_t& version, const std::string& what) {
+  command.add_option("--version", version, what)->type_name("N")->check(kVersionNumber);
+}
+
 // Adds every command and option to `app`, bound to the fields of `line`.
 void DefineCommands(CLI::App& app, CommandLine& line) {
   app.require_subcommand(1);
@@ -71,9 +76,7 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
 
   line.describe = app.add_subcommand("describe", "Describe a tensor and its versions");
   line.describe->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
-  line.describe->add_option("--version", line.version, "Version to describe (default: the latest)")
-      ->type_name("N")
-      ->check(kVersionNumber);
+  AddVersionOption(*line.describe, line.version, "Version to describe (default: the latest)");
 
   line.stats = app.add_subcommand("stats", "Pools, sessions, leases and tensors");
 
@@ -82,9 +85,7 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
 
   line.rm = app.add_subcommand("rm", "Delete a tensor (every version, or one)");
   line.rm->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
-  line.rm->add_option("--version", line.version, "Only this version (default: every version)")
-      ->type_name("N")
-      ->check(kVersionNumber);
+  AddVersionOption(*line.rm, line.version, "Only this version (default: every version)");
 
   line.put = app.add_subcommand("put", "Publish a .npy file as a tensor");
   line.put->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
@@ -95,9 +96,7 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
   line.get = app.add_subcommand("get", "Write a tensor to a .npy file");
   line.get->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
   line.get->add_option("FILE", line.file, ".npy file to write (replaced if it exists)")->required();
-  line.get->add_option("--version", line.version, "Version to get (default: the latest)")
-      ->type_name("N")
-      ->check(kVersionNumber);
+  AddVersionOption(*line.get, line.version, "Version to get (default: the latest)");
   line.get
       ->add_option("--wait", line.wait_ms, "Wait up to MS milliseconds for the tensor to appear")
       ->type_name("MS")
