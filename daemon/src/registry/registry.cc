@@ -228,8 +228,11 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id, std::uint
 Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {
   std::lock_guard lock(mutex_);
   if (std::optional<std::uint64_t> id = sessions_.FindByToken(token)) return *id;
-  return UnauthenticatedError(token.empty() ? "no session token: send x-hurray-session metadata"
-                                            : "unknown session token");
+  if (token.empty()) {
+    return UnauthenticatedError(
+        fmt::format("no session token: send {} metadata", kSessionMetadataKey));
+  }
+  return UnauthenticatedError("unknown session token");
 }
 
 // ---- Allocate / publish ----
