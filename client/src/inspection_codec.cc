@@ -44,11 +44,6 @@ Result<SyncMode> SyncModeFromProto(std::uint32_t sync_mode) {
   return *mode;
 }
 
-std::vector<std::byte> BytesOf(const std::string& bytes) {
-  const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
-  return {data, data + bytes.size()};
-}
-
 }  // namespace
 
 Result<TensorListPage> TensorListPageFromProto(const v1::ListResponse& reply) {
@@ -76,7 +71,6 @@ Result<TensorDetails> TensorDetailsFromProto(const v1::DescribeResponse& reply) 
                         .descriptor = std::move(*descriptor),
                         .buffers = {},
                         .sync_mode = sync_mode,
-                        .cuda_ipc_event_handle = BytesOf(tensor.handoff().cuda_ipc_event_handle()),
                         .pool = tensor.pool(),
                         .published_at = TimeFromNanoseconds(tensor.published_at_ns()),
                         .versions = {},

@@ -127,7 +127,6 @@ v1::DescribeResponse DescribeReply(const TensorDescriptor& descriptor) {
   location.set_offset(8192);
   location.set_byte_size(16);
   tensor.mutable_handoff()->set_sync_mode(1);
-  tensor.mutable_handoff()->set_cuda_ipc_event_handle(std::string(64, 'h'));
   tensor.set_pool("gpu0");
   tensor.set_published_at_ns(kPublishedNanoseconds);
   for (std::uint64_t version : {2, 3}) {
@@ -165,7 +164,6 @@ TEST(InspectionCodecTest, DetailsCarryEveryField) {
                 .buffers = {BufferLocation{
                     .segment_id = 11, .segment_size = 1 << 20, .offset = 8192, .byte_size = 16}},
                 .sync_mode = SyncMode::kEvent,
-                .cuda_ipc_event_handle = std::vector<std::byte>(64, std::byte{'h'}),
                 .pool = "gpu0",
                 .published_at = Time(kPublishedNanoseconds),
                 .versions = {version(2), version(3)},

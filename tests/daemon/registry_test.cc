@@ -210,8 +210,8 @@ TEST_F(RegistryTest, RepliesCarryExactlyThePublishedTensorInfo) {
   parts.element_type = ElementType::kInt8;
   parts.shape = {64, 100};
   parts.quantization = PerChannelAffine{.axis = 0, .scale_buffer = 1};
-  parts.buffers = {*BufferHandle::Create(6400, 64, DeviceTag::Cpu(), SyncMode::kEvent),
-                   *BufferHandle::Create(256, 64, DeviceTag::Cpu(), SyncMode::kEvent)};
+  parts.buffers = {*BufferHandle::Create(6400, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced),
+                   *BufferHandle::Create(256, 64, DeviceTag::Cpu(), SyncMode::kProducerSynced)};
   v1::TensorDescriptor descriptor = DescriptorToProto(*TensorDescriptor::Create(parts));
   (*descriptor.mutable_metadata())["origin"] = "test";
   descriptor.GetReflection()->MutableUnknownFields(&descriptor)->AddVarint(999, 7);
@@ -220,8 +220,7 @@ TEST_F(RegistryTest, RepliesCarryExactlyThePublishedTensorInfo) {
   v1::PublishRequest publish;
   publish.set_allocation_id(allocation->allocation_id());
   publish.set_name("quant/w");
-  publish.mutable_handoff()->set_sync_mode(1);
-  publish.mutable_handoff()->set_cuda_ipc_event_handle(std::string(64, 'e'));
+  publish.mutable_handoff()->set_sync_mode(0);
   ASSERT_OK(registry_->Publish(producer_, publish));
 
   auto acquired = Acquire(consumer_, "quant/w");
@@ -536,12 +535,11 @@ TEST_F(RegistryTest, HandoffMustMatchTheBuffers) {
   request.set_allocation_id(allocation->allocation_id());
   request.set_name("h/t");
   request.mutable_handoff()->set_sync_mode(1);
-  request.mutable_handoff()->set_cuda_ipc_event_handle(std::string(64, 'e'));
   EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument,
                {"handoff.sync_mode 1 differs", "buffers[0].sync_mode 0"});
-  request.mutable_handoff()->set_sync_mode(0);
+  request.mutable_handoff()->set_sync_mode(7);
   EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument,
-               {"cuda_ipc_event_handle is set"});
+               {"handoff.sync_mode 7 is neither"});
 }
 
 TEST(TensorNameTest, Rules) {

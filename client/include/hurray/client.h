@@ -44,6 +44,24 @@ class Connection;
 class TensorViewAccess;
 }  // namespace client_internal
 
+// A CUDA stream of this process (a CUstream or cudaStream_t, which are the same pointer);
+// nullptr is the device's legacy default stream. hurray.h-style opaque, so that this header
+// needs no CUDA headers.
+using CudaStream = void*;
+
+// Where a tensor's buffers live, as a DLPack consumer (PyTorch, CuPy, JAX) needs it.
+struct DeviceInfo {
+  DeviceTag device_tag = DeviceTag::Cpu();
+  // CUDA pools: this process's CUDA ordinal of the pool's GPU, found by its UUID (so it is
+  // right whatever this process's CUDA_VISIBLE_DEVICES is); 0 for CPU.
+  int device_ordinal = 0;
+  // CUDA pools: "GPU-<uuid>" (or "MIG-<uuid>"), as PoolStats.device_uuid; empty for CPU.
+  std::string device_uuid;
+
+  // DLPack's DLDeviceType: kDLCPU (1) or kDLCUDA (2).
+  [[nodiscard]] int dlpack_device_type() const { return device_tag == DeviceTag::Cpu() ? 1 : 2; }
+};
+
 // A tensor published by this process: its name and the version the publish created.
 struct PublishedTensor {
   std::string name;
@@ -61,8 +79,15 @@ class WritableTensor {
   [[nodiscard]] const TensorDescriptor& descriptor() const;
   [[nodiscard]] std::size_t buffer_count() const;
   // Buffer `index` (in the descriptor's buffer table), writable; empty for an empty buffer.
-  // Valid until Publish or Cancel.
+  // Valid until Publish or Cancel. Host memory only: empty for a buffer of a CUDA pool
+  // (see data()).
   [[nodiscard]] std::span<std::byte> buffer(std::size_t index) const;
+  // The address of buffer `index` in this process: a host address for a CPU pool, a device
+  // address (a CUdeviceptr, valid in every context of device().device_ordinal) for a CUDA
+  // pool; null for an empty buffer.
+  [[nodiscard]] void* data(std::size_t index) const;
+  // Where the buffers live.
+  [[nodiscard]] const DeviceInfo& device() const;
   [[nodiscard]] std::uint64_t allocation_id() const;
 
   // Publishes under `name` ("namespace/name"), producer-synced: every byte must be written
@@ -72,6 +97,16 @@ class WritableTensor {
   // holds the allocation. On error the tensor is still this object's (publish again, or
   // cancel).
   [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name);
+
+  // Publishes under `name` with an Event handoff, without waiting for the GPU: enqueues on
+  // `stream` (a stream of this tensor's device, in this process) the signal of the
+  // allocation's fence after the work already queued there, then publishes. Consumers make
+  // their own streams wait for that signal (TensorView::WaitOn); no host ever blocks.
+  // FAILED_PRECONDITION when the allocation has no fence (its buffers do not all declare
+  // SyncMode::kEvent, or its pool is not a CUDA pool) or is empty; the CUDA error of
+  // enqueuing the signal; otherwise Publish's errors. On error the tensor is still this
+  // object's; a signal already enqueued is harmless (the fence is this allocation's alone).
+  [[nodiscard]] Result<PublishedTensor> PublishAfter(std::string_view name, CudaStream stream);
 
   // Frees the allocation. This object becomes empty, even on error. An empty object: OK,
   // nothing to do. NOT_FOUND when the daemon no longer holds the allocation.
@@ -99,8 +134,28 @@ class TensorView {
   [[nodiscard]] std::uint64_t version() const;
   [[nodiscard]] const TensorDescriptor& descriptor() const;
   [[nodiscard]] std::size_t buffer_count() const;
-  // Buffer `index` (in the descriptor's buffer table); empty for an empty buffer.
+  // Buffer `index` (in the descriptor's buffer table); empty for an empty buffer. Host
+  // memory only: empty for a buffer of a CUDA pool (see data()).
   [[nodiscard]] std::span<const std::byte> buffer(std::size_t index) const;
+  // The address of buffer `index` in this process: host memory for a CPU pool, a device
+  // address for a CUDA pool (mapped read-only where the driver allows); null when empty.
+  [[nodiscard]] const void* data(std::size_t index) const;
+  // Where the buffers live.
+  [[nodiscard]] const DeviceInfo& device() const;
+  // The producer's handoff: kProducerSynced (read at once) or kEvent (see WaitOn).
+  [[nodiscard]] SyncMode sync_mode() const;
+
+  // Makes `stream` (of this tensor's device, in this process) wait on the GPU until the
+  // producer's data is ready, and returns at once: the host never blocks. Enqueues nothing
+  // for a ProducerSynced tensor, or when the data was already ready at acquire. CUDA
+  // errors of enqueuing the wait; FAILED_PRECONDITION on an empty view.
+  [[nodiscard]] Status WaitOn(CudaStream stream) const;
+  // Whether the producer's data is ready, from the fence in host memory (no GPU call):
+  // true for ProducerSynced. DATA_LOSS when the daemon gave up on the data (its producer's
+  // session ended, or the daemon stopped, before it was ready): a stream that waited has
+  // moved on, and what it read must not be used.
+  [[nodiscard]] Result<bool> Ready() const;
+
   [[nodiscard]] std::uint64_t lease_id() const;
   // The daemon epoch the lease was granted in.
   [[nodiscard]] std::uint64_t daemon_epoch() const;
@@ -198,6 +253,10 @@ class Client {
     // Both give the same results; everything else always uses gRPC.
     enum class HotPath : std::uint8_t { kSessionSocket, kGrpc };
     HotPath hot_path = HotPath::kSessionSocket;
+    // Most bytes of CUDA slabs this process keeps mapped, per device; 0: the device's
+    // memory. Beyond it, the least recently used slabs that no tensor of this process
+    // uses are unmapped (and imported again when needed).
+    std::uint64_t max_mapped_device_bytes = 0;
   };
 
   // Opens the session socket (the session lives as long as the client) and the gRPC
@@ -208,8 +267,10 @@ class Client {
   [[nodiscard]] static Result<std::unique_ptr<Client>> Connect();
   ~Client();
 
-  // Allocates the descriptor's buffers in `pool` (empty: the daemon's default pool, "cpu")
-  // and maps them read-write.
+  // Allocates the descriptor's buffers in `pool` (empty: the daemon's default pool, "cpu";
+  // "cuda:N" for GPU memory of the daemon's device N, whose buffers declare
+  // DeviceTag::Cuda()) and maps them read-write. FAILED_PRECONDITION for a CUDA pool when
+  // this process has no CUDA driver, or does not see the pool's GPU.
   // INVALID_ARGUMENT when the daemon refuses the descriptor (a buffer's alignment above the
   // pool's page, say); NOT_FOUND for an unknown pool; FAILED_PRECONDITION when a buffer's
   // device or memory class does not match the pool's; RESOURCE_EXHAUSTED when the pool or

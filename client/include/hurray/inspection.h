@@ -88,9 +88,6 @@ struct TensorDetails {
   std::vector<BufferLocation> buffers;
   // When the data may be read.
   SyncMode sync_mode = SyncMode::kProducerSynced;
-  // The producer's cudaIpcEventHandle_t (64 bytes) when sync_mode is kEvent; empty
-  // otherwise.
-  std::vector<std::byte> cuda_ipc_event_handle;
   // The pool the buffers live in.
   std::string pool;
   DaemonTime published_at{};

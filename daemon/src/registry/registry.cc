@@ -20,7 +20,6 @@
 namespace hurray::daemon {
 namespace {
 
-constexpr std::size_t kCudaIpcEventHandleBytes = 64;
 constexpr std::size_t kSessionTokenBytes = 16;  // 128 bits: a token nobody can guess.
 constexpr std::size_t kShownNameBytes = 200;    // Of a tensor name in a message.
 
@@ -40,17 +39,6 @@ Status ValidateHandoff(const v1::SyncHandoff& handoff, const v1::TensorDescripto
     return InvalidArgumentError(fmt::format(
         "handoff.sync_mode {} is neither {} ({}) nor {} ({})", mode, kProducerSynced,
         SyncModeName(SyncMode::kProducerSynced), kEvent, SyncModeName(SyncMode::kEvent)));
-  }
-  const std::size_t handle_bytes = handoff.cuda_ipc_event_handle().size();
-  if (mode == kEvent && handle_bytes != kCudaIpcEventHandleBytes) {
-    return InvalidArgumentError(
-        fmt::format("handoff.cuda_ipc_event_handle has {} bytes; an event handoff needs {}",
-                    handle_bytes, kCudaIpcEventHandleBytes));
-  }
-  if (mode != kEvent && handle_bytes != 0) {
-    return InvalidArgumentError(
-        fmt::format("handoff.cuda_ipc_event_handle is set but handoff.sync_mode is {}",
-                    SyncModeName(SyncMode::kProducerSynced)));
   }
   // Every buffer must declare the mode the handoff delivers (ConsumerStream cannot cross
   // processes: the producer cannot enqueue onto another process's stream).
@@ -336,6 +324,11 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   Allocation* pending = allocations_.FindOfSession(request.allocation_id(), session_id);
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
+  if (request.handoff().sync_mode() == SyncModeToByte(SyncMode::kEvent)) {
+    return FailedPreconditionError(fmt::format(
+        "allocation {} is in pool {}: sync mode Event needs a fence, which only CUDA pools give",
+        request.allocation_id(), pending->pool->name()));
+  }
   // The allocation becomes the version: its memory now belongs to the daemon.
   Session& session = *sessions_.Find(session_id);
   session.allocations.erase(request.allocation_id());
