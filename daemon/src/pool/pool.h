@@ -22,14 +22,29 @@ struct PoolRange {
   friend bool operator==(const PoolRange&, const PoolRange&) = default;
 };
 
-// A fresh file descriptor on a whole segment, for SCM_RIGHTS.
+// What a segment is, and so how a client maps it (v1::SegmentKind on the session socket).
+enum class SegmentKind : std::uint8_t {
+  kShm,            // POSIX shared memory (or a hugetlbfs file): mmap the descriptor.
+  kCudaVmm,        // A cuMemCreate slab: import the descriptor on the device.
+  kCudaLegacyIpc,  // A cuMemAlloc slab: open legacy_ipc_handle; no descriptor.
+};
+
+// Access to a whole segment for a client: a fresh file descriptor for SCM_RIGHTS (for every
+// kind but kCudaLegacyIpc), and what the client needs to map it.
 struct SegmentAccess {
   UniqueFd fd;
   std::uint64_t segment_size = 0;
   bool writable = false;
   // The pool's page size in bytes (4096, or the huge page size with huge pages): clients
-  // advise the kernel to map huge pages (MADV_HUGEPAGE) from 2 MiB on.
+  // advise the kernel to map huge pages (MADV_HUGEPAGE) from 2 MiB on. For CUDA slabs, the
+  // device's allocation granularity.
   std::uint64_t page_size = 0;
+  SegmentKind kind = SegmentKind::kShm;
+  // CUDA slabs: the GPU's UUID ("GPU-<uuid>", "MIG-<uuid>"); empty for kShm.
+  std::string device_uuid;
+  // kCudaLegacyIpc: the 64 bytes of the cudaIpcMemHandle_t, a capability that travels only
+  // on the session socket (never logged); empty otherwise.
+  std::string legacy_ipc_handle;
 };
 
 // The pool an allocation request that names none goes to, and the name of the CPU pool the
@@ -48,6 +63,13 @@ struct PoolUsage {
   std::uint64_t allocation_count = 0;
   std::uint64_t page_size = 0;  // Bytes; the alignment and granule of every allocation.
   std::string huge_pages;       // In effect: "off", "transparent" or "explicit"; "" for cuda.
+
+  // CUDA pools only (empty or 0 for cpu), as PoolStats names them.
+  std::string device_uuid;           // "GPU-<uuid>", or "MIG-<uuid>" for a MIG instance.
+  std::string device_name;           // "NVIDIA H200".
+  std::uint32_t device_ordinal = 0;  // The daemon's CUDA ordinal of the device.
+  std::string mechanism;             // "vmm" or "legacy_ipc".
+  std::uint64_t slab_bytes = 0;      // Bytes of a slab (a multiple of the granularity).
 };
 
 // Thread-safe: every method may be called from any thread.

@@ -1,0 +1,113 @@
+#include "pool/cuda_slab_memory.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace hurray::daemon {
+namespace {
+
+CUmemAllocationProp ExportableDeviceMemory(CUdevice device) {
+  CUmemAllocationProp properties{};
+  properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  properties.location.id = device;
+  properties.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return properties;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaSlabMemory>> CudaSlabMemory::Create(const cuda::DriverApi& api,
+                                                               std::uint32_t ordinal,
+                                                               SlabMechanism mechanism,
+                                                               std::uint64_t granularity) {
+  const std::string where = fmt::format("device {}", ordinal);
+  CUdevice device = 0;
+  if (Status got =
+          cuda::CheckCuda(api, "cuDeviceGet", api.DeviceGet(&device, static_cast<int>(ordinal)));
+      !got) {
+    return std::unexpected(got.error().WithContext(where));
+  }
+  CUcontext context = nullptr;
+  if (mechanism == SlabMechanism::kLegacyIpc) {
+    if (Status retained = cuda::CheckCuda(api, "cuDevicePrimaryCtxRetain",
+                                          api.DevicePrimaryCtxRetain(&context, device));
+        !retained) {
+      return std::unexpected(retained.error().WithContext(where));
+    }
+  }
+  return std::unique_ptr<CudaSlabMemory>(
+      new CudaSlabMemory(api, ordinal, device, mechanism, granularity, context));
+}
+
+CudaSlabMemory::~CudaSlabMemory() {
+  if (context_ == nullptr) return;
+  if (Status released = Check("cuDevicePrimaryCtxRelease", api_.DevicePrimaryCtxRelease(device_));
+      !released) {
+    spdlog::error("{}", released.error().ToString());
+  }
+}
+
+Status CudaSlabMemory::Check(std::string_view call, CUresult result) const {
+  Status status = cuda::CheckCuda(api_, call, result);
+  if (!status) {
+    return std::unexpected(status.error().WithContext(fmt::format("device {}", ordinal_)));
+  }
+  return status;
+}
+
+Status CudaSlabMemory::UseContext() const {
+  return Check("cuCtxSetCurrent", api_.CtxSetCurrent(context_));
+}
+
+Result<std::uint64_t> CudaSlabMemory::Create(std::uint64_t bytes) {
+  if (mechanism_ == SlabMechanism::kVmm) {
+    const CUmemAllocationProp properties = ExportableDeviceMemory(device_);
+    CUmemGenericAllocationHandle handle = 0;
+    HURRAY_RETURN_IF_ERROR(
+        Check(fmt::format("cuMemCreate of {} bytes", bytes),
+              api_.MemCreate(&handle, static_cast<std::size_t>(bytes), &properties, 0)));
+    return std::uint64_t{handle};
+  }
+  HURRAY_RETURN_IF_ERROR(UseContext());
+  CUdeviceptr pointer = 0;
+  HURRAY_RETURN_IF_ERROR(Check(fmt::format("cuMemAlloc of {} bytes", bytes),
+                               api_.MemAlloc(&pointer, static_cast<std::size_t>(bytes))));
+  return std::uint64_t{pointer};
+}
+
+Result<SlabExport> CudaSlabMemory::Export(std::uint64_t handle) const {
+  SlabExport exported;
+  if (mechanism_ == SlabMechanism::kVmm) {
+    int fd = -1;
+    HURRAY_RETURN_IF_ERROR(Check(
+        "cuMemExportToShareableHandle",
+        api_.MemExportToShareableHandle(&fd, static_cast<CUmemGenericAllocationHandle>(handle),
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)));
+    exported.fd = UniqueFd(fd);
+    return exported;
+  }
+  HURRAY_RETURN_IF_ERROR(UseContext());
+  CUipcMemHandle ipc_handle{};
+  HURRAY_RETURN_IF_ERROR(Check(
+      "cuIpcGetMemHandle", api_.IpcGetMemHandle(&ipc_handle, static_cast<CUdeviceptr>(handle))));
+  static_assert(sizeof(ipc_handle.reserved) == kLegacyIpcHandleBytes);
+  std::memcpy(exported.legacy_ipc_handle.data(), ipc_handle.reserved, kLegacyIpcHandleBytes);
+  return exported;
+}
+
+void CudaSlabMemory::Release(std::uint64_t handle) {
+  Status released;
+  if (mechanism_ == SlabMechanism::kVmm) {
+    released =
+        Check("cuMemRelease", api_.MemRelease(static_cast<CUmemGenericAllocationHandle>(handle)));
+  } else {
+    released = UseContext();
+    if (released) released = Check("cuMemFree", api_.MemFree(static_cast<CUdeviceptr>(handle)));
+  }
+  if (!released) spdlog::error("slab {:#x}: {}", handle, released.error().ToString());
+}
+
+}  // namespace hurray::daemon

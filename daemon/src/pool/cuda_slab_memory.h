@@ -1,0 +1,70 @@
+// CudaSlabMemory: SlabMemory of one CUDA device, through the driver loaded at run time.
+// Compiled only with CUDA support (HURRAY_HAVE_CUDA).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "hurray/cuda/driver.h"
+#include "hurray/error.h"
+#include "pool/slab_memory.h"
+
+namespace hurray::daemon {
+
+// Slabs of device memory that the daemon never maps:
+//
+// - kVmm: cuMemCreate of pinned memory located on the device, with POSIX file-descriptor
+//   handles requested; each Export is a fresh descriptor from cuMemExportToShareableHandle;
+//   Release is cuMemRelease (memory that clients imported lives on until they unmap it).
+//   Needs no CUDA context, so the daemon costs the device no context memory.
+// - kLegacyIpc: cuMemAlloc in the device's primary context (retained by Create, released by
+//   the destructor) and the handle's bytes from cuIpcGetMemHandle; Release is cuMemFree.
+//
+// A handle is the CUmemGenericAllocationHandle (kVmm) or the CUdeviceptr (kLegacyIpc).
+// Thread-safe: immutable after Create; the driver serializes what it must (kLegacyIpc makes
+// the primary context current on the calling thread before each call).
+class CudaSlabMemory final : public SlabMemory {
+ public:
+  // For device `ordinal` of `api`, whose slabs are multiples of `granularity` (as
+  // ChooseCudaPools planned them). Errors name the failed call and the device.
+  [[nodiscard]] static Result<std::unique_ptr<CudaSlabMemory>> Create(const cuda::DriverApi& api,
+                                                                      std::uint32_t ordinal,
+                                                                      SlabMechanism mechanism,
+                                                                      std::uint64_t granularity);
+
+  CudaSlabMemory(const CudaSlabMemory&) = delete;
+  CudaSlabMemory& operator=(const CudaSlabMemory&) = delete;
+  // Releases the primary context (kLegacyIpc). Slabs still alive are the owner's bug; the
+  // pool releases all of its slabs first.
+  ~CudaSlabMemory() override;
+
+  [[nodiscard]] SlabMechanism mechanism() const override { return mechanism_; }
+  [[nodiscard]] std::uint64_t granularity() const override { return granularity_; }
+  [[nodiscard]] Result<std::uint64_t> Create(std::uint64_t bytes) override;
+  [[nodiscard]] Result<SlabExport> Export(std::uint64_t handle) const override;
+  void Release(std::uint64_t handle) override;
+
+ private:
+  CudaSlabMemory(const cuda::DriverApi& api, std::uint32_t ordinal, CUdevice device,
+                 SlabMechanism mechanism, std::uint64_t granularity, CUcontext context)
+      : api_(api),
+        ordinal_(ordinal),
+        device_(device),
+        mechanism_(mechanism),
+        granularity_(granularity),
+        context_(context) {}
+
+  // `result` of `call` as a Status, its error naming the device.
+  [[nodiscard]] Status Check(std::string_view call, CUresult result) const;
+  // Makes the primary context current on this thread (kLegacyIpc).
+  [[nodiscard]] Status UseContext() const;
+
+  const cuda::DriverApi& api_;
+  const std::uint32_t ordinal_;
+  const CUdevice device_;
+  const SlabMechanism mechanism_;
+  const std::uint64_t granularity_;
+  const CUcontext context_;  // The retained primary context; null for kVmm.
+};
+
+}  // namespace hurray::daemon
