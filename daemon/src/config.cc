@@ -46,6 +46,17 @@ Result<std::uint64_t> SizeOf(const toml::node& node, const std::string& key) {
       fmt::format("{} must be a size: bytes, or a string like \"4GiB\"", key));
 }
 
+Result<std::uint64_t> PositiveSizeOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t size, SizeOf(node, key));
+  if (size == 0) return InvalidArgumentError(fmt::format("{} must be above 0", key));
+  return size;
+}
+
+Result<bool> BoolOf(const toml::node& node, const std::string& key) {
+  if (const auto* value = node.as_boolean()) return value->get();
+  return InvalidArgumentError(fmt::format("{} must be true or false", key));
+}
+
 Result<std::uint32_t> MessageSizeOf(const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(const std::uint64_t size, SizeOf(node, key));
   if (size > INT32_MAX) return InvalidArgumentError(fmt::format("{} is above 2 GiB", key));
@@ -107,6 +118,12 @@ Status AssignCpuPool(Config& config, const toml::node& node, const std::string& 
   return {};
 }
 
+template <auto kMember, auto kRead>
+Status AssignCudaPool(Config& config, const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(config.cuda_pool.*kMember, kRead(node, key));
+  return {};
+}
+
 struct Setting {
   std::string_view key;  // As a message names it: "cpu_pool.capacity".
   Apply apply;
@@ -131,10 +148,15 @@ constexpr Setting kSettings[] = {
     {"cpu_pool.page_size", AssignCpuPool<&Config::CpuPool::page_size, SizeOf>},
     {"cpu_pool.shm_prefix", AssignCpuPool<&Config::CpuPool::shm_prefix, StringOf>},
     {"cpu_pool.huge_pages", AssignCpuPool<&Config::CpuPool::huge_pages, HugePagesOf>},
+    {"cuda_pool.enabled", AssignCudaPool<&Config::CudaPool::enabled, BoolOf>},
+    {"cuda_pool.capacity", AssignCudaPool<&Config::CudaPool::capacity_bytes, SizeOf>},
+    {"cuda_pool.slab_size", AssignCudaPool<&Config::CudaPool::slab_bytes, PositiveSizeOf>},
+    {"cuda_pool.idle_slab_release_ms",
+     AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
-constexpr std::string_view kTables[] = {"cpu_pool"};
+constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool"};
 
 // Applies the settings of `table`, the whole document when `table_name` is empty.
 Status ApplyTable(Config& config, const toml::table& table, std::string_view table_name) {
@@ -294,6 +316,10 @@ std::string ToToml(const Config& config) {
                    {"page_size", integer(config.cpu_pool.page_size)},
                    {"shm_prefix", config.cpu_pool.shm_prefix},
                    {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))}};
+  toml::table cuda_pool{{"enabled", config.cuda_pool.enabled},
+                        {"capacity", integer(config.cuda_pool.capacity_bytes)},
+                        {"slab_size", integer(config.cuda_pool.slab_bytes)},
+                        {"idle_slab_release_ms", integer(config.cuda_pool.idle_slab_release_ms)}};
   toml::table document{{"socket", config.socket_path},
                        {"tcp_address", config.tcp_address},
                        {"log_level", config.log_level},
@@ -307,7 +333,8 @@ std::string ToToml(const Config& config) {
                        {"watch_queue_length", integer(config.watch_queue_length)},
                        {"io_threads", integer(config.io_threads)},
                        {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
-                       {"cpu_pool", std::move(pool)}};
+                       {"cpu_pool", std::move(pool)},
+                       {"cuda_pool", std::move(cuda_pool)}};
   std::ostringstream out;
   out << document << "\n";
   return out.str();

@@ -36,6 +36,22 @@ struct Config {
     HugePages huge_pages = HugePages::kOff;
   } cpu_pool;
 
+  // The CUDA pools: one per device the NVIDIA driver shows the daemon (cuda:0, cuda:1, ...),
+  // each of slabs of device memory made on demand.
+  struct CudaPool {
+    // False: no CUDA pools, even where there are devices.
+    bool enabled = true;
+    // Most bytes of slabs per device; 0: half of each device's memory (the daemon shares
+    // the GPU with the processes that compute on it). At most the device's memory.
+    std::uint64_t capacity_bytes = 0;
+    // Bytes of a slab, rounded up to the device's allocation granularity (2 MiB); above 0.
+    // Large: a process imports each slab it uses once, so fewer, larger slabs mean fewer
+    // imports; the cost is up to one slab per device held while partly empty.
+    std::uint64_t slab_bytes = std::uint64_t{2} << 30;
+    // How long a slab stays empty before it is returned to the device, in milliseconds.
+    std::uint32_t idle_slab_release_ms = 60'000;
+  } cuda_pool;
+
   // Most bytes one session may hold in unpublished allocations; 0: no limit.
   std::uint64_t session_quota_bytes = 0;
   // Longest acquire wait a client may ask for, in milliseconds.

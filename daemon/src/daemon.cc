@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <cerrno>
 #include <chrono>
@@ -17,12 +18,22 @@
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
 #include "pool/cpu_pool.h"
+#include "pool/cuda_devices.h"
+#include "pool/cuda_pool.h"
 #include "pool/pool_set.h"
 #include "registry/registry.h"
 #include "session/session_server.h"
 
+#if HURRAY_HAVE_CUDA
+#include "hurray/cuda/driver.h"
+#include "pool/cuda_slab_memory.h"
+#endif
+
 namespace hurray::daemon {
 namespace {
+
+// The most often the daemon looks for idle slabs.
+constexpr std::chrono::milliseconds kMinSlabCheck{100};
 
 std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -55,13 +66,77 @@ Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
   return std::unique_ptr<Pool>(std::move(*pool));
 }
 
-// The daemon's pools, one of each kind the configuration describes. A pool that fails
-// leaves none behind: the pools already made are destroyed with the set.
-Result<std::unique_ptr<PoolSet>> CreatePools(const Config& config) {
-  auto pools = std::make_unique<PoolSet>();
-  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<Pool> cpu_pool, CreateCpuPool(config.cpu_pool));
-  pools->Add(std::move(cpu_pool));
-  return pools;
+// No CUDA pools, and the one log line and the allocation errors that say why.
+void NoCudaPools(PoolSet& pools, std::string reason) {
+  spdlog::info("no CUDA pools: {}", reason);
+  pools.SetCudaUnavailableReason(std::move(reason));
+}
+
+#if HURRAY_HAVE_CUDA
+// The CUDA pool of `plan`; a legacy pool says loudly what it gives up.
+Result<std::unique_ptr<CudaPool>> CreateCudaPool(const cuda::DriverApi& driver,
+                                                 const CudaPoolPlan& plan,
+                                                 const Config::CudaPool& config) {
+  HURRAY_ASSIGN_OR_RETURN(
+      std::unique_ptr<CudaSlabMemory> memory,
+      CudaSlabMemory::Create(driver, plan.device.ordinal, plan.mechanism, plan.granularity_bytes));
+  HURRAY_ASSIGN_OR_RETURN(
+      std::unique_ptr<CudaPool> pool,
+      CudaPool::Create(CudaPool::Options{.name = plan.name,
+                                         .capacity_bytes = plan.capacity_bytes,
+                                         .slab_bytes = plan.slab_bytes,
+                                         .first_segment_id = plan.first_segment_id,
+                                         .idle_slab_release =
+                                             std::chrono::milliseconds(config.idle_slab_release_ms),
+                                         .device_uuid = plan.device.uuid,
+                                         .device_name = plan.device.name,
+                                         .device_ordinal = plan.device.ordinal},
+                       std::move(memory)));
+  if (plan.mechanism == SlabMechanism::kVmm) {
+    spdlog::info("cuda {}", DescribeCudaPoolPlan(plan));
+  } else {
+    spdlog::warn(
+        "cuda {}; LEGACY cudaIpc handles: any process that learns a slab's 64 handle "
+        "bytes can open it (they travel only on the session socket)",
+        DescribeCudaPoolPlan(plan));
+  }
+  return pool;
+}
+#endif
+
+// A CUDA pool per device the driver shows, added to `pools` and returned (for the idle-slab
+// timer). No driver, no device or cuda_pool.enabled false: none, and one line saying why.
+// A device that the driver shows but the daemon cannot use stops the start.
+Result<std::vector<CudaPool*>> AddCudaPools(const Config::CudaPool& config, PoolSet& pools) {
+  if (!config.enabled) {
+    NoCudaPools(pools, "cuda_pool.enabled is false");
+    return std::vector<CudaPool*>();
+  }
+#if HURRAY_HAVE_CUDA
+  Result<const cuda::DriverApi*> driver = cuda::LoadDriver();
+  if (!driver) {
+    NoCudaPools(pools, driver.error().message());
+    return std::vector<CudaPool*>();
+  }
+  HURRAY_ASSIGN_OR_RETURN(const std::vector<CudaDeviceFacts> devices, ReadCudaDevices(**driver));
+  if (devices.empty()) {
+    NoCudaPools(pools, "the NVIDIA driver shows no CUDA device (cuDeviceGetCount 0)");
+    return std::vector<CudaPool*>();
+  }
+  HURRAY_ASSIGN_OR_RETURN(const std::vector<CudaPoolPlan> plans,
+                          ChooseCudaPools(devices, {.capacity_bytes = config.capacity_bytes,
+                                                    .slab_bytes = config.slab_bytes}));
+  std::vector<CudaPool*> cuda_pools;
+  for (const CudaPoolPlan& plan : plans) {
+    HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<CudaPool> pool, CreateCudaPool(**driver, plan, config));
+    cuda_pools.push_back(pool.get());
+    pools.Add(std::move(pool));
+  }
+  return cuda_pools;
+#else
+  NoCudaPools(pools, "this hurrayd was built without CUDA support (no CUDA toolkit at build time)");
+  return std::vector<CudaPool*>();
+#endif
 }
 
 }  // namespace
@@ -80,7 +155,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
 
 Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(PrepareSocketPaths());
-  HURRAY_ASSIGN_OR_RETURN(pools_, CreatePools(config_));
+  HURRAY_RETURN_IF_ERROR(CreatePools());
   registry_ = std::make_unique<Registry>(
       *pools_, io_,
       Registry::Options{.daemon_epoch = epoch_,
@@ -103,6 +178,29 @@ Status Daemon::PrepareSocketPaths() {
     if (removed_stale) spdlog::info("removed the stale socket {} of a daemon that is gone", path);
   }
   return {};
+}
+
+// The daemon's pools: the CPU pool, and the CUDA pools. A pool that fails leaves none
+// behind: the pools already made are destroyed with the set.
+Status Daemon::CreatePools() {
+  auto pools = std::make_unique<PoolSet>();
+  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<Pool> cpu_pool, CreateCpuPool(config_.cpu_pool));
+  pools->Add(std::move(cpu_pool));
+  auto cuda_pools = AddCudaPools(config_.cuda_pool, *pools);
+  if (!cuda_pools) return std::unexpected(cuda_pools.error().WithContext("cuda_pool"));
+  pools_ = std::move(pools);
+  cuda_pools_ = std::move(*cuda_pools);
+  return {};
+}
+
+void Daemon::ReleaseIdleSlabsEvery(std::chrono::milliseconds period) {
+  slab_release_timer_->expires_after(period);
+  slab_release_timer_->async_wait([this, period](const boost::system::error_code& error) {
+    if (error) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (CudaPool* pool : cuda_pools_) pool->ReleaseIdleSlabs(now);
+    ReleaseIdleSlabsEvery(period);
+  });
 }
 
 Status Daemon::StartGrpc() {
@@ -147,6 +245,12 @@ Status Daemon::StartSessions() {
 void Daemon::StartIo() {
   signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
   WaitForSignal();
+  if (!cuda_pools_.empty()) {
+    // Empty slabs go back to the device between idle_slab_release_ms and 1.5 times it.
+    slab_release_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+    ReleaseIdleSlabsEvery(std::max(
+        std::chrono::milliseconds(config_.cuda_pool.idle_slab_release_ms / 2), kMinSlabCheck));
+  }
   for (std::uint32_t i = 0; i < config_.io_threads; ++i) {
     io_threads_.emplace_back([this] {
       auto work = boost::asio::make_work_guard(io_);
@@ -198,7 +302,9 @@ void Daemon::Shutdown() {
   StopIo();
   service_.reset();
   registry_.reset();
-  pools_.reset();  // Removes the segments.
+  slab_release_timer_.reset();
+  cuda_pools_.clear();
+  pools_.reset();  // Removes the segments and releases the slabs.
   if (serving_) spdlog::info("hurrayd stopped");
 }
 
@@ -220,6 +326,7 @@ void Daemon::StopSessions() {
 
 void Daemon::StopIo() {
   if (signals_) signals_->cancel();
+  if (slab_release_timer_) slab_release_timer_->cancel();
   io_.stop();
   for (auto& thread : io_threads_) thread.join();
   io_threads_.clear();

@@ -4,6 +4,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <thread>
@@ -18,6 +20,7 @@ class Server;
 
 namespace hurray::daemon {
 
+class CudaPool;
 class ExchangeService;
 class PoolSet;
 class Registry;
@@ -55,11 +58,15 @@ class Daemon {
   // before any pool exists: a start refused for a socket in use costs nothing. The session
   // server readies its own path once more as it binds (SessionServer::Create stands alone).
   Status PrepareSocketPaths();
+  // The CPU pool and a CUDA pool per device (none, saying why, without a driver or device).
+  Status CreatePools();
+  // Returns idle slabs of the CUDA pools every `period`, on the io threads.
+  void ReleaseIdleSlabsEvery(std::chrono::milliseconds period);
   // The gRPC server on the unix socket (and TCP, when configured), health SERVING.
   Status StartGrpc();
   // The session socket.
   Status StartSessions();
-  // The io_context's threads, and signal handling on them.
+  // The io_context's threads, and signal handling and the idle-slab timer on them.
   void StartIo();
   // The log line and READY=1 to systemd.
   void Announce();
@@ -78,6 +85,8 @@ class Daemon {
   const std::uint64_t epoch_;
   boost::asio::io_context io_;
   std::unique_ptr<PoolSet> pools_;
+  std::vector<CudaPool*> cuda_pools_;                              // Of pools_.
+  std::unique_ptr<boost::asio::steady_timer> slab_release_timer_;  // With CUDA pools only.
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<grpc::Server> server_;

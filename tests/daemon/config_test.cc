@@ -115,6 +115,46 @@ TEST(ConfigTest, HugePagesMistakesNameTheKeyAndTheValue) {
                StatusCode::kInvalidArgument, {"unknown setting huge_pages"});
 }
 
+TEST(ConfigTest, CudaPoolsDefaultToHalfOfEachDeviceInSlabsOf2GiB) {
+  const Config config = DefaultConfig();
+  EXPECT_TRUE(config.cuda_pool.enabled);
+  EXPECT_EQ(config.cuda_pool.capacity_bytes, 0u);  // Half of each device's memory.
+  EXPECT_EQ(config.cuda_pool.slab_bytes, std::uint64_t{2} << 30);
+  EXPECT_EQ(config.cuda_pool.idle_slab_release_ms, 60'000u);
+}
+
+TEST(ConfigTest, TomlSetsTheCudaPools) {
+  auto config = ApplyToml(DefaultConfig(), R"(
+      [cuda_pool]
+      enabled = false
+      capacity = "40GiB"
+      slab_size = "512MiB"
+      idle_slab_release_ms = 5000
+  )",
+                          "t");
+  ASSERT_OK(config);
+  EXPECT_FALSE(config->cuda_pool.enabled);
+  EXPECT_EQ(config->cuda_pool.capacity_bytes, std::uint64_t{40} << 30);
+  EXPECT_EQ(config->cuda_pool.slab_bytes, std::uint64_t{512} << 20);
+  EXPECT_EQ(config->cuda_pool.idle_slab_release_ms, 5000u);
+  auto again = ApplyToml(Config{}, ToToml(*config), "printed");
+  ASSERT_OK(again);
+  EXPECT_EQ(ToToml(*again), ToToml(*config));
+}
+
+TEST(ConfigTest, CudaPoolMistakesNameTheKey) {
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cuda_pool]\nenabled = \"yes\"", "t"),
+               StatusCode::kInvalidArgument, {"cuda_pool.enabled must be true or false"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cuda_pool]\nslab_size = 0", "t"),
+               StatusCode::kInvalidArgument, {"cuda_pool.slab_size must be above 0"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cuda_pool]\ncapacity = -1", "t"),
+               StatusCode::kInvalidArgument, {"cuda_pool.capacity", "negative"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cuda_pool]\nidle_slab_release_ms = -5", "t"),
+               StatusCode::kInvalidArgument, {"cuda_pool.idle_slab_release_ms"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[cuda_pool]\nslabs = 3", "t"),
+               StatusCode::kInvalidArgument, {"unknown setting cuda_pool.slabs"});
+}
+
 TEST(ConfigTest, ShippedExampleConfigParses) {
   std::ifstream file(HURRAY_SOURCE_DIR "/deploy/hurrayd.toml");
   ASSERT_TRUE(file) << "deploy/hurrayd.toml";

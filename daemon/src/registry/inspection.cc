@@ -64,6 +64,11 @@ void FillPoolStats(const PoolSet& pools, v1::StatsResponse& response) {
     stats.set_allocation_count(usage.allocation_count);
     stats.set_page_size(usage.page_size);
     stats.set_huge_pages(usage.huge_pages);
+    stats.set_device_uuid(usage.device_uuid);
+    stats.set_device_name(usage.device_name);
+    stats.set_device_ordinal(usage.device_ordinal);
+    stats.set_mechanism(usage.mechanism);
+    stats.set_slab_bytes(usage.slab_bytes);
   }
 }
 

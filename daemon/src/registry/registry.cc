@@ -230,10 +230,7 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
   auto descriptor = DescriptorFromProto(request.tensor_descriptor());
   if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
   const std::string_view pool_name = request.pool().empty() ? kDefaultPoolName : request.pool();
-  Pool* pool = pools_.Find(pool_name);
-  if (pool == nullptr) {
-    return NotFoundError(fmt::format("pool \"{}\" does not exist", pool_name.substr(0, 64)));
-  }
+  HURRAY_ASSIGN_OR_RETURN(Pool* const pool, pools_.Resolve(pool_name));
   HURRAY_ASSIGN_OR_RETURN(const std::uint64_t total, CheckBuffersFitPool(*descriptor, *pool));
   // Copied before the lock is taken: nothing else needs the mutex to wait for it.
   Allocation allocation{.session_id = session_id,

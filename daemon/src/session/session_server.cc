@@ -41,6 +41,18 @@ namespace {
 
 using boost::asio::local::stream_protocol;
 
+v1::SegmentKind ToProto(SegmentKind kind) {
+  switch (kind) {
+    case SegmentKind::kShm:
+      return v1::SEGMENT_KIND_SHM;
+    case SegmentKind::kCudaVmm:
+      return v1::SEGMENT_KIND_CUDA_VMM;
+    case SegmentKind::kCudaLegacyIpc:
+      return v1::SEGMENT_KIND_CUDA_LEGACY_IPC;
+  }
+  return v1::SEGMENT_KIND_SHM;
+}
+
 // After accept4 fails for lack of descriptors or memory, the pending connection stays
 // queued and the listener stays readable: wait a little instead of spinning on it.
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
@@ -536,7 +548,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleMapSegment(
     std::uint64_t session_id, const v1::SessionMessage& request) {
   const v1::MapSegmentRequest& map = request.map_segment();
   auto access = core_.host().GrantSegment(session_id, map.segment_id(), map.writable());
-  if (access && !access->fd.valid()) {
+  if (access && access->kind != SegmentKind::kCudaLegacyIpc && !access->fd.valid()) {
     access = InternalError(
         fmt::format("segment {}: the daemon granted no descriptor", map.segment_id()));
   }
@@ -552,6 +564,9 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleMapSegment(
   granted.set_segment_size(access->segment_size);
   granted.set_writable(access->writable);
   granted.set_page_size(access->page_size);
+  granted.set_kind(ToProto(access->kind));
+  granted.set_device_uuid(access->device_uuid);
+  granted.set_legacy_ipc_handle(access->legacy_ipc_handle);
   reply.fd = std::move(access->fd);
   return reply;
 }
