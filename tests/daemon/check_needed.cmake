@@ -1,0 +1,26 @@
+# Checks that a binary depends on no library whose name matches FORBIDDEN_NEEDED: no NEEDED
+# entry of `readelf -d`; run by ctest as
+#   cmake -DBINARY=... -DREADELF=... -DFORBIDDEN_NEEDED=... -P check_needed.cmake
+foreach(variable BINARY READELF FORBIDDEN_NEEDED)
+  if(NOT DEFINED ${variable} OR "${${variable}}" STREQUAL "")
+    message(FATAL_ERROR "check_needed.cmake: ${variable} is not set")
+  endif()
+endforeach()
+
+execute_process(COMMAND ${READELF} -d ${BINARY} OUTPUT_VARIABLE dynamic RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${READELF} -d ${BINARY} failed: ${status}")
+endif()
+string(REGEX MATCHALL "\\(NEEDED\\)[^\n]*\\[[^]\n]+\\]" needed_lines "${dynamic}")
+if(NOT needed_lines)
+  message(FATAL_ERROR "${BINARY} lists no NEEDED library: not a dynamic executable?")
+endif()
+set(needed "")
+foreach(line IN LISTS needed_lines)
+  string(REGEX REPLACE "^.*\\[([^]]+)\\]$" "\\1" library "${line}")
+  if(library MATCHES "${FORBIDDEN_NEEDED}")
+    message(FATAL_ERROR "${BINARY} needs ${library} (forbidden: ${FORBIDDEN_NEEDED})")
+  endif()
+  list(APPEND needed "${library}")
+endforeach()
+message(STATUS "${BINARY} needs ${needed}: none matches ${FORBIDDEN_NEEDED}")
