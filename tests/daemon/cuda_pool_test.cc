@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fake_slab_memory.h"
+#include "pool/pool_set.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
@@ -299,6 +300,35 @@ TEST_F(CudaPoolTest, DestroyingThePoolReleasesEverySlab) {
   pool.reset();
   EXPECT_EQ(LiveSlabs(), 0u);
   EXPECT_EQ(Releases(), 2u);
+}
+
+TEST(PoolSetTest, CudaPoolNamesSayWhyThereAreNoCudaPools) {
+  PoolSet pools;
+  EXPECT_ERROR(pools.Resolve("cuda:0"), StatusCode::kNotFound, {"pool \"cuda:0\" does not exist"});
+  pools.SetCudaUnavailableReason("the NVIDIA driver is not installed (dlopen libcuda.so.1: x)");
+  EXPECT_ERROR(pools.Resolve("cuda:0"), StatusCode::kFailedPrecondition,
+               {"pool cuda:0: no CUDA pools: the NVIDIA driver is not installed"});
+  EXPECT_ERROR(pools.Resolve("cuda"), StatusCode::kFailedPrecondition, {"pool cuda: no CUDA"});
+  EXPECT_ERROR(pools.Resolve("cudax"), StatusCode::kNotFound, {"pool \"cudax\" does not exist"});
+}
+
+TEST(PoolSetTest, CudaPoolsAreFoundByNameAndSegment) {
+  FakeSlabMemory::State state;
+  auto pool =
+      CudaPool::Create(CudaPool::Options{.name = "cuda:1",
+                                         .capacity_bytes = 8 * kMiB,
+                                         .slab_bytes = 8 * kMiB,
+                                         .first_segment_id = std::uint64_t{2} << 32,
+                                         .device_uuid = "GPU-1"},
+                       std::make_unique<FakeSlabMemory>(state, SlabMechanism::kVmm, kGranularity));
+  ASSERT_OK(pool);
+  ASSERT_OK_AND_ASSIGN(const PoolRange range, (*pool)->Allocate(kMiB));
+  PoolSet pools;
+  pools.Add(std::move(*pool));
+  ASSERT_OK_AND_ASSIGN(Pool* const found, pools.Resolve("cuda:1"));
+  EXPECT_EQ(found->name(), "cuda:1");
+  EXPECT_EQ(pools.FindBySegment(range.segment_id), found);
+  EXPECT_EQ(pools.FindBySegment(range.segment_id + 1), nullptr);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ namespace {
 
 using boost::asio::local::stream_protocol;
 
+// The session protocol's name of a segment kind.
 v1::SegmentKind ToProto(SegmentKind kind) {
   switch (kind) {
     case SegmentKind::kShm:
