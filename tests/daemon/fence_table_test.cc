@@ -6,55 +6,18 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cerrno>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "testing/shared_mapping.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
 namespace {
 
 constexpr std::uint64_t kFirstId = kFirstFenceSegmentId;
-
-// A client's shared mapping of a whole fence segment, unmapped on destruction.
-class Mapping {
- public:
-  // Maps `access` read-write or read-only, as its descriptor allows.
-  static Mapping Of(const SegmentAccess& access, bool writable) {
-    void* base = ::mmap(nullptr, access.segment_size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-                        MAP_SHARED, access.fd.get(), 0);
-    EXPECT_NE(base, MAP_FAILED) << "mmap: errno " << errno;
-    return Mapping(base == MAP_FAILED ? nullptr : base, access.segment_size);
-  }
-  Mapping(Mapping&& other) noexcept
-      : base_(std::exchange(other.base_, nullptr)), size_(other.size_) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  Mapping& operator=(Mapping&&) = delete;
-  ~Mapping() {
-    if (base_ != nullptr) ::munmap(base_, size_);
-  }
-
-  [[nodiscard]] std::uint64_t Read(const FenceSlot& slot) const {
-    return std::atomic_ref<std::uint64_t>(*Word(slot)).load(std::memory_order_acquire);
-  }
-  // What a producer's cuStreamWriteValue64 does.
-  void Write(const FenceSlot& slot, std::uint64_t value) const {
-    std::atomic_ref<std::uint64_t>(*Word(slot)).store(value, std::memory_order_release);
-  }
-
- private:
-  Mapping(void* base, std::uint64_t size) : base_(base), size_(size) {}
-  [[nodiscard]] std::uint64_t* Word(const FenceSlot& slot) const {
-    return static_cast<std::uint64_t*>(base_) + slot.offset / kFenceWordBytes;
-  }
-
-  void* base_;
-  std::uint64_t size_;
-};
 
 class FenceTableTest : public ::testing::Test {
  protected:
@@ -71,10 +34,11 @@ class FenceTableTest : public ::testing::Test {
     return fence ? std::move(*fence) : ReservedFence();
   }
 
-  Mapping Map(const FenceSlot& slot, bool writable) {
+  // A client's mapping of the segment of `slot`, through a descriptor the table opened.
+  testing::SharedMapping Map(const FenceSlot& slot, bool writable) {
     auto access = table_.OpenSegment(slot.segment_id, writable);
     EXPECT_OK(access);
-    return Mapping::Of(*access, writable);
+    return testing::SharedMapping::Of(access->fd.get(), access->segment_size, writable);
   }
 
   FenceTable table_{Small()};
@@ -94,12 +58,12 @@ TEST_F(FenceTableTest, FirstFenceIsAFreshWordOfTheFirstSegment) {
 
 TEST_F(FenceTableTest, StateFollowsTheWordAProducerWrites) {
   ReservedFence fence = Reserve();
-  Mapping producer = Map(fence.slot(), /*writable=*/true);
-  producer.Write(fence.slot(), fence.slot().value - 1);
+  testing::SharedMapping producer = Map(fence.slot(), /*writable=*/true);
+  producer.WriteWord(fence.slot().offset, fence.slot().value - 1);
   EXPECT_EQ(fence.State(), FenceState::kPending);
-  producer.Write(fence.slot(), fence.slot().value);
+  producer.WriteWord(fence.slot().offset, fence.slot().value);
   EXPECT_EQ(fence.State(), FenceState::kReady);
-  producer.Write(fence.slot(), fence.slot().value + 5);
+  producer.WriteWord(fence.slot().offset, fence.slot().value + 5);
   EXPECT_EQ(fence.State(), FenceState::kReady);
   FenceTable::Poison(fence.slot());
   EXPECT_EQ(fence.State(), FenceState::kFailed);
@@ -108,9 +72,9 @@ TEST_F(FenceTableTest, StateFollowsTheWordAProducerWrites) {
 TEST_F(FenceTableTest, ReachedWordIsReusedWithALargerValue) {
   ReservedFence first = Reserve();
   const FenceSlot used = first.slot();
-  Mapping producer = Map(used, /*writable=*/true);
+  testing::SharedMapping producer = Map(used, /*writable=*/true);
   // A producer may overshoot its value: the next one is above whatever the word holds.
-  producer.Write(used, used.value + 41);
+  producer.WriteWord(used.offset, used.value + 41);
   first.Reset();
   EXPECT_EQ(table_.counts().in_use, 0u);
   EXPECT_EQ(table_.counts().free, 1u);
@@ -119,7 +83,7 @@ TEST_F(FenceTableTest, ReachedWordIsReusedWithALargerValue) {
   EXPECT_EQ(second.slot().offset, used.offset);
   EXPECT_EQ(second.slot().value, used.value + 42);
   EXPECT_EQ(second.State(), FenceState::kPending);
-  producer.Write(second.slot(), second.slot().value);
+  producer.WriteWord(second.slot().offset, second.slot().value);
   second.Reset();
   ReservedFence third = Reserve();
   EXPECT_EQ(third.slot().offset, used.offset);
@@ -130,9 +94,9 @@ TEST_F(FenceTableTest, ReachedWordIsReusedWithALargerValue) {
 TEST_F(FenceTableTest, UnreachedWordIsPoisonedAndRetired) {
   ReservedFence fence = Reserve();
   const FenceSlot slot = fence.slot();
-  Mapping consumer = Map(slot, /*writable=*/false);
+  testing::SharedMapping consumer = Map(slot, /*writable=*/false);
   fence.Reset();
-  EXPECT_EQ(consumer.Read(slot), kFencePoison);
+  EXPECT_EQ(consumer.ReadWord(slot.offset), kFencePoison);
   EXPECT_EQ(table_.counts().retired, 1u);
   EXPECT_EQ(table_.counts().in_use, 0u);
   EXPECT_EQ(table_.counts().free, 0u);
@@ -142,10 +106,10 @@ TEST_F(FenceTableTest, UnreachedWordIsPoisonedAndRetired) {
 
 TEST_F(FenceTableTest, PoisonIsVisibleThroughAReadOnlyMapping) {
   ReservedFence fence = Reserve();
-  Mapping consumer = Map(fence.slot(), /*writable=*/false);
-  EXPECT_EQ(consumer.Read(fence.slot()), 0u);
+  testing::SharedMapping consumer = Map(fence.slot(), /*writable=*/false);
+  EXPECT_EQ(consumer.ReadWord(fence.slot().offset), 0u);
   FenceTable::Poison(fence.slot());
-  EXPECT_EQ(consumer.Read(fence.slot()), kFencePoison);
+  EXPECT_EQ(consumer.ReadWord(fence.slot().offset), kFencePoison);
   // A poisoned word is never reused, even though it is "reached".
   fence.Reset();
   EXPECT_EQ(table_.counts().retired, 1u);
@@ -155,12 +119,12 @@ TEST_F(FenceTableTest, PoisonIsVisibleThroughAReadOnlyMapping) {
 TEST_F(FenceTableTest, PoisonUnreachedLeavesReachedFencesAlone) {
   ReservedFence reached = Reserve();
   ReservedFence pending = Reserve();
-  Mapping producer = Map(reached.slot(), /*writable=*/true);
-  producer.Write(reached.slot(), reached.slot().value);
+  testing::SharedMapping producer = Map(reached.slot(), /*writable=*/true);
+  producer.WriteWord(reached.slot().offset, reached.slot().value);
   EXPECT_EQ(table_.PoisonUnreached(), 1u);
   EXPECT_EQ(reached.State(), FenceState::kReady);
   EXPECT_EQ(pending.State(), FenceState::kFailed);
-  EXPECT_EQ(producer.Read(pending.slot()), kFencePoison);
+  EXPECT_EQ(producer.ReadWord(pending.slot().offset), kFencePoison);
   EXPECT_EQ(table_.PoisonUnreached(), 0u);
 }
 
