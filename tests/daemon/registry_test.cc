@@ -758,6 +758,18 @@ TEST_F(RegistryFenceTest, ProducerEndingBeforeItsFenceDeletesTheVersion) {
   registry_->Unwatch(watch);
 }
 
+TEST_F(RegistryFenceTest, SupersededUnsignalledVersionsRetireTheirFences) {
+  PutEvent("gpu/a");
+  PutEvent("gpu/a");  // Version 1, unleased, is reclaimed: its fence was never reached.
+  EXPECT_EQ(CudaStats().fences_retired(), 1u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+  registry_->CloseSession(producer_);
+  EXPECT_EQ(CudaStats().fences_retired(), 2u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 0u);
+  EXPECT_EQ(registry_->Stats().version_count(), 0u);
+  EXPECT_EQ(cuda_->Usage().used_bytes, 0u);
+}
+
 TEST_F(RegistryFenceTest, ProducerEndingAfterItsFenceKeepsTheVersion) {
   auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
   ASSERT_OK(allocation);

@@ -240,7 +240,11 @@ std::vector<v1::WatchEvent> Registry::DeleteUnsignalledLocked(std::uint64_t sess
   std::vector<v1::WatchEvent> events;
   for (const std::weak_ptr<TensorVersion>& weak : session.unsignalled) {
     const std::shared_ptr<TensorVersion> version = weak.lock();
-    if (version == nullptr || version->deleted || version->fence.State() == FenceState::kReady) {
+    // A version superseded and unleased is reclaimed already (a reply being built may still
+    // hold it): its fence retires with it.
+    const bool reclaimed = version != nullptr && version->superseded && version->lease_count == 0;
+    if (version == nullptr || reclaimed || version->deleted ||
+        version->fence.State() == FenceState::kReady) {
       continue;
     }
     FenceTable::Poison(version->fence.slot());
