@@ -28,7 +28,7 @@ inline constexpr int kFenceSegmentIdShift = 32;
 inline constexpr std::uint64_t kFenceWordBytes = 8;
 
 // What a fence word says of its fence.
-enum class FenceState {
+enum class FenceState : std::uint8_t {
   kPending,  // Below the fence's value: the producer has not signalled it yet.
   kReady,    // At or above the value (and not poison): the data is ready.
   kFailed,   // Poison: the daemon gave up on the data.
@@ -106,7 +106,7 @@ class FenceTable {
     // Id of the first segment (> 0); the others follow in order.
     std::uint64_t first_segment_id = 1;
     // Bytes of each segment; rounded up to a multiple of 4096.
-    std::uint64_t segment_bytes = 64 * 1024;
+    std::uint64_t segment_bytes = std::uint64_t{64} << 10;
   };
 
   // Segments of one table: its ids span first_segment_id + [0, kMaxSegments).

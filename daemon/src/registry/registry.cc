@@ -190,7 +190,7 @@ bool ShouldWait(const Result<T>& result, std::uint32_t wait_timeout_ms) {
 
 Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options options)
     : pools_(pools),
-      options_(options),
+      options_(std::move(options)),
       started_(std::chrono::steady_clock::now()),
       fence_tables_(MakeFenceTables(pools, options_.fence_shm_prefix)),
       wait_timer_(io) {}
