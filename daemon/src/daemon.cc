@@ -161,7 +161,8 @@ Status Daemon::StartParts() {
       Registry::Options{.daemon_epoch = epoch_,
                         .session_quota_bytes = config_.session_quota_bytes,
                         .max_wait_ms = config_.max_wait_ms,
-                        .max_batch_names = config_.max_batch_names});
+                        .max_batch_names = config_.max_batch_names,
+                        .fence_shm_prefix = config_.cpu_pool.shm_prefix});
   service_ = std::make_unique<ExchangeService>(
       *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length});
   HURRAY_RETURN_IF_ERROR(StartGrpc());
@@ -299,6 +300,9 @@ void Daemon::Shutdown() {
   sd_notify(0, "STOPPING=1");
   StopGrpc();
   StopSessions();
+  // The sessions' unreached fences are poisoned as they end; this catches any left, so that
+  // no consumer stream waits for a fence after the daemon is gone.
+  if (registry_) registry_->PoisonUnreachedFences();
   StopIo();
   service_.reset();
   registry_.reset();

@@ -1,4 +1,5 @@
-// The registry's rules, on a real CPU pool, without gRPC.
+// The registry's rules, on a real CPU pool (and a CUDA pool's stand-in over shared memory),
+// without gRPC.
 #include "registry/registry.h"
 
 #include <google/protobuf/util/message_differencer.h>
@@ -12,6 +13,7 @@
 #include "hurray/descriptor_codec.h"
 #include "pool/cpu_pool.h"
 #include "registry/tensor_name.h"
+#include "testing/shared_mapping.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
@@ -31,6 +33,7 @@ class RegistryTest : public ::testing::Test {
     ASSERT_OK(pool);
     pool_ = pool->get();
     pools_.Add(std::move(*pool));
+    AddPools();
     registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.daemon_epoch = 42});
     io_thread_ = std::thread([this] {
       auto work = boost::asio::make_work_guard(io_);
@@ -39,6 +42,9 @@ class RegistryTest : public ::testing::Test {
     producer_ = OpenSession();
     consumer_ = OpenSession();
   }
+
+  // Adds the pools a fixture needs beside "cpu", before the registry is built.
+  virtual void AddPools() {}
 
   void TearDown() override {
     registry_.reset();
@@ -540,6 +546,344 @@ TEST_F(RegistryTest, HandoffMustMatchTheBuffers) {
   request.mutable_handoff()->set_sync_mode(7);
   EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument,
                {"handoff.sync_mode 7 is neither"});
+}
+
+// A pool of device tag CUDA, for the registry's fence and slab rules without a device:
+// a CpuPool's shared memory stands in for the slabs (the real CudaPool needs a GPU).
+class CudaStandInPool final : public Pool {
+ public:
+  explicit CudaStandInPool(std::unique_ptr<CpuPool> memory) : memory_(std::move(memory)) {}
+
+  [[nodiscard]] std::string_view name() const override { return memory_->name(); }
+  [[nodiscard]] DeviceTag device_tag() const override { return DeviceTag::Cuda(); }
+  [[nodiscard]] std::uint64_t page_size() const override { return memory_->page_size(); }
+  [[nodiscard]] Result<PoolRange> Allocate(std::uint64_t byte_size) override {
+    return memory_->Allocate(byte_size);
+  }
+  void Free(const PoolRange& range) override { memory_->Free(range); }
+  [[nodiscard]] Result<SegmentAccess> OpenSegment(std::uint64_t segment_id,
+                                                  bool writable) const override {
+    return memory_->OpenSegment(segment_id, writable);
+  }
+  [[nodiscard]] std::optional<std::uint64_t> SegmentSize(std::uint64_t segment_id) const override {
+    return memory_->SegmentSize(segment_id);
+  }
+  [[nodiscard]] PoolUsage Usage() const override {
+    PoolUsage usage = memory_->Usage();
+    usage.kind = "cuda";
+    usage.huge_pages.clear();
+    return usage;
+  }
+
+ private:
+  std::unique_ptr<CpuPool> memory_;
+};
+
+constexpr std::uint32_t kEventMode = 1;
+
+// A float32 tensor in CUDA memory whose buffer declares sync mode `sync_mode`.
+v1::TensorDescriptor CudaFloat32(std::uint64_t elements, std::uint32_t sync_mode = kEventMode) {
+  v1::TensorDescriptor descriptor = DenseFloat32({elements});
+  descriptor.mutable_buffers(0)->set_device_tag(1);
+  descriptor.mutable_buffers(0)->set_sync_mode(sync_mode);
+  return descriptor;
+}
+
+// The registry with a CUDA pool "cuda:0" (segment ids from 1 << 32, as device 0's slabs).
+class RegistryFenceTest : public RegistryTest {
+ protected:
+  void AddPools() override {
+    auto memory = CpuPool::Create(CpuPool::Options{.name = "cuda:0",
+                                                   .capacity_bytes = kPoolBytes,
+                                                   .shm_prefix = "hurray-test",
+                                                   .first_segment_id = std::uint64_t{1} << 32});
+    ASSERT_OK(memory);
+    auto pool = std::make_unique<CudaStandInPool>(std::move(*memory));
+    cuda_ = pool.get();
+    pools_.Add(std::move(pool));
+  }
+
+  Result<v1::PublishResponse> PublishEvent(std::uint64_t session, std::uint64_t allocation,
+                                           std::string name) {
+    v1::PublishRequest request;
+    request.set_allocation_id(allocation);
+    request.set_name(std::move(name));
+    request.mutable_handoff()->set_sync_mode(kEventMode);
+    return registry_->Publish(session, request);
+  }
+
+  // Allocates an Event-mode tensor in cuda:0 and publishes it unsignalled; returns the
+  // allocation, with its fence.
+  v1::AllocateResponse PutEvent(const std::string& name) {
+    auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+    EXPECT_OK(allocation);
+    EXPECT_OK(PublishEvent(producer_, allocation->allocation_id(), name));
+    return *allocation;
+  }
+
+  // A mapping of the fence's segment through a descriptor the registry grants `session`.
+  testing::SharedMapping MapFence(std::uint64_t session, const v1::Fence& fence, bool writable) {
+    auto access = registry_->GrantSegment(session, fence.segment_id(), writable);
+    EXPECT_OK(access);
+    if (!access) return testing::SharedMapping::Of(-1, 0, false);
+    return testing::SharedMapping::Of(access->fd.get(), access->segment_size, writable);
+  }
+
+  [[nodiscard]] v1::PoolStats CudaStats() const {
+    const v1::StatsResponse response = registry_->Stats();
+    for (const v1::PoolStats& stats : response.pools()) {
+      if (stats.name() == "cuda:0") return stats;
+    }
+    ADD_FAILURE() << "no stats of pool cuda:0";
+    return {};
+  }
+
+  Pool* cuda_ = nullptr;
+};
+
+TEST_F(RegistryFenceTest, EventAllocationTakesAFence) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(allocation);
+  ASSERT_TRUE(allocation->has_fence());
+  const v1::Fence& fence = allocation->fence();
+  EXPECT_EQ(fence.segment_id(), kFirstFenceSegmentId);
+  EXPECT_GE(fence.segment_size(), 4096u);
+  EXPECT_EQ(fence.offset() % 8, 0u);
+  EXPECT_EQ(fence.value(), 1u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+  // ProducerSynced buffers take none, and neither does the CPU pool.
+  auto synced = Allocate(producer_, CudaFloat32(1024, 0), "cuda:0");
+  ASSERT_OK(synced);
+  EXPECT_FALSE(synced->has_fence());
+  v1::TensorDescriptor cpu_event = DenseFloat32({4});
+  cpu_event.mutable_buffers(0)->set_sync_mode(kEventMode);
+  EXPECT_ERROR(Allocate(producer_, cpu_event), StatusCode::kFailedPrecondition,
+               {"buffers[0].sync_mode 1 (event) needs a fence", "pool cpu is not one"});
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+}
+
+TEST_F(RegistryFenceTest, AcquireSaysReadyOnceTheProducerWroteTheFence) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(allocation);
+  const v1::Fence fence = allocation->fence();
+  // The producer maps the fence segment before publishing, as it must to signal it.
+  testing::SharedMapping producer = MapFence(producer_, fence, /*writable=*/true);
+  ASSERT_OK(PublishEvent(producer_, allocation->allocation_id(), "gpu/w"));
+
+  auto first = Acquire(consumer_, "gpu/w");
+  ASSERT_OK(first);
+  const v1::SyncHandoff& handoff = first->tensor().handoff();
+  EXPECT_EQ(handoff.sync_mode(), kEventMode);
+  using google::protobuf::util::MessageDifferencer;
+  EXPECT_TRUE(MessageDifferencer::Equals(handoff.fence(), fence)) << handoff.DebugString();
+  EXPECT_FALSE(handoff.ready());
+  testing::SharedMapping consumer = MapFence(consumer_, fence, /*writable=*/false);
+  EXPECT_EQ(consumer.ReadWord(fence.offset()), 0u);
+
+  producer.WriteWord(fence.offset(), fence.value());  // What the producer's GPU does.
+  auto second = Acquire(consumer_, "gpu/w");
+  ASSERT_OK(second);
+  EXPECT_TRUE(second->tensor().handoff().ready());
+  EXPECT_EQ(consumer.ReadWord(fence.offset()), fence.value());
+  // Describe shows the fence (readiness is for acquires).
+  v1::DescribeRequest describe;
+  describe.set_name("gpu/w");
+  auto described = registry_->Describe(describe);
+  ASSERT_OK(described);
+  EXPECT_TRUE(MessageDifferencer::Equals(described->tensor().handoff().fence(), fence));
+}
+
+TEST_F(RegistryFenceTest, FenceSegmentsAreGrantedLikeTheirTensors) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(allocation);
+  const std::uint64_t segment = allocation->fence().segment_id();
+  const std::uint64_t bystander = OpenSession();
+  auto writable = registry_->GrantSegment(producer_, segment, /*writable=*/true);
+  ASSERT_OK(writable);
+  EXPECT_TRUE(writable->writable);
+  EXPECT_EQ(writable->segment_size, allocation->fence().segment_size());
+  EXPECT_OK(registry_->GrantSegment(producer_, segment, /*writable=*/false));
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, false), StatusCode::kPermissionDenied,
+               {"holds no lease or allocation"});
+  ASSERT_OK(PublishEvent(producer_, allocation->allocation_id(), "gpu/g"));
+  EXPECT_ERROR(registry_->GrantSegment(producer_, segment, true), StatusCode::kPermissionDenied,
+               {"write access"});
+  ASSERT_OK(Acquire(consumer_, "gpu/g"));
+  auto read_only = registry_->GrantSegment(consumer_, segment, false);
+  ASSERT_OK(read_only);
+  EXPECT_FALSE(read_only->writable);
+  EXPECT_ERROR(registry_->GrantSegment(consumer_, segment, true), StatusCode::kPermissionDenied);
+  EXPECT_ERROR(registry_->GrantSegment(bystander, segment, false), StatusCode::kPermissionDenied);
+  EXPECT_ERROR(registry_->GrantSegment(bystander, segment + 1, false), StatusCode::kNotFound,
+               {"does not exist"});
+}
+
+TEST_F(RegistryFenceTest, PublishingEventNeedsTheAllocationsFence) {
+  auto synced = Allocate(producer_, CudaFloat32(1024, 0), "cuda:0");
+  ASSERT_OK(synced);
+  EXPECT_ERROR(PublishEvent(producer_, synced->allocation_id(), "gpu/x"),
+               StatusCode::kInvalidArgument, {"handoff.sync_mode 1 differs"});
+  auto event = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(event);
+  EXPECT_ERROR(Publish(producer_, event->allocation_id(), "gpu/x"), StatusCode::kInvalidArgument,
+               {"handoff.sync_mode 0 differs"});
+}
+
+TEST_F(RegistryFenceTest, ProducerEndingBeforeItsFenceDeletesTheVersion) {
+  std::vector<std::string> seen;
+  const std::uint64_t watch = registry_->Watch("gpu/", [&](const v1::WatchEvent& event) {
+    seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
+                   std::to_string(event.version()));
+  });
+  const v1::AllocateResponse allocation = PutEvent("gpu/lost");
+  const v1::Fence& fence = allocation.fence();
+  auto lease = Acquire(consumer_, "gpu/lost");
+  ASSERT_OK(lease);
+  testing::SharedMapping consumer = MapFence(consumer_, fence, /*writable=*/false);
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+
+  registry_->CloseSession(producer_);
+  // A consumer stream waiting for the fence sees the poison, which is above any value.
+  EXPECT_EQ(consumer.ReadWord(fence.offset()), kFencePoison);
+  EXPECT_ERROR(Acquire(consumer_, "gpu/lost"), StatusCode::kNotFound, {"gpu/lost"});
+  EXPECT_EQ(seen, (std::vector<std::string>{"2:gpu/lost@1", "3:gpu/lost@1"}));
+  // The lease keeps the memory, and the fence, until it ends; then the word is retired.
+  EXPECT_GT(cuda_->Usage().used_bytes, 0u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+  ASSERT_OK(Release(consumer_, lease->lease_id()));
+  EXPECT_EQ(cuda_->Usage().used_bytes, 0u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 0u);
+  EXPECT_EQ(CudaStats().fences_retired(), 1u);
+  EXPECT_EQ(registry_->Stats().version_count(), 0u);
+  registry_->Unwatch(watch);
+}
+
+TEST_F(RegistryFenceTest, SupersededUnsignalledVersionsRetireTheirFences) {
+  PutEvent("gpu/a");
+  PutEvent("gpu/a");  // Version 1, unleased, is reclaimed: its fence was never reached.
+  EXPECT_EQ(CudaStats().fences_retired(), 1u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+  registry_->CloseSession(producer_);
+  EXPECT_EQ(CudaStats().fences_retired(), 2u);
+  EXPECT_EQ(CudaStats().fences_in_use(), 0u);
+  EXPECT_EQ(registry_->Stats().version_count(), 0u);
+  EXPECT_EQ(cuda_->Usage().used_bytes, 0u);
+}
+
+TEST_F(RegistryFenceTest, ProducerEndingAfterItsFenceKeepsTheVersion) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(allocation);
+  const v1::Fence fence = allocation->fence();
+  testing::SharedMapping producer = MapFence(producer_, fence, /*writable=*/true);
+  ASSERT_OK(PublishEvent(producer_, allocation->allocation_id(), "gpu/kept"));
+  producer.WriteWord(fence.offset(), fence.value());  // Signalled after publishing.
+  registry_->CloseSession(producer_);
+  auto acquired = Acquire(consumer_, "gpu/kept");
+  ASSERT_OK(acquired);
+  EXPECT_TRUE(acquired->tensor().handoff().ready());
+  EXPECT_EQ(producer.ReadWord(fence.offset()), fence.value());
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+  EXPECT_EQ(CudaStats().fences_retired(), 0u);
+}
+
+TEST_F(RegistryFenceTest, ReachedFenceIsReusedWithALargerValueOnceItsVersionIsReclaimed) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(allocation);
+  const v1::Fence first = allocation->fence();
+  testing::SharedMapping producer = MapFence(producer_, first, /*writable=*/true);
+  ASSERT_OK(PublishEvent(producer_, allocation->allocation_id(), "gpu/r"));
+  producer.WriteWord(first.offset(), first.value());
+  // Version 2 supersedes version 1, which no lease holds: it is reclaimed, its fence freed.
+  const v1::Fence second = PutEvent("gpu/r").fence();
+  EXPECT_NE(second.offset(), first.offset());
+  EXPECT_EQ(CudaStats().fences_in_use(), 1u);
+  auto third = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(third);
+  EXPECT_EQ(third->fence().segment_id(), first.segment_id());
+  EXPECT_EQ(third->fence().offset(), first.offset());
+  EXPECT_GT(third->fence().value(), first.value());
+  EXPECT_EQ(CudaStats().fences_retired(), 0u);
+}
+
+TEST_F(RegistryFenceTest, UnsignalledFencesOfEndedAllocationsAreRetired) {
+  auto cancelled = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(cancelled);
+  v1::CancelAllocationRequest cancel;
+  cancel.set_allocation_id(cancelled->allocation_id());
+  ASSERT_OK(registry_->CancelAllocation(producer_, cancel));
+  EXPECT_EQ(CudaStats().fences_retired(), 1u);
+  ASSERT_OK(Allocate(producer_, CudaFloat32(1024), "cuda:0"));
+  registry_->CloseSession(producer_);
+  EXPECT_EQ(CudaStats().fences_in_use(), 0u);
+  EXPECT_EQ(CudaStats().fences_retired(), 2u);
+  EXPECT_EQ(cuda_->Usage().used_bytes, 0u);
+}
+
+TEST_F(RegistryFenceTest, PoisonUnreachedFencesLosesOnlyUnsignalledTensors) {
+  const v1::AllocateResponse pending = PutEvent("gpu/pending");
+  auto reached = Allocate(producer_, CudaFloat32(1024), "cuda:0");
+  ASSERT_OK(reached);
+  testing::SharedMapping producer = MapFence(producer_, reached->fence(), /*writable=*/true);
+  producer.WriteWord(reached->fence().offset(), reached->fence().value());
+  ASSERT_OK(PublishEvent(producer_, reached->allocation_id(), "gpu/reached"));
+  auto lease = Acquire(consumer_, "gpu/pending");
+  ASSERT_OK(lease);
+  testing::SharedMapping consumer = MapFence(consumer_, pending.fence(), /*writable=*/false);
+
+  EXPECT_EQ(registry_->PoisonUnreachedFences(), 1u);
+  EXPECT_EQ(consumer.ReadWord(pending.fence().offset()), kFencePoison);
+  EXPECT_ERROR(Acquire(consumer_, "gpu/pending"), StatusCode::kNotFound, {"is lost"});
+  auto ready = Acquire(consumer_, "gpu/reached");
+  ASSERT_OK(ready);
+  EXPECT_TRUE(ready->tensor().handoff().ready());
+  EXPECT_EQ(registry_->PoisonUnreachedFences(), 0u);
+}
+
+TEST_F(RegistryFenceTest, SlabMappingsAreCountedPerSessionUntilItEnds) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024, 0), "cuda:0");
+  ASSERT_OK(allocation);
+  const std::uint64_t slab = allocation->buffers(0).segment_id();
+  v1::SlabMapped mapped;
+  mapped.set_segment_id(slab);
+  mapped.set_read_only(false);
+  EXPECT_ERROR(registry_->SlabMapped(producer_, mapped), StatusCode::kPermissionDenied,
+               {"never granted"});
+  ASSERT_OK(registry_->GrantSegment(producer_, slab, /*writable=*/true));
+  EXPECT_OK(registry_->SlabMapped(producer_, mapped));
+  EXPECT_OK(registry_->SlabMapped(producer_, mapped));  // A second report counts once.
+  ASSERT_OK(Publish(producer_, allocation->allocation_id(), "gpu/s"));
+  ASSERT_OK(Acquire(consumer_, "gpu/s"));
+  ASSERT_OK(registry_->GrantSegment(consumer_, slab, /*writable=*/false));
+  mapped.set_read_only(true);
+  EXPECT_OK(registry_->SlabMapped(consumer_, mapped));
+  EXPECT_EQ(CudaStats().slab_mappings(), 2u);
+  EXPECT_EQ(CudaStats().read_only_slab_mappings(), 1u);
+
+  // Only slabs: not a CPU segment, not a fence segment, not an unknown id.
+  auto cpu = Allocate(producer_, DenseFloat32({16}));
+  ASSERT_OK(cpu);
+  ASSERT_OK(registry_->GrantSegment(producer_, cpu->buffers(0).segment_id(), true));
+  mapped.set_segment_id(cpu->buffers(0).segment_id());
+  EXPECT_ERROR(registry_->SlabMapped(producer_, mapped), StatusCode::kInvalidArgument,
+               {"pool cpu, which is not a CUDA pool"});
+  const v1::AllocateResponse event = PutEvent("gpu/e");
+  mapped.set_segment_id(event.fence().segment_id());
+  EXPECT_ERROR(registry_->SlabMapped(producer_, mapped), StatusCode::kInvalidArgument,
+               {"fence segment"});
+  mapped.set_segment_id(999);
+  EXPECT_ERROR(registry_->SlabMapped(producer_, mapped), StatusCode::kNotFound,
+               {"segment_id 999 does not exist"});
+
+  registry_->CloseSession(consumer_);
+  EXPECT_EQ(CudaStats().slab_mappings(), 1u);
+  EXPECT_EQ(CudaStats().read_only_slab_mappings(), 0u);
+  // The CPU pool reports none.
+  const v1::StatsResponse stats_response = registry_->Stats();
+  for (const v1::PoolStats& stats : stats_response.pools()) {
+    if (stats.name() == "cpu") {
+      EXPECT_EQ(stats.slab_mappings(), 0u);
+    }
+  }
 }
 
 TEST(TensorNameTest, Rules) {

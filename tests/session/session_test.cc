@@ -76,7 +76,7 @@ bool Eventually(Predicate done) {
 
 // Records sessions; grants memfd segments 1 and 2 of known content, refuses write access
 // to segment 2 and every other segment. Refuses sessions to a client named "refused".
-// Thread-safe.
+// Records slab reports of segment 1 and refuses others (NOT_FOUND). Thread-safe.
 class TestHost final : public SessionHost {
  public:
   struct OpenedSession {
@@ -138,9 +138,25 @@ class TestHost final : public SessionHost {
                          .page_size = segment_id == 1 ? std::uint64_t{2} << 20 : 4096};
   }
 
+  Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
+                                       const v1::SlabMapped& request) override {
+    if (request.segment_id() != 1) {
+      return NotFoundError("segment_id " + std::to_string(request.segment_id()) + " names no slab");
+    }
+    std::lock_guard lock(mutex_);
+    slab_reports_.push_back(std::to_string(session_id) + ":" +
+                            std::to_string(request.segment_id()) +
+                            (request.read_only() ? ":ro" : ":rw"));
+    return v1::SlabMappedAck();
+  }
+
   std::size_t open_count() const {
     std::lock_guard lock(mutex_);
     return opened_.size();
+  }
+  std::vector<std::string> slab_reports() const {
+    std::lock_guard lock(mutex_);
+    return slab_reports_;
   }
   std::optional<OpenedSession> opened(std::uint64_t session_id) const {
     std::lock_guard lock(mutex_);
@@ -190,6 +206,7 @@ class TestHost final : public SessionHost {
   int closes_of_unknown_sessions_ = 0;
   int grants_ = 0;
   int grants_outside_sessions_ = 0;
+  std::vector<std::string> slab_reports_;  // "session:segment:ro|rw", in order.
 };
 
 Status SendMessage(int socket, const v1::SessionMessage& message) {
@@ -528,6 +545,33 @@ TEST_F(SessionServerTest, RepliesAreNotRequestsSoTheyCloseTheSession) {
       << reply->error().message();
   ASSERT_TRUE(host_.WaitForClose(id));
   EXPECT_EQ(host_.close_count(id), 1);
+}
+
+TEST_F(SessionServerTest, SlabReportsReachTheHostAndAreAcknowledged) {
+  UniqueFd socket = ConnectRaw();
+  const std::uint64_t id = OpenRawSession(socket.get());
+  ASSERT_NE(id, 0u);
+  v1::SessionMessage report;
+  report.set_request_id(5);
+  report.mutable_slab_mapped()->set_segment_id(1);
+  report.mutable_slab_mapped()->set_read_only(true);
+  ASSERT_OK(SendMessage(socket.get(), report));
+  auto acked = ReceiveMessage(socket.get());
+  ASSERT_OK(acked);
+  EXPECT_EQ(acked->request_id(), 5u);
+  EXPECT_TRUE(acked->has_slab_mapped_ack()) << acked->DebugString();
+  EXPECT_EQ(host_.slab_reports(), (std::vector<std::string>{std::to_string(id) + ":1:ro"}));
+
+  // The host's refusal reaches the client with its code; the session goes on.
+  report.set_request_id(6);
+  report.mutable_slab_mapped()->set_segment_id(7);
+  ASSERT_OK(SendMessage(socket.get(), report));
+  auto refused = ReceiveMessage(socket.get());
+  ASSERT_OK(refused);
+  EXPECT_EQ(refused->request_id(), 6u);
+  ASSERT_TRUE(refused->has_error());
+  EXPECT_EQ(refused->error().code(), static_cast<std::uint32_t>(StatusCode::kNotFound));
+  EXPECT_EQ(host_.close_count(id), 0);
 }
 
 TEST_F(SessionServerTest, PipelinedRequestsAreAnsweredInOrderOneDescriptorAtATime) {

@@ -10,6 +10,7 @@
 #include "hurray/tensor_descriptor.h"
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool.h"
+#include "registry/fence_table.h"
 
 namespace hurray::daemon {
 
@@ -20,6 +21,8 @@ struct Allocation {
   v1::TensorDescriptor descriptor;          // As the request sent it.
   std::vector<v1::BufferLocation> buffers;  // One per descriptor buffer, in table order.
   std::uint64_t byte_size = 0;              // Sum of the buffers' sizes.
+  // Event mode in a CUDA pool: the fence its producer signals; becomes the version's.
+  ReservedFence fence;
 };
 
 // A range of `pool` for every non-empty buffer of `descriptor` (an empty buffer gets a

@@ -72,4 +72,18 @@ void FillPoolStats(const PoolSet& pools, v1::StatsResponse& response) {
   }
 }
 
+void FillRegistryPoolCounts(const std::map<const Pool*, RegistryPoolCounts>& counts,
+                            v1::StatsResponse& response) {
+  for (v1::PoolStats& stats : *response.mutable_pools()) {
+    auto found = std::ranges::find_if(
+        counts, [&stats](const auto& entry) { return entry.first->name() == stats.name(); });
+    if (found == counts.end()) continue;
+    const RegistryPoolCounts& pool = found->second;
+    stats.set_fences_in_use(pool.fences_in_use);
+    stats.set_fences_retired(pool.fences_retired);
+    stats.set_slab_mappings(pool.slab_mappings);
+    stats.set_read_only_slab_mappings(pool.read_only_slab_mappings);
+  }
+}
+
 }  // namespace hurray::daemon

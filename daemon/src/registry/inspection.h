@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool_set.h"
@@ -29,5 +30,18 @@ void FillVersionInfos(const NameEntry& entry, v1::DescribeResponse& response);
 
 // The usage of every pool, in name order. Needs no lock: pools are thread-safe.
 void FillPoolStats(const PoolSet& pools, v1::StatsResponse& response);
+
+// What the registry counts of a pool, beyond the pool's own usage.
+struct RegistryPoolCounts {
+  std::uint64_t fences_in_use = 0;
+  std::uint64_t fences_retired = 0;
+  std::uint64_t slab_mappings = 0;  // Reported by live sessions (SlabMapped).
+  std::uint64_t read_only_slab_mappings = 0;
+};
+
+// Sets the counts of each pool `counts` has into its entry of `response.pools` (filled by
+// FillPoolStats). Needs no lock.
+void FillRegistryPoolCounts(const std::map<const Pool*, RegistryPoolCounts>& counts,
+                            v1::StatsResponse& response);
 
 }  // namespace hurray::daemon

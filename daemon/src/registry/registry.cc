@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -80,6 +83,73 @@ Result<std::uint64_t> CheckBuffersFitPool(const TensorDescriptor& descriptor, co
   return total;
 }
 
+// Whether an allocation of `descriptor` in a pool takes a fence: when its buffers all
+// declare sync mode Event. FAILED_PRECONDITION when one does and the pool has no fences
+// (`has_fences` false).
+Result<bool> NeedsFence(const TensorDescriptor& descriptor, const Pool& pool, bool has_fences) {
+  const std::vector<BufferHandle>& buffers = descriptor.buffers();
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].sync_mode() == SyncMode::kEvent && !has_fences) {
+      return FailedPreconditionError(fmt::format(
+          "tensor_descriptor.buffers[{}].sync_mode {} ({}) needs a fence, which only CUDA pools "
+          "give: pool {} is not one",
+          i, SyncModeToByte(SyncMode::kEvent), SyncModeName(SyncMode::kEvent), pool.name()));
+    }
+  }
+  return !buffers.empty() && std::ranges::all_of(buffers, [](const BufferHandle& buffer) {
+    return buffer.sync_mode() == SyncMode::kEvent;
+  });
+}
+
+void FillFence(const FenceSlot& slot, v1::Fence& fence) {
+  fence.set_segment_id(slot.segment_id);
+  fence.set_segment_size(slot.segment_size);
+  fence.set_offset(slot.offset);
+  fence.set_value(slot.value);
+}
+
+// The handoff a version keeps: the mode, and the allocation's fence in Event mode (whatever
+// fence the request carried).
+v1::SyncHandoff StoredHandoff(std::uint32_t sync_mode, const ReservedFence& fence) {
+  v1::SyncHandoff handoff;
+  handoff.set_sync_mode(sync_mode);
+  if (fence) FillFence(fence.slot(), *handoff.mutable_fence());
+  return handoff;
+}
+
+// One fence table per CUDA pool, with the k-th one's segment ids from
+// kFirstFenceSegmentId + (k << 32).
+std::map<const Pool*, std::unique_ptr<FenceTable>> MakeFenceTables(const PoolSet& pools,
+                                                                   const std::string& prefix) {
+  std::map<const Pool*, std::unique_ptr<FenceTable>> tables;
+  std::uint64_t k = 0;
+  for (const auto& [name, pool] : pools.pools()) {
+    if (pool->device_tag() != DeviceTag::Cuda()) continue;
+    tables.emplace(pool.get(),
+                   std::make_unique<FenceTable>(FenceTable::Options{
+                       .pool_name = name,
+                       .shm_prefix = prefix,
+                       .first_segment_id = kFirstFenceSegmentId + (k++ << kFenceSegmentIdShift)}));
+  }
+  return tables;
+}
+
+// Adds `version` (just published in Event mode) to the session's unsignalled versions,
+// unless its fence is already reached. The entries that are gone or reached are dropped
+// whenever the list has doubled since they last were: amortized constant time per publish.
+void NoteUnsignalled(Session& session, const std::shared_ptr<TensorVersion>& version) {
+  constexpr std::size_t kMinPruneSize = 16;
+  if (version->fence.State() == FenceState::kReady) return;
+  if (session.unsignalled.size() >= session.unsignalled_prune_at) {
+    std::erase_if(session.unsignalled, [](const std::weak_ptr<TensorVersion>& weak) {
+      const std::shared_ptr<TensorVersion> live = weak.lock();
+      return live == nullptr || live->deleted || live->fence.State() == FenceState::kReady;
+    });
+    session.unsignalled_prune_at = std::max(kMinPruneSize, 2 * session.unsignalled.size());
+  }
+  session.unsignalled.push_back(version);
+}
+
 Error SessionEnded(std::uint64_t session_id) {
   return UnauthenticatedError(fmt::format("session {} ended", session_id)).error();
 }
@@ -120,8 +190,9 @@ bool ShouldWait(const Result<T>& result, std::uint32_t wait_timeout_ms) {
 
 Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options options)
     : pools_(pools),
-      options_(options),
+      options_(std::move(options)),
       started_(std::chrono::steady_clock::now()),
+      fence_tables_(MakeFenceTables(pools, options_.fence_shm_prefix)),
       wait_timer_(io) {}
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a mutex or timer that fails here is fatal anyway.
@@ -147,22 +218,48 @@ Result<SessionGrant> Registry::OpenSession(const PeerCredentials& peer,
 }
 
 void Registry::CloseSession(std::uint64_t session_id) {
-  std::vector<Wait> ended;
-  {
-    std::lock_guard lock(mutex_);
-    Session* session = sessions_.Find(session_id);
-    if (session == nullptr) return;
-    const std::vector<std::uint64_t> leases(session->leases.begin(), session->leases.end());
-    const std::vector<std::uint64_t> allocations(session->allocations.begin(),
-                                                 session->allocations.end());
-    for (std::uint64_t lease_id : leases) ReleaseLeaseLocked(lease_id);
-    for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
-    ended = waits_.TakeSession(session_id);
-    sessions_.Close(session_id);
-    spdlog::debug("session {} closed: {} leases released, {} allocations freed", session_id,
-                  leases.size(), allocations.size());
-  }
+  std::unique_lock lock(mutex_);
+  Session* session = sessions_.Find(session_id);
+  if (session == nullptr) return;
+  const std::vector<std::uint64_t> leases(session->leases.begin(), session->leases.end());
+  const std::vector<std::uint64_t> allocations(session->allocations.begin(),
+                                               session->allocations.end());
+  for (std::uint64_t lease_id : leases) ReleaseLeaseLocked(lease_id);
+  for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
+  const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session);
+  std::vector<Wait> ended = waits_.TakeSession(session_id);
+  sessions_.Close(session_id);
+  spdlog::debug("session {} closed: {} leases released, {} allocations freed", session_id,
+                leases.size(), allocations.size());
+  watches_.Deliver(lock, deleted);  // Releases the lock.
   for (Wait& wait : ended) wait.fail(CancelledError("the session ended while waiting").error());
+}
+
+std::vector<v1::WatchEvent> Registry::DeleteUnsignalledLocked(std::uint64_t session_id,
+                                                              Session& session) {
+  std::vector<v1::WatchEvent> events;
+  for (const std::weak_ptr<TensorVersion>& weak : session.unsignalled) {
+    const std::shared_ptr<TensorVersion> version = weak.lock();
+    // A version superseded and unleased is reclaimed already (a reply being built may still
+    // hold it): its fence retires with it.
+    const bool reclaimed = version != nullptr && version->superseded && version->lease_count == 0;
+    if (version == nullptr || reclaimed || version->deleted ||
+        version->fence.State() == FenceState::kReady) {
+      continue;
+    }
+    FenceTable::Poison(version->fence.slot());
+    const std::string name = *version->name;  // The entry may go with the version.
+    spdlog::warn(
+        "{} version {} deleted: session {} ended before its fence was reached (segment {} "
+        "offset {} value {}); the fence is poisoned",
+        Shown(name), version->number, session_id, version->fence.slot().segment_id,
+        version->fence.slot().offset, version->fence.slot().value);
+    (void)versions_.MarkDeleted(name, version->number);
+    events.push_back(Event(v1::WatchEvent::KIND_DELETED, name, version->number));
+    versions_.ReclaimIfUnused(version.get());
+  }
+  session.unsignalled.clear();
+  return events;
 }
 
 Registry::SegmentUse Registry::SegmentUseLocked(const Session& session,
@@ -176,6 +273,10 @@ Registry::SegmentUse Registry::SegmentUseLocked(const Session& session,
         use.pool = allocation.pool;
       }
     }
+    if (allocation.fence && allocation.fence.slot().segment_id == segment_id) {
+      use.in_allocation = true;
+      use.fences = FencesOf(allocation.pool);
+    }
   }
   for (std::uint64_t lease_id : session.leases) {
     const TensorVersion& version = *leases_.Find(lease_id)->version;
@@ -185,8 +286,24 @@ Registry::SegmentUse Registry::SegmentUseLocked(const Session& session,
         use.pool = version.pool;
       }
     }
+    if (version.fence && version.fence.slot().segment_id == segment_id) {
+      use.in_lease = true;
+      use.fences = FencesOf(version.pool);
+    }
   }
   return use;
+}
+
+FenceTable* Registry::FencesOf(const Pool* pool) const {
+  auto found = fence_tables_.find(pool);
+  return found == fence_tables_.end() ? nullptr : found->second.get();
+}
+
+bool Registry::SegmentExists(std::uint64_t segment_id) const {
+  if (pools_.FindBySegment(segment_id) != nullptr) return true;
+  return std::ranges::any_of(fence_tables_, [segment_id](const auto& table) {
+    return table.second->SegmentSize(segment_id).has_value();
+  });
 }
 
 Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
@@ -203,14 +320,51 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id, std::uint
         fmt::format("segment {}: write access needs an unpublished allocation in it", segment_id));
   }
   if (!use.in_allocation && !use.in_lease) {
-    if (pools_.FindBySegment(segment_id) == nullptr) {
+    if (!SegmentExists(segment_id)) {
       return NotFoundError(fmt::format("segment {} does not exist", segment_id));
     }
     return PermissionDeniedError(
         fmt::format("segment {}: the session holds no lease or allocation in it", segment_id));
   }
   // Opening the descriptor is a system call: done outside the lock.
-  return use.pool->OpenSegment(segment_id, writable);
+  Result<SegmentAccess> access = use.fences != nullptr
+                                     ? use.fences->OpenSegment(segment_id, writable)
+                                     : use.pool->OpenSegment(segment_id, writable);
+  if (access) {
+    std::lock_guard lock(mutex_);
+    if (Session* session = sessions_.Find(session_id)) {
+      session->granted_segments.insert(segment_id);
+    }
+  }
+  return access;
+}
+
+Result<v1::SlabMappedAck> Registry::SlabMapped(std::uint64_t session_id,
+                                               const v1::SlabMapped& request) {
+  const std::uint64_t segment_id = request.segment_id();
+  const Pool* pool = pools_.FindBySegment(segment_id);
+  if (pool == nullptr) {
+    if (!SegmentExists(segment_id)) {
+      return NotFoundError(fmt::format("segment_id {} does not exist", segment_id));
+    }
+    return InvalidArgumentError(
+        fmt::format("segment_id {} is a fence segment, not a CUDA slab", segment_id));
+  }
+  if (pool->device_tag() != DeviceTag::Cuda()) {
+    return InvalidArgumentError(fmt::format(
+        "segment_id {} is in pool {}, which is not a CUDA pool: only slabs are reported",
+        segment_id, pool->name()));
+  }
+  std::lock_guard lock(mutex_);
+  Session* session = sessions_.Find(session_id);
+  if (session == nullptr) return std::unexpected(SessionEnded(session_id));
+  if (!session->granted_segments.contains(segment_id)) {
+    return PermissionDeniedError(
+        fmt::format("segment_id {}: the session was never granted it", segment_id));
+  }
+  session->slab_mappings.insert_or_assign(
+      segment_id, SlabMapping{.pool = pool, .read_only = request.read_only()});
+  return v1::SlabMappedAck();
 }
 
 Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {
@@ -232,6 +386,9 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
   const std::string_view pool_name = request.pool().empty() ? kDefaultPoolName : request.pool();
   HURRAY_ASSIGN_OR_RETURN(Pool* const pool, pools_.Resolve(pool_name));
   HURRAY_ASSIGN_OR_RETURN(const std::uint64_t total, CheckBuffersFitPool(*descriptor, *pool));
+  FenceTable* fences = FencesOf(pool);
+  HURRAY_ASSIGN_OR_RETURN(const bool needs_fence,
+                          NeedsFence(*descriptor, *pool, /*has_fences=*/fences != nullptr));
   // Copied before the lock is taken: nothing else needs the mutex to wait for it.
   Allocation allocation{.session_id = session_id,
                         .pool = pool,
@@ -239,12 +396,12 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                         .buffers = {},
                         .byte_size = total};
   std::lock_guard lock(mutex_);
-  return AllocateLocked(session_id, *descriptor, allocation);
+  return AllocateLocked(session_id, *descriptor, needs_fence ? fences : nullptr, allocation);
 }
 
 Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
                                                       const TensorDescriptor& descriptor,
-                                                      Allocation& allocation) {
+                                                      FenceTable* fences, Allocation& allocation) {
   Session* session = sessions_.Find(session_id);
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   const std::uint64_t quota = options_.session_quota_bytes;
@@ -255,10 +412,20 @@ Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
                     session->pending_bytes));
   }
   HURRAY_ASSIGN_OR_RETURN(allocation.buffers, PlaceBuffers(*allocation.pool, descriptor));
+  if (fences != nullptr) {
+    // Last, so that no failure after it could retire the fresh fence.
+    auto fence = fences->Reserve();
+    if (!fence) {
+      FreeBuffers(*allocation.pool, allocation.buffers);
+      return std::unexpected(std::move(fence).error());
+    }
+    allocation.fence = std::move(*fence);
+  }
   const std::uint64_t id = next_id_++;
   v1::AllocateResponse response;
   response.set_allocation_id(id);
   for (const auto& location : allocation.buffers) *response.add_buffers() = location;
+  if (allocation.fence) FillFence(allocation.fence.slot(), *response.mutable_fence());
   response.set_daemon_epoch(options_.daemon_epoch);
   session->allocations.insert(id);
   session->pending_bytes += total;
@@ -307,7 +474,8 @@ std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name,
   info.set_version(version->number);
   *info.mutable_tensor_descriptor() = std::move(allocation.descriptor);
   for (auto& location : allocation.buffers) *info.add_buffers() = std::move(location);
-  *info.mutable_handoff() = handoff;
+  version->fence = std::move(allocation.fence);
+  *info.mutable_handoff() = StoredHandoff(handoff.sync_mode(), version->fence);
   info.set_pool(std::string(allocation.pool->name()));
   info.set_published_at_ns(version->published_at_ns);
   info.SerializeToString(&version->info_without_name);
@@ -321,9 +489,11 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   Allocation* pending = allocations_.FindOfSession(request.allocation_id(), session_id);
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
-  if (request.handoff().sync_mode() == SyncModeToByte(SyncMode::kEvent)) {
+  const bool event = request.handoff().sync_mode() == SyncModeToByte(SyncMode::kEvent);
+  if (event && !pending->fence) {
     return FailedPreconditionError(fmt::format(
-        "allocation {} is in pool {}: sync mode Event needs a fence, which only CUDA pools give",
+        "allocation_id {} has no fence (pool {}): sync mode Event needs an allocation whose "
+        "buffers all declare sync mode Event in a CUDA pool",
         request.allocation_id(), pending->pool->name()));
   }
   // The allocation becomes the version: its memory now belongs to the daemon.
@@ -332,6 +502,7 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   session.pending_bytes -= pending->byte_size;
   std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), *pending, request.handoff());
   allocations_.Remove(request.allocation_id());
+  if (event) NoteUnsignalled(session, version);
   const std::uint64_t number = version->number;
   versions_.Add(request.name(), std::move(version));
 
@@ -370,6 +541,12 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
     }
     return NotFoundError(fmt::format("{} is not published", Shown(name)));
   }
+  if (version->fence && version->fence.State() == FenceState::kFailed) {
+    return NotFoundError(fmt::format(
+        "{} version {} is lost: its fence was poisoned (its producer ended before signalling "
+        "it, or the daemon is stopping)",
+        Shown(name), version->number));
+  }
   const std::uint64_t lease_id = next_id_++;
   leases_.Add(lease_id, Lease{.session_id = session_id, .version = version.get()});
   session->leases.insert(lease_id);
@@ -381,6 +558,10 @@ void Registry::FillAcquireResponse(const std::string& name, const Grant& grant,
                                    v1::AcquireResponse& response) const {
   response.set_lease_id(grant.lease_id);
   grant.version->FillTensorInfo(name, *response.mutable_tensor());
+  if (grant.version->fence) {
+    response.mutable_tensor()->mutable_handoff()->set_ready(grant.version->fence.State() ==
+                                                            FenceState::kReady);
+  }
   response.set_daemon_epoch(options_.daemon_epoch);
 }
 
@@ -650,19 +831,42 @@ Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& reque
 v1::StatsResponse Registry::Stats() const {
   v1::StatsResponse response;
   FillPoolStats(pools_, response);
+  std::map<const Pool*, RegistryPoolCounts> counts;
+  for (const auto& [pool, table] : fence_tables_) {
+    const FenceTable::Counts fences = table->counts();
+    counts[pool].fences_in_use = fences.in_use;
+    counts[pool].fences_retired = fences.retired;
+  }
   {
     std::lock_guard lock(mutex_);
+    for (const auto& [id, session] : sessions_.sessions()) {
+      for (const auto& [segment_id, mapping] : session.slab_mappings) {
+        RegistryPoolCounts& pool = counts[mapping.pool];
+        ++pool.slab_mappings;
+        if (mapping.read_only) ++pool.read_only_slab_mappings;
+      }
+    }
     response.set_session_count(static_cast<std::uint32_t>(sessions_.size()));
     response.set_lease_count(leases_.size());
     response.set_tensor_count(versions_.TensorCount());
     response.set_version_count(versions_.version_count());
     response.set_pending_allocation_count(allocations_.size());
   }
+  FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);
   response.set_uptime_seconds(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count()));
   return response;
+}
+
+std::uint64_t Registry::PoisonUnreachedFences() {
+  std::uint64_t poisoned = 0;
+  for (const auto& [pool, table] : fence_tables_) poisoned += table->PoisonUnreached();
+  if (poisoned != 0) {
+    spdlog::warn("{} fences not reached were poisoned: their tensors are lost", poisoned);
+  }
+  return poisoned;
 }
 
 // ---- Watch ----

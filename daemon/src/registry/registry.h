@@ -11,6 +11,11 @@
 // inspection.h); the registry holds the one mutex that guards them and applies the rules
 // that keep them in step.
 //
+// Each CUDA pool (device tag CUDA) gets a FenceTable when the registry is built: the fences
+// of its Event-mode tensors (see v1::Fence). An allocation whose buffers all declare sync
+// mode Event takes a fence; its version keeps it; a producer whose session ends before its
+// fence is reached has the fence poisoned and the version deleted.
+//
 // Thread-safe: every method may be called from any thread. One mutex guards the state;
 // callbacks (acquire completions, watch events) never run while it is held, and neither
 // does building the TensorInfo of an Acquire, BatchAcquire or Describe reply (each version
@@ -22,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +37,7 @@
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool_set.h"
 #include "registry/allocation_table.h"
+#include "registry/fence_table.h"
 #include "registry/lease_table.h"
 #include "registry/session_table.h"
 #include "registry/version_store.h"
@@ -53,6 +60,8 @@ class Registry final : public SessionHost {
     // its names retries the whole batch under the mutex, so the list is bounded to keep
     // that retry short.
     std::size_t max_batch_names = 100'000;
+    // Fence segments are named "/<fence_shm_prefix>-<32 random hex digits>".
+    std::string fence_shm_prefix = "hurray";
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -66,14 +75,23 @@ class Registry final : public SessionHost {
   [[nodiscard]] Result<SessionGrant> OpenSession(const PeerCredentials& peer,
                                                  std::string_view client_name) override;
   // Releases the session's leases, frees its unpublished allocations and ends its waits
-  // (they complete with CANCELLED). Unknown ids are ignored.
+  // (they complete with CANCELLED). Every Event-mode version it published whose fence is
+  // not reached is poisoned and deleted, as Delete does (watchers see KIND_DELETED; memory
+  // returns after the last lease), with a warning naming tensor, version and session.
+  // Unknown ids are ignored.
   void CloseSession(std::uint64_t session_id) override;
   // A descriptor on a segment: writable only while the session has an unpublished
-  // allocation in it; read-only while it has a lease or an allocation in it.
-  // PERMISSION_DENIED otherwise, NOT_FOUND for an unknown segment.
+  // allocation in it; read-only while it has a lease or an allocation in it. For a fence
+  // segment, "in it" means the allocation's fence, or the leased version's. PERMISSION_DENIED
+  // otherwise, NOT_FOUND for an unknown segment.
   [[nodiscard]] Result<SegmentAccess> GrantSegment(std::uint64_t session_id,
                                                    std::uint64_t segment_id,
                                                    bool writable) override;
+  // Records that the session mapped a CUDA slab (read-only or not), until the session ends.
+  // NOT_FOUND for an unknown segment, INVALID_ARGUMENT for a segment that is not a CUDA slab,
+  // PERMISSION_DENIED for one GrantSegment never opened for this session.
+  [[nodiscard]] Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
+                                                     const v1::SlabMapped& request) override;
 
   // The session a token names; UNAUTHENTICATED for an unknown token.
   [[nodiscard]] Result<std::uint64_t> Authenticate(std::string_view token) const;
@@ -123,6 +141,11 @@ class Registry final : public SessionHost {
   std::uint64_t Watch(std::string prefix, WatchCallback callback);
   void Unwatch(std::uint64_t watch_id);
 
+  // Poisons every fence not reached yet (of pending allocations and of versions), so that
+  // no consumer stream waits for a producer the stopping daemon no longer serves; returns
+  // how many. The daemon calls it as it stops, once the sessions have ended.
+  std::uint64_t PoisonUnreachedFences();
+
   [[nodiscard]] std::uint64_t daemon_epoch() const { return options_.daemon_epoch; }
 
  private:
@@ -140,13 +163,24 @@ class Registry final : public SessionHost {
     bool in_allocation = false;
     bool in_lease = false;
     Pool* pool = nullptr;
+    const FenceTable* fences = nullptr;  // Set instead of `pool` for a fence segment.
   };
 
-  // The rest of Allocate, under the mutex: the session's quota, then the pool's ranges.
-  // Takes `allocation` (its buffers filled in) on success.
+  // The rest of Allocate, under the mutex: the session's quota, then the pool's ranges,
+  // then the fence from `fences` when not null. Takes `allocation` (its buffers and fence
+  // filled in) on success.
   [[nodiscard]] Result<v1::AllocateResponse> AllocateLocked(std::uint64_t session_id,
                                                             const TensorDescriptor& descriptor,
+                                                            FenceTable* fences,
                                                             Allocation& allocation);
+  // The fence table of `pool`, or null for a pool without fences.
+  [[nodiscard]] FenceTable* FencesOf(const Pool* pool) const;
+  // True when a pool or a fence table holds `segment_id`.
+  [[nodiscard]] bool SegmentExists(std::uint64_t segment_id) const;
+  // CloseSession's part for Event-mode versions: poisons and deletes those of `session`
+  // whose fence is not reached; returns their watch events.
+  [[nodiscard]] std::vector<v1::WatchEvent> DeleteUnsignalledLocked(std::uint64_t session_id,
+                                                                    Session& session);
   // The version Publish makes of `allocation` under `name`, numbered next. Moves the
   // allocation's descriptor and buffers out.
   [[nodiscard]] std::shared_ptr<TensorVersion> MakeVersion(const std::string& name,
@@ -184,6 +218,9 @@ class Registry final : public SessionHost {
   const PoolSet& pools_;
   const Options options_;
   const std::chrono::steady_clock::time_point started_;
+  // One per CUDA pool, made by the constructor, then unchanged (the tables are thread-safe).
+  // Declared before the tables below, whose allocations and versions hold fences of them.
+  const std::map<const Pool*, std::unique_ptr<FenceTable>> fence_tables_;
 
   mutable std::mutex mutex_;
   // Guarded by mutex_. One sequence for the ids of sessions, allocations, leases and waits.

@@ -12,6 +12,7 @@
 
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool.h"
+#include "registry/fence_table.h"
 
 namespace hurray::daemon {
 
@@ -44,6 +45,11 @@ struct TensorVersion {
   boost::container::small_vector<PoolRange, 1> buffers;
   Pool* pool = nullptr;
   const std::string* name = nullptr;  // The key of its name's entry (dangles once reclaimed).
+
+  // Set by Publish, then immutable: replies being built read its state without the mutex.
+  // Event mode: the allocation's fence (also in info_without_name's handoff), returned to
+  // its table when the last reference to the version goes.
+  ReservedFence fence;
 
   // Guarded by Registry::mutex_.
   std::uint64_t lease_count = 0;

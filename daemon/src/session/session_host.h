@@ -10,6 +10,7 @@
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.pb.h"
+#include "hurray/v1/session.pb.h"
 #include "pool/pool.h"
 
 namespace hurray::daemon {
@@ -41,6 +42,12 @@ class SessionHost {
   virtual Result<SegmentAccess> GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
                                              bool writable) = 0;
 
+  // Records how the session mapped a CUDA slab it was granted (SlabMapped), for Stats. The
+  // error (NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT) is sent to the client with its
+  // code. A host that keeps no such record answers UNIMPLEMENTED.
+  virtual Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
+                                               const v1::SlabMapped& request);
+
   // The exchange's hot path, for the session that owns the connection: the same rules as
   // the gRPC service. A host that does not serve them answers UNIMPLEMENTED.
   virtual Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,
@@ -56,6 +63,9 @@ class SessionHost {
       std::uint64_t session_id, const v1::CancelAllocationRequest& request);
 };
 
+inline Result<v1::SlabMappedAck> SessionHost::SlabMapped(std::uint64_t, const v1::SlabMapped&) {
+  return UnimplementedError("slab_mapped is not served on this socket");
+}
 inline Result<v1::AllocateResponse> SessionHost::Allocate(std::uint64_t,
                                                           const v1::AllocateRequest&) {
   return UnimplementedError("allocate is not served on this socket");

@@ -527,6 +527,9 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
       return ReplyWith(request.request_id(),
                        host.CancelAllocation(session_id, request.cancel_allocation()),
                        &v1::SessionMessage::mutable_cancel_allocation_reply);
+    case v1::SessionMessage::kSlabMapped:
+      return ReplyWith(request.request_id(), host.SlabMapped(session_id, request.slab_mapped()),
+                       &v1::SessionMessage::mutable_slab_mapped_ack);
     default:
       return RejectProtocol(
           request.request_id(),
