@@ -63,10 +63,18 @@ HURRAY_EXPORT HurrayStatus hurray_allocation_buffer_count(const HurrayAllocation
                                                           uint64_t* out);
 
 /* Buffer `index`, writable: *data (BORROWED, valid until publish or cancel; null for an
- * empty buffer) and *byte_size. HURRAY_ERR_OUT_OF_RANGE past the last buffer. */
+ * empty buffer) and *byte_size. For a pool "cuda:N", *data is a device address (a
+ * CUdeviceptr of the device hurray_allocation_device names), never to be dereferenced on
+ * the host. HURRAY_ERR_OUT_OF_RANGE past the last buffer. */
 HURRAY_EXPORT HurrayStatus hurray_allocation_buffer(const HurrayAllocation* allocation,
                                                     uint64_t index, void** data,
                                                     uint64_t* byte_size);
+
+/* Where the allocation's buffers live: *device_tag HURRAY_DEVICE_CPU or HURRAY_DEVICE_CUDA,
+ * and for CUDA *device_ordinal, this process's CUDA ordinal of the pool's GPU (found by its
+ * UUID, so right whatever CUDA_VISIBLE_DEVICES is); 0 for the CPU. */
+HURRAY_EXPORT HurrayStatus hurray_allocation_device(const HurrayAllocation* allocation,
+                                                    uint8_t* device_tag, int32_t* device_ordinal);
 
 /* Publishes the allocation under `name` ("namespace/name"), producer-synced: every byte is
  * written. On HURRAY_OK the allocation is consumed and *allocation set to null; *version
@@ -74,6 +82,17 @@ HURRAY_EXPORT HurrayStatus hurray_allocation_buffer(const HurrayAllocation* allo
  * caller's (publish again, or cancel). */
 HURRAY_EXPORT HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation,
                                                      const char* name, uint64_t* version);
+
+/* Publishes a CUDA allocation whose buffers all declare HURRAY_SYNC_EVENT under `name`
+ * without waiting for the GPU: enqueues on `stream` (a CUstream / cudaStream_t of the
+ * allocation's device in this process; NULL: the legacy default stream) the signal that the
+ * data is ready, after the work already queued there, then publishes. Consumers' streams
+ * wait for that signal; no host blocks. HURRAY_ERR_FAILED_PRECONDITION when the allocation
+ * has no fence (a CPU pool, or a buffer that does not declare Event). Consumes the
+ * allocation as hurray_allocation_publish does. */
+HURRAY_EXPORT HurrayStatus hurray_allocation_publish_after(HurrayAllocation** allocation,
+                                                           const char* name, void* stream,
+                                                           uint64_t* version);
 
 /* Frees an unpublished allocation and writes null to *allocation. Idempotent. */
 HURRAY_EXPORT HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocation);
@@ -84,7 +103,15 @@ HURRAY_EXPORT HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocatio
  * into the shared mapping (writes fault), and *out_context (OWNED) carries the encoded
  * descriptor; destroying the context runs its owner_release, which ends the lease. Destroy
  * the list before the context, or at least stop reading its buffers: once the lease ends the
- * daemon may reuse the memory. HURRAY_ERR_NOT_FOUND, or HURRAY_ERR_TIMEOUT after a wait. */
+ * daemon may reuse the memory. HURRAY_ERR_NOT_FOUND, or HURRAY_ERR_TIMEOUT after a wait.
+ *
+ * A tensor of a CUDA pool: each HurrayBuffer has device tag HURRAY_DEVICE_CUDA, memory class
+ * HURRAY_MEMORY_STANDARD and a device address as data (mapped read-only where the driver
+ * allows). When its buffers declare HURRAY_SYNC_EVENT, each buffer holds its own CUDA event
+ * (hurray_buffer_sync_event: a CUevent / cudaEvent_t) that completes once the producer's
+ * data is ready: make a stream wait on it (cudaStreamWaitEvent) before reading; the host
+ * never waits. The event is released with the buffer. HURRAY_ERR_FAILED_PRECONDITION when
+ * this process has no CUDA driver or does not see the pool's GPU. */
 HURRAY_EXPORT HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name,
                                                  uint64_t version, uint32_t wait_timeout_ms,
                                                  HurrayBufferList** out_list,

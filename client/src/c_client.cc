@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "client_internal.h"
 #include "hurray/c_abi_internal.h"
 #include "hurray/client.h"
 #include "hurray_client.h"
@@ -44,7 +45,29 @@ hurray::Result<hurray::TensorDescriptor> DescriptorOf(const HurrayDescriptor* de
   return decoded;
 }
 
-// Builds the HurrayBufferList of a view: one borrowed-memory handle per buffer.
+// An event handed to a buffer: the shared_ptr destroys it (and keeps the client's
+// connection alive until then).
+void ReleaseEvent(void* /*sync_handle*/, void* event_release_context) {
+  delete static_cast<std::shared_ptr<void>*>(event_release_context);
+}
+
+// Event mode of a device tensor: hands `buffer` its own CUDA event that completes once the
+// data is ready, so that a consumer makes its stream wait on it (cudaStreamWaitEvent).
+HurrayStatus HandOffReadyEvent(const hurray::TensorView& view, HurrayBuffer* buffer) {
+  auto event = hurray::client_internal::TensorViewAccess::ReadyEvent(view);
+  if (!event) return SetLastError(event.error());
+  auto holder = std::make_unique<std::shared_ptr<void>>(std::move(*event));
+  const HurraySyncEventPayload payload{.sync_handle = holder->get(),
+                                       .sync_handle_device_tag = HURRAY_DEVICE_CUDA,
+                                       .event_release_fn = ReleaseEvent,
+                                       .event_release_context = holder.get()};
+  HurrayStatus status = hurray_buffer_handoff_event(buffer, &payload);
+  if (status == HURRAY_OK) (void)holder.release();  // The buffer's now: ReleaseEvent frees it.
+  return status;
+}
+
+// Builds the HurrayBufferList of a view: one borrowed-memory handle per buffer (a device
+// address for a CUDA pool), with a ready event for each Event-mode buffer of a CUDA pool.
 HurrayStatus BufferListOf(const hurray::TensorView& view, HurrayBufferList** out) {
   HurrayBufferList* list = nullptr;
   if (HurrayStatus status = hurray_buffer_list_new(view.buffer_count(), &list);
@@ -53,13 +76,16 @@ HurrayStatus BufferListOf(const hurray::TensorView& view, HurrayBufferList** out
   }
   for (std::size_t i = 0; i < view.buffer_count(); ++i) {
     const hurray::BufferHandle& declared = view.descriptor().buffers()[i];
-    const std::span<const std::byte> bytes = view.buffer(i);
     HurrayBuffer* buffer = nullptr;
     // The memory is the daemon's mapping, read-only; the view owns it, so no release.
     HurrayStatus status = hurray_buffer_from_ptr(
-        const_cast<std::byte*>(bytes.data()), bytes.size(), declared.alignment(),
+        const_cast<void*>(view.data(i)), declared.byte_size(), declared.alignment(),
         declared.device_tag().ToByte(), hurray::SyncModeToByte(declared.sync_mode()),
         declared.memory_class().ToByte(), nullptr, nullptr, &buffer);
+    if (status == HURRAY_OK && declared.sync_mode() == hurray::SyncMode::kEvent &&
+        declared.device_tag() == hurray::DeviceTag::Cuda()) {
+      status = HandOffReadyEvent(view, buffer);
+    }
     if (status == HURRAY_OK) status = hurray_buffer_list_push(list, buffer);
     if (status != HURRAY_OK) {
       (void)hurray_buffer_destroy(&buffer);
@@ -135,9 +161,22 @@ HurrayStatus hurray_allocation_buffer(const HurrayAllocation* allocation, uint64
                                       "buffers",
                                       index, allocation->tensor.buffer_count()));
     }
-    const std::span<std::byte> bytes = allocation->tensor.buffer(static_cast<std::size_t>(index));
-    *data = bytes.data();
-    *byte_size = bytes.size();
+    const auto buffer = static_cast<std::size_t>(index);
+    *data = allocation->tensor.data(buffer);
+    *byte_size = allocation->tensor.descriptor().buffers()[buffer].byte_size();
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_allocation_device(const HurrayAllocation* allocation, uint8_t* device_tag,
+                                      int32_t* device_ordinal) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    HURRAY_REQUIRE(device_tag);
+    HURRAY_REQUIRE(device_ordinal);
+    const hurray::DeviceInfo& device = allocation->tensor.device();
+    *device_tag = device.device_tag.ToByte();
+    *device_ordinal = device.device_ordinal;
     return HURRAY_OK;
   });
 }
@@ -149,6 +188,21 @@ HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation, const char
     HURRAY_REQUIRE(*allocation);
     HURRAY_REQUIRE(name);
     auto published = (*allocation)->tensor.Publish(name);
+    if (!published) return SetLastError(published.error());
+    if (version != nullptr) *version = published->version;
+    delete *allocation;
+    *allocation = nullptr;
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_allocation_publish_after(HurrayAllocation** allocation, const char* name,
+                                             void* stream, uint64_t* version) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    HURRAY_REQUIRE(*allocation);
+    HURRAY_REQUIRE(name);
+    auto published = (*allocation)->tensor.PublishAfter(name, stream);
     if (!published) return SetLastError(published.error());
     if (version != nullptr) *version = published->version;
     delete *allocation;

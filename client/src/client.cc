@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "client_internal.h"
 #include "connection.h"
@@ -20,48 +21,98 @@ using client_internal::TensorViewAccess;
 
 namespace {
 
-// A buffer inside a mapped segment.
+// A buffer inside a mapped segment (host memory) or a mapped CUDA slab (device memory).
 struct MappedBuffer {
-  std::shared_ptr<Mapping> mapping;  // Null for an empty buffer.
-  std::byte* data = nullptr;
+  std::shared_ptr<Mapping> mapping;     // Host memory; null for an empty or device buffer.
+  client_internal::SlabReference slab;  // Device memory; empty otherwise.
+  std::byte* data = nullptr;            // The address in this process: a host or a device address.
   std::uint64_t size = 0;
 };
 
-// Maps every location (segments cached by the connection) and checks that each lies
-// inside its segment and has the descriptor's size.
-Result<std::vector<MappedBuffer>> MapBuffers(
+// A tensor's buffers, mapped, and where they live.
+struct MappedTensor {
+  std::vector<MappedBuffer> buffers;
+  DeviceInfo device;
+};
+
+// The memory of one non-empty buffer: a host segment (cached by the connection) or a CUDA
+// slab (the connection's DeviceSlabCache), as the buffer's device tag says; `size` is the
+// mapped segment's or slab's.
+Result<MappedBuffer> MapOne(Connection& connection, const v1::BufferLocation& location,
+                            DeviceTag device_tag, bool writable, std::string_view pool,
+                            std::uint64_t& size) {
+  if (device_tag == DeviceTag::Cpu()) {
+    HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
+                            connection.MapSegment(location.segment_id(), writable));
+    size = mapping->size();
+    std::byte* data = mapping->base() + std::min(location.offset(), size);
+    return MappedBuffer{.mapping = std::move(mapping), .slab = {}, .data = data, .size = 0};
+  }
+  if (device_tag != DeviceTag::Cuda()) {
+    return FailedPreconditionError(fmt::format(
+        "pool {}: this client maps CPU and CUDA memory, not {}", pool, device_tag.Name()));
+  }
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
+  HURRAY_ASSIGN_OR_RETURN(client_internal::SlabReference slab,
+                          slabs->Acquire(location.segment_id(), writable, pool));
+  size = slab.slab().size;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): a device address is an integer.
+  auto* data = reinterpret_cast<std::byte*>(slab.address() + std::min(location.offset(), size));
+  return MappedBuffer{.mapping = nullptr, .slab = std::move(slab), .data = data, .size = 0};
+}
+
+// Maps every location and checks that each lies inside its segment and has the
+// descriptor's size. Nothing stays mapped for the tensor on error.
+Result<MappedTensor> MapBuffers(
     Connection& connection, const google::protobuf::RepeatedPtrField<v1::BufferLocation>& buffers,
-    const TensorDescriptor& descriptor, bool writable) {
+    const TensorDescriptor& descriptor, bool writable, std::string_view pool) {
   if (static_cast<std::size_t>(buffers.size()) != descriptor.buffers().size()) {
     return InternalError(fmt::format("daemon sent {} buffer locations for a buffer table of {}",
                                      buffers.size(), descriptor.buffers().size()));
   }
-  std::vector<MappedBuffer> mapped;
-  mapped.reserve(descriptor.buffers().size());
+  MappedTensor mapped{.buffers = {}, .device = DeviceInfo{.device_tag = descriptor.device_tag()}};
+  mapped.buffers.reserve(descriptor.buffers().size());
   for (int i = 0; i < buffers.size(); ++i) {
     const v1::BufferLocation& location = buffers.Get(i);
-    if (location.byte_size() != descriptor.buffers()[i].byte_size()) {
+    const BufferHandle& declared = descriptor.buffers()[static_cast<std::size_t>(i)];
+    if (location.byte_size() != declared.byte_size()) {
       return InternalError(fmt::format("daemon sent buffer {} of {} bytes; the descriptor says {}",
-                                       i, location.byte_size(),
-                                       descriptor.buffers()[i].byte_size()));
+                                       i, location.byte_size(), declared.byte_size()));
     }
     if (location.byte_size() == 0) {
-      mapped.push_back(MappedBuffer{});
+      mapped.buffers.push_back(MappedBuffer{});
       continue;
     }
-    auto mapping = connection.MapSegment(location.segment_id(), writable);
-    if (!mapping) return std::unexpected(mapping.error());
-    const std::uint64_t size = (*mapping)->size();
+    std::uint64_t size = 0;
+    HURRAY_ASSIGN_OR_RETURN(MappedBuffer buffer, MapOne(connection, location, declared.device_tag(),
+                                                        writable, pool, size));
     if (location.offset() > size || location.byte_size() > size - location.offset()) {
       return InternalError(
           fmt::format("daemon sent buffer {} at offset {} beyond segment {} of {} bytes", i,
                       location.offset(), location.segment_id(), size));
     }
-    mapped.push_back(MappedBuffer{.mapping = *mapping,
-                                  .data = (*mapping)->base() + location.offset(),
-                                  .size = location.byte_size()});
+    if (buffer.slab) {
+      mapped.device.device_ordinal = buffer.slab.slab().device_ordinal;
+      mapped.device.device_uuid = buffer.slab.slab().device_uuid;
+    }
+    buffer.size = location.byte_size();
+    mapped.buffers.push_back(std::move(buffer));
   }
   return mapped;
+}
+
+// The sync mode of a handoff; INTERNAL for an Event handoff without a fence.
+Result<SyncMode> HandoffSyncMode(const v1::SyncHandoff& handoff) {
+  if (handoff.sync_mode() > 0xff) {
+    return InvalidArgumentError(
+        fmt::format("daemon sent an invalid handoff: sync mode {}", handoff.sync_mode()));
+  }
+  auto mode = SyncModeFromByte(static_cast<std::uint8_t>(handoff.sync_mode()));
+  if (!mode) return std::unexpected(mode.error().WithContext("daemon sent an invalid handoff"));
+  if (*mode == SyncMode::kEvent && !handoff.has_fence()) {
+    return InternalError("daemon sent an Event handoff without a fence");
+  }
+  return *mode;
 }
 
 // A wait as the protocol's wait_timeout_ms; INVALID_ARGUMENT when negative or too long.
@@ -113,6 +164,9 @@ struct WritableTensor::State {
   TensorDescriptor descriptor;
   std::uint64_t allocation_id = 0;
   std::vector<MappedBuffer> buffers;
+  DeviceInfo device;
+  // The allocation's fence, when its buffers declare SyncMode::kEvent in a CUDA pool.
+  std::optional<v1::Fence> fence;
 };
 
 WritableTensor::WritableTensor(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -132,15 +186,42 @@ const TensorDescriptor& WritableTensor::descriptor() const { return state_->desc
 std::size_t WritableTensor::buffer_count() const { return state_->buffers.size(); }
 std::span<std::byte> WritableTensor::buffer(std::size_t index) const {
   const MappedBuffer& buffer = state_->buffers.at(index);
+  if (buffer.slab) return {};
   return {buffer.data, buffer.size};
 }
+void* WritableTensor::data(std::size_t index) const { return state_->buffers.at(index).data; }
+const DeviceInfo& WritableTensor::device() const { return state_->device; }
 std::uint64_t WritableTensor::allocation_id() const { return state_->allocation_id; }
 
 Result<PublishedTensor> WritableTensor::Publish(std::string_view name) {
+  return PublishWith(name, SyncMode::kProducerSynced);
+}
+
+Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, CudaStream stream) {
+  if (!state_) return FailedPreconditionError("PublishAfter: the tensor was already published");
+  if (!state_->fence) {
+    return FailedPreconditionError(fmt::format(
+        "PublishAfter: allocation {} has no fence: Event handoffs need a CUDA pool and buffers "
+        "that all declare sync mode event",
+        state_->allocation_id));
+  }
+  Connection& connection = *state_->connection;
+  HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
+                          connection.FenceDeviceAddress(*state_->fence, /*writable=*/true,
+                                                        state_->device.device_ordinal));
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
+  HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, fence, state_->fence->value()));
+  return PublishWith(name, SyncMode::kEvent);
+}
+
+Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncMode sync_mode) {
   if (!state_) return FailedPreconditionError("Publish: the tensor was already published");
   v1::PublishRequest request;
   request.set_allocation_id(state_->allocation_id);
   request.set_name(std::string(name));
+  if (sync_mode != SyncMode::kProducerSynced) {
+    request.mutable_handoff()->set_sync_mode(SyncModeToByte(sync_mode));
+  }
   auto response = state_->connection->Publish(request);
   if (!response) return std::unexpected(response.error());
   state_.reset();
@@ -167,6 +248,16 @@ struct TensorView::State {
   std::uint64_t daemon_epoch = 0;
   TensorDescriptor descriptor;
   std::vector<MappedBuffer> buffers;
+  DeviceInfo device;
+  SyncMode sync_mode = SyncMode::kProducerSynced;
+  // SyncMode::kEvent: the fence, and whether the daemon saw it reached at acquire.
+  v1::Fence fence;
+  bool ready_at_acquire = false;
+
+  // Whether a consumer may read without waiting.
+  [[nodiscard]] bool ready_without_fence() const {
+    return sync_mode != SyncMode::kEvent || ready_at_acquire;
+  }
 };
 
 TensorView::TensorView(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -188,7 +279,60 @@ const TensorDescriptor& TensorView::descriptor() const { return state_->descript
 std::size_t TensorView::buffer_count() const { return state_->buffers.size(); }
 std::span<const std::byte> TensorView::buffer(std::size_t index) const {
   const MappedBuffer& buffer = state_->buffers.at(index);
+  if (buffer.slab) return {};
   return {buffer.data, buffer.size};
+}
+const void* TensorView::data(std::size_t index) const { return state_->buffers.at(index).data; }
+const DeviceInfo& TensorView::device() const { return state_->device; }
+SyncMode TensorView::sync_mode() const { return state_->sync_mode; }
+
+Status TensorView::WaitOn(CudaStream stream) const {
+  if (!state_) return FailedPreconditionError("WaitOn: the view holds no lease");
+  if (state_->ready_without_fence()) return {};
+  Connection& connection = *state_->connection;
+  HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
+                          connection.FenceDeviceAddress(state_->fence, /*writable=*/false,
+                                                        state_->device.device_ordinal));
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
+  return slabs->mapper().WaitValue(stream, fence, state_->fence.value());
+}
+
+Result<bool> TensorView::Ready() const {
+  if (!state_) return FailedPreconditionError("Ready: the view holds no lease");
+  if (state_->ready_without_fence()) return true;
+  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t* word, state_->connection->FenceWord(state_->fence));
+  // The producer's GPU writes the word in place: read it as the atomic it is.
+  const std::uint64_t value = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  if (value == std::numeric_limits<std::uint64_t>::max()) {
+    return std::unexpected(Error(
+        StatusCode::kDataLoss,
+        fmt::format("{} version {}: the daemon gave up on the data (its producer ended, or the "
+                    "daemon stopped, before it was ready)",
+                    state_->name, state_->version)));
+  }
+  return value >= state_->fence.value();
+}
+
+Result<std::shared_ptr<void>> TensorViewAccess::ReadyEvent(const TensorView& view) {
+  const TensorView::State* state = view.state_.get();
+  if (state == nullptr) return FailedPreconditionError("ReadyEvent: the view holds no lease");
+  if (state->device.device_tag != DeviceTag::Cuda()) {
+    return FailedPreconditionError(
+        fmt::format("{} version {} is not in a CUDA pool: it has no device event", state->name,
+                    state->version));
+  }
+  std::shared_ptr<Connection> connection = state->connection;
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection->DeviceSlabs());
+  client_internal::DeviceAddress fence = 0;
+  if (!state->ready_without_fence()) {
+    HURRAY_ASSIGN_OR_RETURN(fence, connection->FenceDeviceAddress(state->fence, /*writable=*/false,
+                                                                  state->device.device_ordinal));
+  }
+  HURRAY_ASSIGN_OR_RETURN(void* event,
+                          slabs->mapper().RecordEventAfterWait(state->device.device_ordinal, fence,
+                                                               state->fence.value()));
+  return std::shared_ptr<void>(
+      event, [connection, slabs](void* recorded) { slabs->mapper().DestroyEvent(recorded); });
 }
 std::uint64_t TensorView::lease_id() const { return state_->lease_id; }
 std::uint64_t TensorView::daemon_epoch() const { return state_->daemon_epoch; }
@@ -263,11 +407,14 @@ Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>
   if (!descriptor) {
     return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
   }
-  auto buffers = MapBuffers(*connection, reply.tensor().buffers(), *descriptor, false);
-  if (!buffers) return std::unexpected(buffers.error());
+  const v1::SyncHandoff& handoff = reply.tensor().handoff();
+  HURRAY_ASSIGN_OR_RETURN(const SyncMode sync_mode, HandoffSyncMode(handoff));
+  HURRAY_ASSIGN_OR_RETURN(MappedTensor mapped,
+                          MapBuffers(*connection, reply.tensor().buffers(), *descriptor,
+                                     /*writable=*/false, reply.tensor().pool()));
   if (populate) {
-    for (const MappedBuffer& buffer : *buffers) {
-      client_internal::PopulateForReading(buffer.data, buffer.size);
+    for (const MappedBuffer& buffer : mapped.buffers) {
+      if (!buffer.slab) client_internal::PopulateForReading(buffer.data, buffer.size);
     }
   }
   return TensorView(
@@ -277,7 +424,11 @@ Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>
                                                             .lease_id = reply.lease_id(),
                                                             .daemon_epoch = reply.daemon_epoch(),
                                                             .descriptor = std::move(*descriptor),
-                                                            .buffers = std::move(*buffers)}));
+                                                            .buffers = std::move(mapped.buffers),
+                                                            .device = std::move(mapped.device),
+                                                            .sync_mode = sync_mode,
+                                                            .fence = handoff.fence(),
+                                                            .ready_at_acquire = handoff.ready()}));
 }
 
 // ---- Client ----
@@ -289,7 +440,8 @@ Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
 
 Result<std::unique_ptr<Client>> Client::Connect(Options options) {
   auto connection = Connection::Open(std::move(options.socket_path), options.client_name,
-                                     options.hot_path == Options::HotPath::kSessionSocket);
+                                     options.hot_path == Options::HotPath::kSessionSocket,
+                                     options.max_mapped_device_bytes);
   if (!connection) return std::unexpected(connection.error());
   return std::unique_ptr<Client>(new Client(std::move(*connection)));
 }
@@ -304,17 +456,21 @@ Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std:
   request.set_pool(std::string(pool));
   auto response = connection_->Allocate(request);
   if (!response) return std::unexpected(response.error());
-  auto state = std::make_unique<WritableTensor::State>(
-      WritableTensor::State{.connection = connection_,
-                            .descriptor = descriptor,
-                            .allocation_id = response->allocation_id(),
-                            .buffers = {}});
-  auto buffers = MapBuffers(*connection_, response->buffers(), descriptor, true);
-  if (!buffers) {
+  auto state = std::make_unique<WritableTensor::State>(WritableTensor::State{
+      .connection = connection_,
+      .descriptor = descriptor,
+      .allocation_id = response->allocation_id(),
+      .buffers = {},
+      .device = {},
+      .fence = response->has_fence() ? std::optional(response->fence()) : std::nullopt});
+  auto mapped = MapBuffers(*connection_, response->buffers(), descriptor, /*writable=*/true,
+                           pool.empty() ? std::string_view("cpu") : pool);
+  if (!mapped) {
     WritableTensor abandoned(std::move(state));  // Cancels the allocation.
-    return std::unexpected(buffers.error());
+    return std::unexpected(mapped.error());
   }
-  state->buffers = std::move(*buffers);
+  state->buffers = std::move(mapped->buffers);
+  state->device = std::move(mapped->device);
   return WritableTensor(std::move(state));
 }
 

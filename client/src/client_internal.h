@@ -6,12 +6,13 @@
 #include <memory>
 #include <span>
 
-#include "connection.h"
 #include "hurray/client.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
 
 namespace hurray::client_internal {
+
+class Connection;
 
 // Static functions only; each is as thread-safe as the views it is given (one thread at a
 // time per view).
@@ -39,6 +40,13 @@ class TensorViewAccess {
 
   // Empties `view` without ending its lease, which the caller ends some other way.
   static void Forget(TensorView& view);
+
+  // A new CUDA event (a CUevent; the pointer is the shared_ptr's) of the view's device that
+  // completes once the view's data is ready: recorded on the client's own stream after a
+  // wait for the fence (at once for a ProducerSynced view, or one ready at acquire). The
+  // shared_ptr destroys the event and keeps the view's connection alive until then.
+  // FAILED_PRECONDITION on an empty view or one of a CPU pool; the driver's errors.
+  [[nodiscard]] static Result<std::shared_ptr<void>> ReadyEvent(const TensorView& view);
 };
 
 }  // namespace hurray::client_internal

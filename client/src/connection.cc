@@ -54,16 +54,27 @@ Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
 }
 
 Connection::Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,
-                       std::shared_ptr<grpc::Channel> channel, bool use_session_socket)
+                       std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
+                       std::uint64_t max_mapped_device_bytes)
     : socket_path_(std::move(socket_path)),
       use_session_socket_(use_session_socket),
       session_(std::move(session)),
       channel_(std::move(channel)),
-      stub_(v1::Exchange::NewStub(channel_)) {}
+      stub_(v1::Exchange::NewStub(channel_)),
+      max_mapped_device_bytes_(max_mapped_device_bytes) {}
+
+Connection::~Connection() {
+  // Host registrations end before their mappings are unmapped; the slab cache unmaps its
+  // slabs as it goes.
+  for (const auto& [mapping, address] : registrations_) {
+    device_slabs_->mapper().UnregisterHostMemory(mapping->base());
+  }
+}
 
 Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
                                                      std::string_view client_name,
-                                                     bool use_session_socket) {
+                                                     bool use_session_socket,
+                                                     std::uint64_t max_mapped_device_bytes) {
   if (socket_path.empty()) socket_path = DefaultClientSocketPath();
   auto session = client::SessionConnection::Connect(SessionSocketPath(socket_path), client_name);
   if (!session) return std::unexpected(session.error());
@@ -72,7 +83,8 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
   auto channel = grpc::CreateCustomChannel(fmt::format("unix:{}", socket_path),
                                            grpc::InsecureChannelCredentials(), arguments);
   return std::shared_ptr<Connection>(new Connection(std::move(socket_path), std::move(*session),
-                                                    std::move(channel), use_session_socket));
+                                                    std::move(channel), use_session_socket,
+                                                    max_mapped_device_bytes));
 }
 
 template <typename Request, typename Response>
@@ -152,6 +164,58 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   auto mapping = std::make_shared<Mapping>(base, granted->size, writable);
   mappings_.emplace(key, mapping);
   return mapping;
+}
+
+Result<DeviceSlabCache*> Connection::DeviceSlabs() {
+  std::lock_guard lock(device_mutex_);
+  if (device_slabs_) return device_slabs_.get();
+  HURRAY_ASSIGN_OR_RETURN(auto mapper, CreateCudaDeviceMemoryMapper());
+  client::SessionConnection* session = session_.get();
+  device_slabs_ = std::make_unique<DeviceSlabCache>(
+      std::move(mapper), max_mapped_device_bytes_,
+      [session](std::uint64_t segment_id, bool writable) {
+        return session->MapSegment(segment_id, writable);
+      },
+      [session](std::uint64_t segment_id, bool read_only) {
+        // Only the daemon's Stats lose by a refusal: the mapping works all the same.
+        (void)session->ReportSlabMapped(segment_id, read_only);
+      });
+  return device_slabs_.get();
+}
+
+Result<std::pair<std::shared_ptr<Mapping>, std::uint64_t>> Connection::MapFence(
+    const v1::Fence& fence, bool writable) {
+  HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
+                          MapSegment(fence.segment_id(), writable));
+  if (fence.offset() % sizeof(std::uint64_t) != 0 || fence.offset() > mapping->size() ||
+      mapping->size() - fence.offset() < sizeof(std::uint64_t)) {
+    return InternalError(fmt::format("daemon sent a fence at offset {} of segment {} of {} bytes",
+                                     fence.offset(), fence.segment_id(), mapping->size()));
+  }
+  return std::make_pair(std::move(mapping), fence.offset());
+}
+
+Result<DeviceAddress> Connection::FenceDeviceAddress(const v1::Fence& fence, bool writable,
+                                                     int device_ordinal) {
+  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, writable));
+  HURRAY_ASSIGN_OR_RETURN(DeviceSlabCache * slabs, DeviceSlabs());
+  std::lock_guard lock(device_mutex_);
+  const Mapping* key = mapped.first.get();
+  auto found = registrations_.find(key);
+  if (found == registrations_.end()) {
+    HURRAY_ASSIGN_OR_RETURN(
+        const DeviceAddress base,
+        slabs->mapper().RegisterHostMemory(mapped.first->base(), mapped.first->size(),
+                                           device_ordinal, !writable));
+    found = registrations_.emplace(key, base).first;
+  }
+  return found->second + mapped.second;
+}
+
+Result<const std::uint64_t*> Connection::FenceWord(const v1::Fence& fence) {
+  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, /*writable=*/false));
+  // The mapping is cached for the life of the connection, so the pointer stays valid.
+  return reinterpret_cast<const std::uint64_t*>(mapped.first->base() + mapped.second);
 }
 
 }  // namespace hurray::client_internal

@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "device/device_memory_mapper.h"
+#include "device/device_slab_cache.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "session_connection.h"
@@ -51,9 +53,13 @@ class Connection {
  public:
   // `use_session_socket`: send the hot path (allocate, publish, acquire without a wait,
   // release, cancel) over the session socket rather than gRPC.
-  [[nodiscard]] static Result<std::shared_ptr<Connection>> Open(std::string socket_path,
-                                                                std::string_view client_name,
-                                                                bool use_session_socket);
+  // `max_mapped_device_bytes`: Client::Options' cap on the CUDA slabs kept mapped.
+  [[nodiscard]] static Result<std::shared_ptr<Connection>> Open(
+      std::string socket_path, std::string_view client_name, bool use_session_socket,
+      std::uint64_t max_mapped_device_bytes = 0);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
   // The exchange's hot path, over the session socket or gRPC (see Open). Acquires that
   // wait always go through gRPC.
@@ -77,9 +83,29 @@ class Connection {
   [[nodiscard]] Result<std::shared_ptr<Mapping>> MapSegment(std::uint64_t segment_id,
                                                             bool writable);
 
+  // This process's CUDA slabs, their cache made on first use over the CUDA driver.
+  // FAILED_PRECONDITION saying why when this process has no usable driver (the next call
+  // tries again).
+  [[nodiscard]] Result<DeviceSlabCache*> DeviceSlabs();
+
+  // The device address of `fence`'s word, for device `device_ordinal` (and every other):
+  // its fence segment mapped (read-write when `writable`) as MapSegment does, and
+  // registered with the driver once per mapping for the life of the connection. INTERNAL for a
+  // fence outside its segment or not 8-aligned; DeviceSlabs' errors; the driver's.
+  [[nodiscard]] Result<DeviceAddress> FenceDeviceAddress(const v1::Fence& fence, bool writable,
+                                                         int device_ordinal);
+  // The fence word in this process's read-only mapping of its segment, for host reads.
+  // INTERNAL for a fence outside its segment or not 8-aligned; MapSegment's errors.
+  [[nodiscard]] Result<const std::uint64_t*> FenceWord(const v1::Fence& fence);
+
  private:
   Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,
-             std::shared_ptr<grpc::Channel> channel, bool use_session_socket);
+             std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
+             std::uint64_t max_mapped_device_bytes);
+
+  // The mapping of `fence`'s segment and the word's offset in it, checked.
+  Result<std::pair<std::shared_ptr<Mapping>, std::uint64_t>> MapFence(const v1::Fence& fence,
+                                                                      bool writable);
 
   // One hot-path call: on the session socket as request body `request_body` answered by
   // `reply_body`, or as the gRPC rpc `rpc`.
@@ -100,6 +126,14 @@ class Connection {
   std::mutex mutex_;
   // (segment id, writable) -> mapping. Guarded by mutex_.
   std::map<std::pair<std::uint64_t, bool>, std::shared_ptr<Mapping>> mappings_;
+
+  const std::uint64_t max_mapped_device_bytes_;
+  std::mutex device_mutex_;
+  // Made by DeviceSlabs. Guarded by device_mutex_ (the cache itself is thread-safe).
+  std::unique_ptr<DeviceSlabCache> device_slabs_;
+  // Mapping of a fence segment -> the device address of its base: registered once,
+  // portable (for every device and context of the process). Guarded by device_mutex_.
+  std::map<const Mapping*, DeviceAddress> registrations_;
 };
 
 }  // namespace hurray::client_internal

@@ -66,11 +66,17 @@ Result<TensorDetails> TensorDetailsFromProto(const v1::DescribeResponse& reply) 
   }
   HURRAY_ASSIGN_OR_RETURN(const SyncMode sync_mode,
                           SyncModeFromProto(tensor.handoff().sync_mode()));
+  const v1::Fence& fence = tensor.handoff().fence();
   TensorDetails details{.name = tensor.name(),
                         .version = tensor.version(),
                         .descriptor = std::move(*descriptor),
                         .buffers = {},
                         .sync_mode = sync_mode,
+                        .fence = FenceLocation{.segment_id = fence.segment_id(),
+                                               .segment_size = fence.segment_size(),
+                                               .offset = fence.offset(),
+                                               .value = fence.value()},
+                        .ready = tensor.handoff().ready(),
                         .pool = tensor.pool(),
                         .published_at = TimeFromNanoseconds(tensor.published_at_ns()),
                         .versions = {},
@@ -115,7 +121,16 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                                     .segment_count = pool.segment_count(),
                                     .allocation_count = pool.allocation_count(),
                                     .page_size_bytes = pool.page_size(),
-                                    .huge_pages = pool.huge_pages()});
+                                    .huge_pages = pool.huge_pages(),
+                                    .device_uuid = pool.device_uuid(),
+                                    .device_name = pool.device_name(),
+                                    .device_ordinal = pool.device_ordinal(),
+                                    .mechanism = pool.mechanism(),
+                                    .slab_bytes = pool.slab_bytes(),
+                                    .slab_mappings = pool.slab_mappings(),
+                                    .read_only_slab_mappings = pool.read_only_slab_mappings(),
+                                    .fences_in_use = pool.fences_in_use(),
+                                    .fences_retired = pool.fences_retired()});
   }
   return stats;
 }

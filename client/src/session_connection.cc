@@ -151,18 +151,38 @@ Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, b
   UniqueFd fd;
   auto reply = RoundTripLocked(request, v1::SessionMessage::kSegmentGranted, &fd, context);
   if (!reply) return std::unexpected(reply.error());
-  const v1::SegmentGranted& granted = reply->segment_granted();
-  if (granted.segment_id() != segment_id || !fd || (writable && !granted.writable())) {
+  v1::SegmentGranted& granted = *reply->mutable_segment_granted();
+  const bool legacy = granted.kind() == v1::SEGMENT_KIND_CUDA_LEGACY_IPC;
+  // A legacy handle's bytes stay out of the message: only its size is named.
+  const bool access_ok = legacy ? !fd && granted.legacy_ipc_handle().size() == kLegacyIpcHandleBytes
+                                : static_cast<bool>(fd);
+  if (granted.segment_id() != segment_id || !access_ok || (writable && !granted.writable())) {
     return std::unexpected(BreakLocked(
         Error(StatusCode::kInternal,
-              fmt::format("{}: the daemon granted segment {} {} {} a descriptor", context,
-                          granted.segment_id(), granted.writable() ? "read-write" : "read-only",
-                          fd ? "with" : "without"))));
+              fmt::format("{}: the daemon granted segment {} of kind {} {} {} a descriptor and a "
+                          "legacy handle of {} bytes",
+                          context, granted.segment_id(), v1::SegmentKind_Name(granted.kind()),
+                          granted.writable() ? "read-write" : "read-only", fd ? "with" : "without",
+                          granted.legacy_ipc_handle().size()))));
   }
   return GrantedSegment{.fd = std::move(fd),
                         .size = granted.segment_size(),
                         .writable = granted.writable(),
-                        .page_size = granted.page_size()};
+                        .page_size = granted.page_size(),
+                        .kind = granted.kind(),
+                        .device_uuid = std::move(*granted.mutable_device_uuid()),
+                        .legacy_ipc_handle = std::move(*granted.mutable_legacy_ipc_handle())};
+}
+
+Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_only) {
+  std::lock_guard lock(mutex_);
+  v1::SessionMessage request;
+  request.mutable_slab_mapped()->set_segment_id(segment_id);
+  request.mutable_slab_mapped()->set_read_only(read_only);
+  auto reply = RoundTripLocked(request, v1::SessionMessage::kSlabMappedAck, nullptr,
+                               fmt::format("slab_mapped {}", segment_id));
+  if (!reply) return std::unexpected(reply.error());
+  return {};
 }
 
 Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage request,

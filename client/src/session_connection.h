@@ -2,6 +2,7 @@
 // One per process; the connection's life is the session's life.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,15 +18,26 @@
 
 namespace hurray::client {
 
-// A descriptor on a whole segment, as the daemon granted it.
+// A whole segment, as the daemon granted it: a descriptor on it, or for a legacy CUDA slab
+// its IPC handle.
 struct GrantedSegment {
-  UniqueFd fd;             // O_CLOEXEC; read-only unless `writable`.
+  // O_CLOEXEC; read-only unless `writable`. Invalid for SEGMENT_KIND_CUDA_LEGACY_IPC.
+  UniqueFd fd;
   std::uint64_t size = 0;  // Bytes of the segment.
   bool writable = false;
-  // Bytes of one page of the segment's pool (2 MiB and up: huge pages); 0 when the daemon
-  // did not say.
+  // Bytes of one page of the segment's pool (2 MiB and up: huge pages; for CUDA slabs the
+  // device's allocation granularity); 0 when the daemon did not say.
   std::uint64_t page_size = 0;
+  v1::SegmentKind kind = v1::SEGMENT_KIND_SHM;
+  // CUDA slabs: the GPU's UUID ("GPU-..." or "MIG-...").
+  std::string device_uuid;
+  // SEGMENT_KIND_CUDA_LEGACY_IPC: the kLegacyIpcHandleBytes of the cudaIpcMemHandle_t. A
+  // capability: never logged, never put in an error message.
+  std::string legacy_ipc_handle;
 };
+
+// Bytes of a cudaIpcMemHandle_t.
+inline constexpr std::size_t kLegacyIpcHandleBytes = 64;
 
 // A connected session: hello sent, welcome received. Destroying it closes the socket,
 // which ends the session (the daemon releases its leases and unpublished allocations).
@@ -56,7 +68,15 @@ class SessionConnection {
   // connection is gone (the daemon stopped); INTERNAL when the reply breaks the protocol.
   // After a failure of the socket or the protocol the connection is closed (the session
   // has ended) and every later call fails with UNAVAILABLE.
+  // A grant of kind SEGMENT_KIND_CUDA_LEGACY_IPC carries a 64-byte handle and no
+  // descriptor; every other kind a descriptor (INTERNAL, closing the connection, otherwise).
   [[nodiscard]] Result<GrantedSegment> MapSegment(std::uint64_t segment_id, bool writable);
+
+  // Tells the daemon how this process mapped CUDA slab `segment_id` (SlabMapped, answered
+  // by SlabMappedAck), for its Stats. The daemon's error with its code when it refuses (a
+  // daemon that does not know the message answers with one too; the connection stays
+  // usable); the same failures of the connection as MapSegment.
+  [[nodiscard]] Status ReportSlabMapped(std::uint64_t segment_id, bool read_only);
 
   // One exchange request on the session socket (allocate, publish, acquire without a wait,
   // release, cancel_allocation; request_id is set here) and its reply, which must have body

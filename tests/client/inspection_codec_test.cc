@@ -127,6 +127,12 @@ v1::DescribeResponse DescribeReply(const TensorDescriptor& descriptor) {
   location.set_offset(8192);
   location.set_byte_size(16);
   tensor.mutable_handoff()->set_sync_mode(1);
+  v1::Fence& fence = *tensor.mutable_handoff()->mutable_fence();
+  fence.set_segment_id((std::uint64_t{1} << 56) + 5);
+  fence.set_segment_size(1 << 16);
+  fence.set_offset(64);
+  fence.set_value(9);
+  tensor.mutable_handoff()->set_ready(true);
   tensor.set_pool("gpu0");
   tensor.set_published_at_ns(kPublishedNanoseconds);
   for (std::uint64_t version : {2, 3}) {
@@ -164,6 +170,11 @@ TEST(InspectionCodecTest, DetailsCarryEveryField) {
                 .buffers = {BufferLocation{
                     .segment_id = 11, .segment_size = 1 << 20, .offset = 8192, .byte_size = 16}},
                 .sync_mode = SyncMode::kEvent,
+                .fence = FenceLocation{.segment_id = (std::uint64_t{1} << 56) + 5,
+                                       .segment_size = 1 << 16,
+                                       .offset = 64,
+                                       .value = 9},
+                .ready = true,
                 .pool = "gpu0",
                 .published_at = Time(kPublishedNanoseconds),
                 .versions = {version(2), version(3)},
@@ -198,6 +209,15 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
     pool.set_allocation_count(17);
     pool.set_page_size(2 << 20);
     pool.set_huge_pages(name == "cpu" ? "transparent" : "explicit");
+    pool.set_device_uuid("GPU-6f3e2b1a-0c4d-4e5f-8a9b-0123456789ab");
+    pool.set_device_name("NVIDIA H200");
+    pool.set_device_ordinal(1);
+    pool.set_mechanism("vmm");
+    pool.set_slab_bytes(1 << 30);
+    pool.set_slab_mappings(12);
+    pool.set_read_only_slab_mappings(10);
+    pool.set_fences_in_use(3);
+    pool.set_fences_retired(2);
   }
   reply.set_session_count(4);
   reply.set_lease_count(5);
@@ -218,7 +238,16 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                      .segment_count = 3,
                      .allocation_count = 17,
                      .page_size_bytes = 2 << 20,
-                     .huge_pages = std::move(huge_pages)};
+                     .huge_pages = std::move(huge_pages),
+                     .device_uuid = "GPU-6f3e2b1a-0c4d-4e5f-8a9b-0123456789ab",
+                     .device_name = "NVIDIA H200",
+                     .device_ordinal = 1,
+                     .mechanism = "vmm",
+                     .slab_bytes = 1 << 30,
+                     .slab_mappings = 12,
+                     .read_only_slab_mappings = 10,
+                     .fences_in_use = 3,
+                     .fences_retired = 2};
   };
   EXPECT_EQ(
       DaemonStatsFromProto(reply),

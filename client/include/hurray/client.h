@@ -116,6 +116,7 @@ class WritableTensor {
   friend class Client;
   struct State;
   explicit WritableTensor(std::unique_ptr<State> state);
+  Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode);
   std::unique_ptr<State> state_;
 };
 

@@ -64,6 +64,22 @@ struct BufferLocation {
   friend bool operator==(const BufferLocation&, const BufferLocation&) = default;
 };
 
+// A fence (Event sync mode): one 64-bit word in a daemon's fence segment; the data is ready
+// once the word holds at least `value`, and lost when it holds 2^64 - 1 while the tensor was
+// not ready (see hurray.v1.Fence).
+struct FenceLocation {
+  // The fence segment; 0 when there is no fence.
+  std::uint64_t segment_id = 0;
+  // Size of the whole fence segment, in bytes.
+  std::uint64_t segment_size = 0;
+  // Offset of the fence word in the segment, in bytes; a multiple of 8.
+  std::uint64_t offset = 0;
+  // The value the word reaches when the data is ready.
+  std::uint64_t value = 0;
+
+  friend bool operator==(const FenceLocation&, const FenceLocation&) = default;
+};
+
 // One live version of a name.
 struct VersionSummary {
   std::uint64_t version = 0;
@@ -88,6 +104,10 @@ struct TensorDetails {
   std::vector<BufferLocation> buffers;
   // When the data may be read.
   SyncMode sync_mode = SyncMode::kProducerSynced;
+  // SyncMode::kEvent: the fence that says when (segment_id 0 otherwise).
+  FenceLocation fence;
+  // SyncMode::kEvent: the daemon saw the fence reached when it answered.
+  bool ready = false;
   // The pool the buffers live in.
   std::string pool;
   DaemonTime published_at{};
@@ -119,6 +139,25 @@ struct PoolStats {
   // Huge pages in effect: "off", "transparent" or "explicit"; empty for pools without
   // pages of their own (cuda).
   std::string huge_pages;
+
+  // CUDA pools only (empty or 0 for cpu).
+  // The GPU: "GPU-<uuid>", or "MIG-<uuid>" for a MIG instance. Pool names (cuda:N) follow the
+  // daemon's device ordinals; a client finds its own ordinal of the GPU by this UUID.
+  std::string device_uuid;
+  // The device's name ("NVIDIA H200").
+  std::string device_name;
+  // The daemon's CUDA ordinal of the device.
+  std::uint32_t device_ordinal = 0;
+  // How slabs reach clients: "vmm" (file descriptors) or "legacy_ipc" (cudaIpc handles).
+  std::string mechanism;
+  // Bytes of each slab.
+  std::uint64_t slab_bytes = 0;
+  // Slab mappings sessions reported, and how many of them are read-only.
+  std::uint64_t slab_mappings = 0;
+  std::uint64_t read_only_slab_mappings = 0;
+  // Fence words in use, and words retired for good (their producer ended before signalling).
+  std::uint64_t fences_in_use = 0;
+  std::uint64_t fences_retired = 0;
 
   friend bool operator==(const PoolStats&, const PoolStats&) = default;
 };

@@ -27,6 +27,7 @@
 #include "hurray/v1/exchange.pb.h"
 #include "hurrayctl/hurrayctl_format.h"
 #include "hurrayctl/npy.h"
+#include "hurrayctl/reply_text.h"
 #include "inspection_calls.h"
 
 namespace hurray::ctl {
@@ -129,15 +130,6 @@ std::string ElementTypeLabel(int value) {
     }
   }
   return fmt::format("type {}", value);
-}
-
-std::string SyncModeLabel(std::uint32_t value) {
-  if (value <= 0xff) {
-    if (auto mode = SyncModeFromByte(static_cast<std::uint8_t>(value))) {
-      return std::string(SyncModeName(*mode));
-    }
-  }
-  return fmt::format("sync mode {}", value);
 }
 
 std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
@@ -250,10 +242,10 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
       "version:    {}\n"
       "pool:       {}\n"
       "published:  {}\n"
-      "handoff:    {}\n"
+      "{}"
       "descriptor:\n",
       tensor.name(), tensor.version(), tensor.pool(), FormatTimestamp(tensor.published_at_ns()),
-      SyncModeLabel(tensor.handoff().sync_mode()));
+      RenderDeviceAndHandoff(tensor, descriptor->device_tag()));
   const std::string rendered = descriptor->ToString();
   std::size_t start = 0;
   while (start < rendered.size()) {
@@ -309,6 +301,7 @@ Status StatsCommand(const GlobalOptions& options) {
                   fmt::to_string(pool.allocation_count())});
   }
   text += pools.Render("  ");
+  text += RenderCudaPools(*stats);
   Print(text);
   return {};
 }

@@ -1,0 +1,327 @@
+// The DeviceMemoryMapper of this process's CUDA driver (CreateCudaDeviceMemoryMapper).
+#include <fmt/format.h>
+
+#include "device/device_memory_mapper.h"
+
+#if HURRAY_HAVE_CUDA
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "hurray/cuda/driver.h"
+
+namespace hurray::client_internal {
+namespace {
+
+// Makes device `device_ordinal`'s primary context current for a scope, and the caller's
+// context current again afterwards: the client never changes which context a caller's
+// thread works in. Not copyable.
+class ScopedDeviceContext {
+ public:
+  ScopedDeviceContext(const cuda::DriverApi& api, CUcontext context) : api_(api) {
+    (void)api_.CtxGetCurrent(&previous_);
+    (void)api_.CtxSetCurrent(context);
+  }
+  ~ScopedDeviceContext() { (void)api_.CtxSetCurrent(previous_); }
+  ScopedDeviceContext(const ScopedDeviceContext&) = delete;
+  ScopedDeviceContext& operator=(const ScopedDeviceContext&) = delete;
+
+ private:
+  const cuda::DriverApi& api_;
+  CUcontext previous_ = nullptr;
+};
+
+// The UUID of `device` as PoolStats names it: "MIG-..." for a MIG instance (whose UUID
+// differs from its physical GPU's), else "GPU-...".
+Result<std::string> DeviceUuid(const cuda::DriverApi& api, CUdevice device) {
+  CUuuid uuid{};
+  CUuuid physical{};
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api, "cuDeviceGetUuid_v2", api.DeviceGetUuid(&uuid, device)));
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api, "cuDeviceGetUuid", api.DeviceGetPhysicalUuid(&physical, device)));
+  std::array<unsigned char, 16> bytes{};
+  std::memcpy(bytes.data(), uuid.bytes, bytes.size());
+  const bool mig = std::memcmp(uuid.bytes, physical.bytes, sizeof(uuid.bytes)) != 0;
+  return cuda::FormatDeviceUuid(bytes, mig ? "MIG-" : "GPU-");
+}
+
+CUdeviceptr Pointer(DeviceAddress address) { return static_cast<CUdeviceptr>(address); }
+
+class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
+ public:
+  explicit CudaDeviceMemoryMapper(const cuda::DriverApi& api) : api_(api) {}
+  ~CudaDeviceMemoryMapper() override;
+
+  Result<int> DeviceOrdinalOf(std::string_view device_uuid) override;
+  Result<std::uint64_t> DeviceMemoryBytes(int device_ordinal) override;
+  Result<MappedSlab> ImportAndMap(const SlabToImport& slab) override;
+  void Unmap(const MappedSlab& slab) override;
+  Result<DeviceAddress> RegisterHostMemory(void* host, std::uint64_t size, int device_ordinal,
+                                           bool read_only) override;
+  void UnregisterHostMemory(void* host) override;
+  Status WaitValue(void* stream, DeviceAddress address, std::uint64_t value) override;
+  Status WriteValue(void* stream, DeviceAddress address, std::uint64_t value) override;
+  Result<void*> RecordEventAfterWait(int device_ordinal, DeviceAddress address,
+                                     std::uint64_t value) override;
+  void DestroyEvent(void* event) override;
+
+ private:
+  struct Device {
+    CUdevice device = 0;
+    CUcontext context = nullptr;  // The retained primary context.
+    CUstream stream = nullptr;    // The mapper's own stream, made on first use.
+  };
+  // Device `device_ordinal`, its primary context retained on first use.
+  Result<Device*> DeviceAt(int device_ordinal);
+  Result<MappedSlab> MapVmm(const SlabToImport& slab);
+  Status SetAccess(CUdeviceptr address, std::uint64_t size, int device_ordinal, bool read_only);
+
+  const cuda::DriverApi& api_;
+  std::mutex mutex_;
+  std::map<int, Device> devices_;  // Guarded by mutex_.
+};
+
+CudaDeviceMemoryMapper::~CudaDeviceMemoryMapper() {
+  for (auto& [ordinal, device] : devices_) {
+    if (device.stream != nullptr) {
+      ScopedDeviceContext current(api_, device.context);
+      (void)api_.StreamDestroy(device.stream);
+    }
+    (void)api_.DevicePrimaryCtxRelease(device.device);
+  }
+}
+
+Result<CudaDeviceMemoryMapper::Device*> CudaDeviceMemoryMapper::DeviceAt(int device_ordinal) {
+  std::lock_guard lock(mutex_);
+  if (auto found = devices_.find(device_ordinal); found != devices_.end()) return &found->second;
+  Device device;
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuDeviceGet", api_.DeviceGet(&device.device, device_ordinal)));
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuDevicePrimaryCtxRetain",
+                      api_.DevicePrimaryCtxRetain(&device.context, device.device)));
+  return &devices_.emplace(device_ordinal, device).first->second;
+}
+
+Result<int> CudaDeviceMemoryMapper::DeviceOrdinalOf(std::string_view device_uuid) {
+  int count = 0;
+  HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(api_, "cuDeviceGetCount", api_.DeviceGetCount(&count)));
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(api_, "cuDeviceGet", api_.DeviceGet(&device, ordinal)));
+    HURRAY_ASSIGN_OR_RETURN(const std::string uuid, DeviceUuid(api_, device));
+    if (uuid == device_uuid) return ordinal;
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return FailedPreconditionError(
+      fmt::format("GPU {} is not visible to this process (CUDA_VISIBLE_DEVICES={})", device_uuid,
+                  visible == nullptr ? "<unset>" : visible));
+}
+
+Result<std::uint64_t> CudaDeviceMemoryMapper::DeviceMemoryBytes(int device_ordinal) {
+  HURRAY_ASSIGN_OR_RETURN(const Device* device, DeviceAt(device_ordinal));
+  std::size_t bytes = 0;
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuDeviceTotalMem", api_.DeviceTotalMem(&bytes, device->device)));
+  return bytes;
+}
+
+Status CudaDeviceMemoryMapper::SetAccess(CUdeviceptr address, std::uint64_t size,
+                                         int device_ordinal, bool read_only) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_ordinal;
+  access.flags = read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return cuda::CheckCuda(api_, "cuMemSetAccess", api_.MemSetAccess(address, size, &access, 1));
+}
+
+Result<MappedSlab> CudaDeviceMemoryMapper::MapVmm(const SlabToImport& slab) {
+  CUmemGenericAllocationHandle handle = 0;
+  // The driver API takes the descriptor's value in the pointer.
+  void* shareable = reinterpret_cast<void*>(static_cast<std::intptr_t>(slab.fd));  // NOLINT
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuMemImportFromShareableHandle",
+                      api_.MemImportFromShareableHandle(&handle, shareable,
+                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)));
+  // Mapped, the memory keeps itself alive: the handle is released either way.
+  struct ReleaseHandle {
+    const cuda::DriverApi& api;
+    CUmemGenericAllocationHandle handle;
+    ~ReleaseHandle() { (void)api.MemRelease(handle); }
+  } release{api_, handle};
+  std::size_t granularity = slab.granularity;
+  if (granularity == 0) {
+    CUmemAllocationProp properties{};
+    properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    properties.location = {CU_MEM_LOCATION_TYPE_DEVICE, slab.device_ordinal};
+    properties.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    HURRAY_RETURN_IF_ERROR(
+        cuda::CheckCuda(api_, "cuMemGetAllocationGranularity",
+                        api_.MemGetAllocationGranularity(&granularity, &properties,
+                                                         CU_MEM_ALLOC_GRANULARITY_MINIMUM)));
+  }
+  CUdeviceptr address = 0;
+  HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(
+      api_, "cuMemAddressReserve", api_.MemAddressReserve(&address, slab.size, granularity, 0, 0)));
+  Status mapped = cuda::CheckCuda(api_, "cuMemMap", api_.MemMap(address, slab.size, 0, handle, 0));
+  bool read_only = slab.read_only;
+  if (mapped) {
+    mapped = SetAccess(address, slab.size, slab.device_ordinal, read_only);
+    if (!mapped && read_only) {
+      // Drivers without read-only device mappings refuse PROT_READ: map read-write, and
+      // say so (MappedSlab::read_only, reported to the daemon's Stats).
+      read_only = false;
+      mapped = SetAccess(address, slab.size, slab.device_ordinal, false);
+    }
+    if (!mapped) (void)api_.MemUnmap(address, slab.size);
+  }
+  if (!mapped) {
+    (void)api_.MemAddressFree(address, slab.size);
+    return std::unexpected(mapped.error().WithContext(fmt::format("slab {}", slab.segment_id)));
+  }
+  return MappedSlab{.address = address,
+                    .size = slab.size,
+                    .kind = slab.kind,
+                    .device_ordinal = slab.device_ordinal,
+                    .read_only = read_only};
+}
+
+Result<MappedSlab> CudaDeviceMemoryMapper::ImportAndMap(const SlabToImport& slab) {
+  HURRAY_ASSIGN_OR_RETURN(const Device* device, DeviceAt(slab.device_ordinal));
+  ScopedDeviceContext current(api_, device->context);
+  if (slab.kind == v1::SEGMENT_KIND_CUDA_VMM) return MapVmm(slab);
+  CUipcMemHandle handle{};
+  if (slab.legacy_ipc_handle.size() != sizeof(handle.reserved)) {
+    return InternalError(fmt::format("slab {}: legacy IPC handle of {} bytes, not {}",
+                                     slab.segment_id, slab.legacy_ipc_handle.size(),
+                                     sizeof(handle.reserved)));
+  }
+  std::memcpy(handle.reserved, slab.legacy_ipc_handle.data(), sizeof(handle.reserved));
+  CUdeviceptr address = 0;
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuIpcOpenMemHandle",
+                      api_.IpcOpenMemHandle(&address, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)));
+  // Legacy handles open read-write only.
+  return MappedSlab{.address = address,
+                    .size = slab.size,
+                    .kind = slab.kind,
+                    .device_ordinal = slab.device_ordinal,
+                    .read_only = false};
+}
+
+void CudaDeviceMemoryMapper::Unmap(const MappedSlab& slab) {
+  auto device = DeviceAt(slab.device_ordinal);
+  if (!device) return;
+  ScopedDeviceContext current(api_, (*device)->context);
+  if (slab.kind == v1::SEGMENT_KIND_CUDA_LEGACY_IPC) {
+    (void)api_.IpcCloseMemHandle(Pointer(slab.address));
+    return;
+  }
+  (void)api_.MemUnmap(Pointer(slab.address), slab.size);
+  (void)api_.MemAddressFree(Pointer(slab.address), slab.size);
+}
+
+Result<DeviceAddress> CudaDeviceMemoryMapper::RegisterHostMemory(void* host, std::uint64_t size,
+                                                                 int device_ordinal,
+                                                                 bool read_only) {
+  HURRAY_ASSIGN_OR_RETURN(const Device* device, DeviceAt(device_ordinal));
+  ScopedDeviceContext current(api_, device->context);
+  unsigned int flags = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE;
+  if (read_only) {
+    int supported = 0;
+    HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(
+        api_, "cuDeviceGetAttribute",
+        api_.DeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
+                                device->device)));
+    if (supported == 0) {
+      return FailedPreconditionError(fmt::format(
+          "device {} cannot register read-only host memory, which a consumer's fence needs "
+          "(CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED is 0)",
+          device_ordinal));
+    }
+    flags |= CU_MEMHOSTREGISTER_READ_ONLY;
+  }
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuMemHostRegister", api_.MemHostRegister(host, size, flags)));
+  CUdeviceptr address = 0;
+  if (Status found = cuda::CheckCuda(api_, "cuMemHostGetDevicePointer",
+                                     api_.MemHostGetDevicePointer(&address, host, 0));
+      !found) {
+    (void)api_.MemHostUnregister(host);
+    return std::unexpected(found.error());
+  }
+  return address;
+}
+
+void CudaDeviceMemoryMapper::UnregisterHostMemory(void* host) {
+  (void)api_.MemHostUnregister(host);
+}
+
+Status CudaDeviceMemoryMapper::WaitValue(void* stream, DeviceAddress address, std::uint64_t value) {
+  return cuda::CheckCuda(api_, "cuStreamWaitValue64",
+                         api_.StreamWaitValue64(static_cast<CUstream>(stream), Pointer(address),
+                                                value, CU_STREAM_WAIT_VALUE_GEQ));
+}
+
+Status CudaDeviceMemoryMapper::WriteValue(void* stream, DeviceAddress address,
+                                          std::uint64_t value) {
+  return cuda::CheckCuda(api_, "cuStreamWriteValue64",
+                         api_.StreamWriteValue64(static_cast<CUstream>(stream), Pointer(address),
+                                                 value, CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+Result<void*> CudaDeviceMemoryMapper::RecordEventAfterWait(int device_ordinal,
+                                                           DeviceAddress address,
+                                                           std::uint64_t value) {
+  HURRAY_ASSIGN_OR_RETURN(Device * device, DeviceAt(device_ordinal));
+  ScopedDeviceContext current(api_, device->context);
+  CUstream stream = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (device->stream == nullptr) {
+      HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(
+          api_, "cuStreamCreate", api_.StreamCreate(&device->stream, CU_STREAM_NON_BLOCKING)));
+    }
+    stream = device->stream;
+  }
+  if (address != 0) HURRAY_RETURN_IF_ERROR(WaitValue(stream, address, value));
+  CUevent event = nullptr;
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuEventCreate", api_.EventCreate(&event, CU_EVENT_DISABLE_TIMING)));
+  if (Status recorded = cuda::CheckCuda(api_, "cuEventRecord", api_.EventRecord(event, stream));
+      !recorded) {
+    (void)api_.EventDestroy(event);
+    return std::unexpected(recorded.error());
+  }
+  return static_cast<void*>(event);
+}
+
+void CudaDeviceMemoryMapper::DestroyEvent(void* event) {
+  (void)api_.EventDestroy(static_cast<CUevent>(event));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceMemoryMapper>> CreateCudaDeviceMemoryMapper() {
+  HURRAY_ASSIGN_OR_RETURN(const cuda::DriverApi* api, cuda::LoadDriver());
+  return std::unique_ptr<DeviceMemoryMapper>(new CudaDeviceMemoryMapper(*api));
+}
+
+}  // namespace hurray::client_internal
+
+#else  // !HURRAY_HAVE_CUDA
+
+namespace hurray::client_internal {
+
+Result<std::unique_ptr<DeviceMemoryMapper>> CreateCudaDeviceMemoryMapper() {
+  return FailedPreconditionError(
+      "this hurray client was built without CUDA support (no CUDA toolkit at build time)");
+}
+
+}  // namespace hurray::client_internal
+
+#endif  // HURRAY_HAVE_CUDA
