@@ -17,7 +17,7 @@
 //                                          each on a stream: "first_ns" once (fresh
 //                                          process), then R times "steady_ns"; "slab_imports"
 //                                          (slab mappings this process reported) and "slabs"
-//                                          (the pool's slabs)
+//                                          (the slabs the set lies in)
 //   gpu-copy BYTES R                       R times each: "d2d_ns" (cudaMemcpy device to
 //                                          device of BYTES) and "host_ns" (device to pinned
 //                                          host to device)
@@ -25,6 +25,7 @@
 
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,16 @@ v1::PoolStats DevicePoolStats(const std::string& socket) {
   return CheckOk(testing::FindPool(stats, kPool), "FindPool");
 }
 
+// The distinct slabs the batch's buffers lie in (from Describe: untimed).
+std::size_t SlabsOf(Client& client, const TensorViewBatch& batch) {
+  std::set<std::uint64_t> slabs;
+  for (const TensorView& view : batch) {
+    const TensorDetails details = CheckOk(client.Describe(view.name(), view.version()), "Describe");
+    for (const BufferLocation& buffer : details.buffers) slabs.insert(buffer.segment_id);
+  }
+  return slabs.size();
+}
+
 #endif  // HURRAY_HAVE_CUDA
 
 std::string SetName(const std::string& prefix, std::uint64_t index) {
@@ -158,7 +169,7 @@ int GpuAcquireRole(const WorkerArgs& args) {
     const v1::PoolStats holding = DevicePoolStats(socket);
     EmitValue("slab_imports",
               static_cast<double>(holding.slab_mappings() - before.slab_mappings()));
-    EmitValue("slabs", static_cast<double>(holding.segment_count()));
+    EmitValue("slabs", static_cast<double>(SlabsOf(*client, first)));
   }
   for (std::uint64_t i = 0; i < repetitions; ++i) (void)acquire_all("steady_ns");
   return 0;

@@ -52,7 +52,7 @@ for program in "${optional[@]}"; do
 done
 
 for program in "${programs[@]}"; do
-  objcopy --strip-debug "$program" "$bundle/bin/$(basename "$program")"
+  objcopy --strip-all "$program" "$bundle/bin/$(basename "$program")"
   while read -r line; do
     [[ "$line" == *"not found"* ]] && fail "$program: ldd: $line"
     library="$(awk '/=>/ { print $3 }' <<< "$line")"

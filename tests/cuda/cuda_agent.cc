@@ -190,7 +190,7 @@ int ConsumeSet(const std::vector<std::string>& args) {
 
 // The access this process has to device 0's mapping at `data`, from the driver itself.
 std::string DescribeAccess(const void* data) {
-  using GetAccess = CUresult (*)(unsigned long long*, const CUmemLocation*, CUdeviceptr);
+  using GetAccess = decltype(&::cuMemGetAccess);
   void* entry = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   if (cudaGetDriverEntryPointByVersion("cuMemGetAccess", &entry, 12000, cudaEnableDefault,
@@ -199,7 +199,7 @@ std::string DescribeAccess(const void* data) {
     return "unknown: the driver has no cuMemGetAccess";
   }
   const CUmemLocation device0{.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-  unsigned long long flags = 0;
+  unsigned long long flags = 0;  // NOLINT(google-runtime-int): cuMemGetAccess's type.
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): a driver entry point.
   const CUresult result =
       reinterpret_cast<GetAccess>(entry)(&flags, &device0, reinterpret_cast<CUdeviceptr>(data));

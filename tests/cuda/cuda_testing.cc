@@ -54,8 +54,8 @@ Status DeviceStream::Synchronize() const {
 Result<MismatchCounter> MismatchCounter::Create() {
   void* count = nullptr;
   HURRAY_RETURN_IF_ERROR(
-      CheckRuntime(cudaMalloc(&count, sizeof(unsigned long long)), "cudaMalloc(mismatch counter)"));
-  return MismatchCounter(static_cast<unsigned long long*>(count));
+      CheckRuntime(cudaMalloc(&count, sizeof(std::uint64_t)), "cudaMalloc(mismatch counter)"));
+  return MismatchCounter(static_cast<std::uint64_t*>(count));
 }
 
 MismatchCounter::MismatchCounter(MismatchCounter&& other) noexcept
@@ -81,12 +81,12 @@ Status MismatchCounter::Add(const void* data, std::uint64_t bytes, std::uint64_t
 }
 
 Result<std::uint64_t> MismatchCounter::Read(cudaStream_t stream) {
-  unsigned long long count = 0;
+  std::uint64_t count = 0;
   HURRAY_RETURN_IF_ERROR(
       CheckRuntime(cudaMemcpyAsync(&count, count_, sizeof(count), cudaMemcpyDeviceToHost, stream),
                    "cudaMemcpyAsync(mismatch count)"));
   HURRAY_RETURN_IF_ERROR(CheckRuntime(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
-  return std::uint64_t{count};
+  return count;
 }
 
 Status FillPattern(void* data, std::uint64_t bytes, std::uint64_t seed, cudaStream_t stream) {

@@ -71,8 +71,8 @@ class MismatchCounter {
   [[nodiscard]] Result<std::uint64_t> Read(cudaStream_t stream);
 
  private:
-  explicit MismatchCounter(unsigned long long* count) : count_(count) {}
-  unsigned long long* count_ = nullptr;
+  explicit MismatchCounter(std::uint64_t* count) : count_(count) {}
+  std::uint64_t* count_ = nullptr;
 };
 
 // Queues on `stream` the fill of data[0, bytes) with the pattern of `seed`.

@@ -62,9 +62,12 @@ cudaError_t LaunchFillPattern(void* data, std::uint64_t bytes, std::uint64_t see
 }
 
 cudaError_t LaunchCountMismatches(const void* data, std::uint64_t bytes, std::uint64_t seed,
-                                  unsigned long long* device_count, cudaStream_t stream) {
-  CountMismatches<<<BlocksFor(bytes), kThreads, 0, stream>>>(static_cast<const std::uint8_t*>(data),
-                                                             bytes, seed, device_count);
+                                  std::uint64_t* device_count, cudaStream_t stream) {
+  // atomicAdd counts in unsigned long long: the same 8 bytes as std::uint64_t.
+  static_assert(sizeof(unsigned long long) == sizeof(std::uint64_t));
+  CountMismatches<<<BlocksFor(bytes), kThreads, 0, stream>>>(
+      static_cast<const std::uint8_t*>(data), bytes, seed,
+      reinterpret_cast<unsigned long long*>(device_count));
   return cudaGetLastError();
 }
 

@@ -21,7 +21,7 @@ cudaError_t LaunchFillPattern(void* data, std::uint64_t bytes, std::uint64_t see
 // Adds to *device_count (device memory, 8 bytes) the number of bytes of data[0, bytes) that
 // differ from the pattern of `seed`.
 cudaError_t LaunchCountMismatches(const void* data, std::uint64_t bytes, std::uint64_t seed,
-                                  unsigned long long* device_count, cudaStream_t stream);
+                                  std::uint64_t* device_count, cudaStream_t stream);
 
 // Keeps `stream` busy for `nanoseconds` (one thread spinning on the GPU's global timer):
 // work queued after it waits that long.

@@ -19,6 +19,15 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using hurray::Client;
+using hurray::TensorView;
+using hurray::cuda_testing::DeviceStream;
+using hurray::cuda_testing::kNoDeviceMessage;
+using hurray::cuda_testing::kSkippedExitStatus;
+using hurray::cuda_testing::MismatchCounter;
+using hurray::cuda_testing::OkOrExit;
+using hurray::cuda_testing::ValueOrExit;
+using hurray::cuda_testing::VisibleDeviceCount;
 
 double MillisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -27,8 +36,6 @@ double MillisecondsSince(Clock::time_point start) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using namespace hurray;
-  using namespace hurray::cuda_testing;
   if (argc < 2 || argc > 5) {
     std::fprintf(stderr, "usage: gpu_demo_consumer SOCKET [NAME [SEED [WAIT_MS]]]\n");
     return 2;

@@ -19,8 +19,19 @@
 
 namespace {
 
-using namespace hurray;
-using namespace hurray::cuda_testing;
+using hurray::Client;
+using hurray::PublishedTensor;
+using hurray::TensorDescriptor;
+using hurray::WritableTensor;
+using hurray::cuda_testing::DeviceStream;
+using hurray::cuda_testing::EventTensor;
+using hurray::cuda_testing::FillPattern;
+using hurray::cuda_testing::kDevicePool;
+using hurray::cuda_testing::kNoDeviceMessage;
+using hurray::cuda_testing::kSkippedExitStatus;
+using hurray::cuda_testing::OkOrExit;
+using hurray::cuda_testing::ValueOrExit;
+using hurray::cuda_testing::VisibleDeviceCount;
 using Clock = std::chrono::steady_clock;
 
 double MillisecondsSince(Clock::time_point start) {
