@@ -57,12 +57,15 @@ int RunBenchmark(const Options& options) {
                          "publish rate of small tensors");
   report.SetSectionTitle(5, "Scale and memory: many published tensors; a model-like set");
   report.SetSectionTitle(6, "Huge pages: sections 1-2 with cpu_pool.huge_pages");
+  report.SetSectionTitle(7,
+                         "GPU exchange: acquire+map of device memory (1 GiB; a 1,000-tensor "
+                         "set) vs cudaMemcpy of the same bytes");
 
   struct Step {
     int section;
     std::function<Status()> run;
   };
-  // Sections 1-4 share one daemon; 6 restarts it with huge pages; 5 needs a fresh one.
+  // Sections 1-4 share one daemon; 6 restarts it with huge pages; 5 and 7 need fresh ones.
   const Step steps[] = {
       {1, [&] { return RunSizeIndependence(harness, SectionRun{.section = 1}); }},
       {2, [&] { return RunGettingTheBytes(harness, SectionRun{.section = 2}); }},
@@ -70,6 +73,7 @@ int RunBenchmark(const Options& options) {
       {4, [&] { return RunThroughput(harness); }},
       {6, [&] { return RunHugePages(harness); }},
       {5, [&] { return RunScaleAndMemory(harness); }},
+      {7, [&] { return RunGpu(harness); }},
   };
   int failures = 0;
   for (const Step& step : steps) {

@@ -9,6 +9,7 @@
 //   4 section_throughput.cc  acquire+release pairs/s with 1, 4, 16 processes; publish rate
 //   5 section_scale.cc       100k tensors: daemon memory, list, describe; a model-like set
 //   6 section_huge_pages.cc  sections 1-2 again with huge pages (when hurrayd has them)
+//   7 section_gpu.cc         GPU exchange: acquire+map of device memory vs cudaMemcpy
 //   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
 #pragma once
 
@@ -35,6 +36,8 @@ struct SectionRun {
 [[nodiscard]] Status RunThroughput(Harness& harness);
 [[nodiscard]] Status RunScaleAndMemory(Harness& harness);
 [[nodiscard]] Status RunHugePages(Harness& harness);
+// Adds a note and measures nothing when this process sees no CUDA device.
+[[nodiscard]] Status RunGpu(Harness& harness);
 
 // Adds the peer's reference figures (constants, not measured here) beside ours.
 void AddPeerReferences(Harness& harness);
@@ -52,5 +55,8 @@ void AddPeerReferences(Harness& harness);
 [[nodiscard]] int ScaleInspectRole(const WorkerArgs& args);
 [[nodiscard]] int ModelPublishRole(const WorkerArgs& args);
 [[nodiscard]] int ModelBatchAcquireRole(const WorkerArgs& args);
+[[nodiscard]] int GpuPublishRole(const WorkerArgs& args);
+[[nodiscard]] int GpuAcquireRole(const WorkerArgs& args);
+[[nodiscard]] int GpuCopyRole(const WorkerArgs& args);
 
 }  // namespace hurray::bench

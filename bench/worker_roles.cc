@@ -33,6 +33,9 @@ constexpr Role kRoles[] = {
     {"scale-inspect", ScaleInspectRole},
     {"model-publish", ModelPublishRole},
     {"model-batch", ModelBatchAcquireRole},
+    {"gpu-publish", GpuPublishRole},
+    {"gpu-acquire", GpuAcquireRole},
+    {"gpu-copy", GpuCopyRole},
 };
 
 }  // namespace

@@ -1,0 +1,118 @@
+#include "cuda_testing.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "device_kernels.h"
+#include "hurray/buffer_handle.h"
+
+namespace hurray::cuda_testing {
+
+int VisibleDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // Clears the error, so that later calls do not report it.
+    return 0;
+  }
+  return count;
+}
+
+Status CheckRuntime(cudaError_t result, std::string_view call) {
+  if (result == cudaSuccess) return {};
+  return InternalError(
+      fmt::format("{}: {} ({})", call, cudaGetErrorName(result), cudaGetErrorString(result)));
+}
+
+Result<DeviceStream> DeviceStream::Create() {
+  cudaStream_t stream = nullptr;
+  HURRAY_RETURN_IF_ERROR(CheckRuntime(cudaSetDevice(0), "cudaSetDevice(0)"));
+  HURRAY_RETURN_IF_ERROR(CheckRuntime(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                      "cudaStreamCreateWithFlags"));
+  return DeviceStream(stream);
+}
+
+DeviceStream::DeviceStream(DeviceStream&& other) noexcept
+    : stream_(std::exchange(other.stream_, nullptr)) {}
+
+DeviceStream& DeviceStream::operator=(DeviceStream&& other) noexcept {
+  std::swap(stream_, other.stream_);
+  return *this;
+}
+
+DeviceStream::~DeviceStream() {
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+Status DeviceStream::Synchronize() const {
+  return CheckRuntime(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+Result<MismatchCounter> MismatchCounter::Create() {
+  void* count = nullptr;
+  HURRAY_RETURN_IF_ERROR(
+      CheckRuntime(cudaMalloc(&count, sizeof(std::uint64_t)), "cudaMalloc(mismatch counter)"));
+  return MismatchCounter(static_cast<std::uint64_t*>(count));
+}
+
+MismatchCounter::MismatchCounter(MismatchCounter&& other) noexcept
+    : count_(std::exchange(other.count_, nullptr)) {}
+
+MismatchCounter& MismatchCounter::operator=(MismatchCounter&& other) noexcept {
+  std::swap(count_, other.count_);
+  return *this;
+}
+
+MismatchCounter::~MismatchCounter() {
+  if (count_ != nullptr) (void)cudaFree(count_);
+}
+
+Status MismatchCounter::Reset(cudaStream_t stream) {
+  return CheckRuntime(cudaMemsetAsync(count_, 0, sizeof(*count_), stream), "cudaMemsetAsync");
+}
+
+Status MismatchCounter::Add(const void* data, std::uint64_t bytes, std::uint64_t seed,
+                            cudaStream_t stream) {
+  return CheckRuntime(LaunchCountMismatches(data, bytes, seed, count_, stream),
+                      "CountMismatches launch");
+}
+
+Result<std::uint64_t> MismatchCounter::Read(cudaStream_t stream) {
+  std::uint64_t count = 0;
+  HURRAY_RETURN_IF_ERROR(
+      CheckRuntime(cudaMemcpyAsync(&count, count_, sizeof(count), cudaMemcpyDeviceToHost, stream),
+                   "cudaMemcpyAsync(mismatch count)"));
+  HURRAY_RETURN_IF_ERROR(CheckRuntime(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
+  return count;
+}
+
+Status FillPattern(void* data, std::uint64_t bytes, std::uint64_t seed, cudaStream_t stream) {
+  return CheckRuntime(LaunchFillPattern(data, bytes, seed, stream), "FillPattern launch");
+}
+
+Result<TensorDescriptor> EventTensor(std::uint64_t bytes) {
+  HURRAY_ASSIGN_OR_RETURN(
+      BufferHandle buffer,
+      BufferHandle::Create(bytes, kMinBufferAlignment, DeviceTag::Cuda(), SyncMode::kEvent));
+  return TensorDescriptor::Create(
+      {.element_type = ElementType::kUint8, .shape = {bytes}, .buffers = {buffer}});
+}
+
+void ExitWithError(std::string_view what) {
+  std::fprintf(stderr, "%s: %.*s\n", program_invocation_short_name, static_cast<int>(what.size()),
+               what.data());
+  std::exit(1);
+}
+
+void OkOrExit(const Status& status, std::string_view call) {
+  if (!status) ExitWithError(std::string(call) + ": " + status.error().ToString());
+}
+
+std::string SetMemberName(std::string_view prefix, std::uint64_t index) {
+  return fmt::format("{}{:06}", prefix, index);
+}
+
+}  // namespace hurray::cuda_testing

@@ -1,0 +1,99 @@
+// What the GPU tests, their agent and the demos share: whether this process sees a CUDA
+// device, the CUDA runtime's errors as hurray errors, a stream and a device-side mismatch
+// counter as move-only RAII values, and the Event-mode tensors they exchange.
+//
+// Programs linking this use the CUDA runtime statically (CUDA::cudart_static), so that
+// they start on a machine without the driver and skip there. Not thread-safe: each value
+// belongs to one thread at a time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "hurray/error.h"
+#include "hurray/tensor_descriptor.h"
+
+namespace hurray::cuda_testing {
+
+// What a program prints, and a test's GTEST_SKIP says, when there is no device.
+inline constexpr std::string_view kNoDeviceMessage = "skipped: no CUDA device";
+// The exit status of a program that skipped (ctest's SKIP_RETURN_CODE of the demos).
+inline constexpr int kSkippedExitStatus = 77;
+// The daemon's pool on device 0.
+inline constexpr std::string_view kDevicePool = "cuda:0";
+
+// Devices this process sees; 0 when cudaGetDeviceCount fails (no driver, no device).
+[[nodiscard]] int VisibleDeviceCount();
+
+// OK for cudaSuccess; otherwise INTERNAL "<call>: cudaErrorX (description)".
+[[nodiscard]] Status CheckRuntime(cudaError_t result, std::string_view call);
+
+// A non-blocking stream of device 0. Move-only; destroyed with the object.
+class DeviceStream {
+ public:
+  [[nodiscard]] static Result<DeviceStream> Create();
+  DeviceStream(DeviceStream&& other) noexcept;
+  DeviceStream& operator=(DeviceStream&& other) noexcept;
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+  ~DeviceStream();
+
+  [[nodiscard]] cudaStream_t get() const { return stream_; }
+  // Waits on the host until everything queued on the stream ran; its error otherwise.
+  [[nodiscard]] Status Synchronize() const;
+
+ private:
+  explicit DeviceStream(cudaStream_t stream) : stream_(stream) {}
+  cudaStream_t stream_ = nullptr;
+};
+
+// Eight bytes of device memory counting mismatching bytes (device_kernels.h). Move-only.
+class MismatchCounter {
+ public:
+  [[nodiscard]] static Result<MismatchCounter> Create();
+  MismatchCounter(MismatchCounter&& other) noexcept;
+  MismatchCounter& operator=(MismatchCounter&& other) noexcept;
+  MismatchCounter(const MismatchCounter&) = delete;
+  MismatchCounter& operator=(const MismatchCounter&) = delete;
+  ~MismatchCounter();
+
+  // Zeroes the counter on `stream`.
+  [[nodiscard]] Status Reset(cudaStream_t stream);
+  // Queues, on `stream`, the count of bytes of data[0, bytes) that differ from the pattern
+  // of `seed`, added to the counter.
+  [[nodiscard]] Status Add(const void* data, std::uint64_t bytes, std::uint64_t seed,
+                           cudaStream_t stream);
+  // Synchronizes `stream` and returns the count.
+  [[nodiscard]] Result<std::uint64_t> Read(cudaStream_t stream);
+
+ private:
+  explicit MismatchCounter(std::uint64_t* count) : count_(count) {}
+  std::uint64_t* count_ = nullptr;
+};
+
+// Queues on `stream` the fill of data[0, bytes) with the pattern of `seed`.
+[[nodiscard]] Status FillPattern(void* data, std::uint64_t bytes, std::uint64_t seed,
+                                 cudaStream_t stream);
+
+// A dense uint8 tensor of `bytes` bytes: one CUDA buffer, sync mode Event.
+[[nodiscard]] Result<TensorDescriptor> EventTensor(std::uint64_t bytes);
+
+// For the programs (agent, demos): prints "<program>: <what>" to stderr and exits 1.
+[[noreturn]] void ExitWithError(std::string_view what);
+// The value of `result`, or ExitWithError naming `call`.
+template <typename T>
+T ValueOrExit(Result<T> result, std::string_view call) {
+  if (!result) ExitWithError(std::string(call) + ": " + result.error().ToString());
+  return std::move(*result);
+}
+// Nothing when `status` is OK, or ExitWithError naming `call`.
+void OkOrExit(const Status& status, std::string_view call);
+
+// "<prefix><index, six digits>": the names of a set.
+[[nodiscard]] std::string SetMemberName(std::string_view prefix, std::uint64_t index);
+
+}  // namespace hurray::cuda_testing
