@@ -23,8 +23,7 @@ struct Loaded {
 };
 
 template <typename Function>
-Status Resolve(GetProcAddress get_proc_address, const char* symbol, int version,
-               Function& out) {
+Status Resolve(GetProcAddress get_proc_address, const char* symbol, int version, Function& out) {
   void* pointer = nullptr;
   CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   const CUresult result =
@@ -144,8 +143,8 @@ Error CudaError(const DriverApi* api, std::string_view call, CUresult result) {
     if (api->GetErrorName(result, &name) != CUDA_SUCCESS) name = nullptr;
     if (api->GetErrorString(result, &text) != CUDA_SUCCESS) text = nullptr;
   }
-  const std::string shown = name != nullptr ? std::string(name)
-                                            : fmt::format("CUresult {}", static_cast<int>(result));
+  const std::string shown =
+      name != nullptr ? std::string(name) : fmt::format("CUresult {}", static_cast<int>(result));
   StatusCode code = StatusCode::kInternal;
   switch (result) {
     case CUDA_ERROR_OUT_OF_MEMORY:

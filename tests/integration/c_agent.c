@@ -6,8 +6,12 @@
  * Acquires NAME (waiting up to 10 s), checks the context's ABI version, decodes the
  * descriptor, checks the delivered buffer list against it (hurray_descriptor_check_buffer_list)
  * and every byte of every buffer against test_pattern.h, then releases the tensor by
- * destroying the list and the context. Prints "OK buffers=N"; on any failure prints what
- * went wrong to stderr and exits 1. */
+ * destroying the list and the context. Before that, as a producer, it checks the device
+ * calls on allocations: a "cpu" allocation is on the CPU and refuses an Event publish
+ * (HURRAY_ERR_FAILED_PRECONDITION, the allocation staying the caller's); one in "cuda:0" is
+ * a CUDA allocation, or, on a daemon without CUDA pools, refused with
+ * HURRAY_ERR_FAILED_PRECONDITION. Every acquired buffer must say it lives on the CPU.
+ * Prints "OK buffers=N"; on any failure prints what went wrong to stderr and exits 1. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,6 +22,53 @@ static int Fail(const char* what, HurrayStatus status) {
   fprintf(stderr, "hurray_test_c_agent: %s: %s: %s\n", what, hurray_status_name(status),
           hurray_last_error_message());
   return 1;
+}
+
+/* Allocates a dense 16-float tensor in `pool`; *out stays null when the daemon refuses. */
+static HurrayStatus AllocateSmall(HurrayClient* client, const char* pool, HurrayAllocation** out) {
+  const uint64_t dims[1] = {16};
+  HurrayDescriptor* descriptor = NULL;
+  HurrayStatus status = hurray_descriptor_new_dense(HURRAY_ELEMENT_FLOAT32, dims, 1, &descriptor);
+  if (status != HURRAY_OK) return status;
+  status = hurray_client_allocate(client, descriptor, pool, out);
+  hurray_descriptor_destroy(&descriptor);
+  return status;
+}
+
+/* The device calls of a producer's allocations; 0 when they behave as hurray_client.h says. */
+static int CheckAllocationDevices(HurrayClient* client) {
+  HurrayAllocation* allocation = NULL;
+  HurrayStatus status = AllocateSmall(client, "cpu", &allocation);
+  if (status != HURRAY_OK) return Fail("allocate in cpu", status);
+  uint8_t tag = 0xFF;
+  int32_t ordinal = -1;
+  status = hurray_allocation_device(allocation, &tag, &ordinal);
+  if (status != HURRAY_OK) return Fail("allocation device", status);
+  if (tag != HURRAY_DEVICE_CPU || ordinal != 0) {
+    fprintf(stderr, "hurray_test_c_agent: a cpu allocation says device %u ordinal %d\n", tag,
+            ordinal);
+    return 1;
+  }
+  uint64_t version = 0;
+  status = hurray_allocation_publish_after(&allocation, "c-agent/event", NULL, &version);
+  if (status != HURRAY_ERR_FAILED_PRECONDITION || allocation == NULL) {
+    return Fail("publish_after of a cpu allocation (expected FAILED_PRECONDITION)", status);
+  }
+  status = hurray_allocation_cancel(&allocation);
+  if (status != HURRAY_OK || allocation != NULL) return Fail("cancel", status);
+
+  status = AllocateSmall(client, "cuda:0", &allocation);
+  if (status == HURRAY_ERR_FAILED_PRECONDITION && allocation == NULL) return 0;
+  if (status != HURRAY_OK) return Fail("allocate in cuda:0", status);
+  status = hurray_allocation_device(allocation, &tag, &ordinal);
+  if (status != HURRAY_OK) return Fail("cuda allocation device", status);
+  if (tag != HURRAY_DEVICE_CUDA || ordinal < 0) {
+    fprintf(stderr, "hurray_test_c_agent: a cuda:0 allocation says device %u ordinal %d\n", tag,
+            ordinal);
+    return 1;
+  }
+  status = hurray_allocation_cancel(&allocation);
+  return status == HURRAY_OK ? 0 : Fail("cancel in cuda:0", status);
 }
 
 int main(int argc, char** argv) {
@@ -33,6 +84,7 @@ int main(int argc, char** argv) {
   HurrayClient* client = NULL;
   HurrayStatus status = hurray_client_connect(socket_path, "hurray_test_c_agent", &client);
   if (status != HURRAY_OK) return Fail("connect", status);
+  if (CheckAllocationDevices(client) != 0) return 1;
 
   HurrayBufferList* list = NULL;
   HurrayTensorContext* context = NULL;
@@ -79,6 +131,10 @@ int main(int argc, char** argv) {
     if (status != HURRAY_OK) return Fail("size", status);
     status = hurray_descriptor_buffer_byte_size(descriptor, i, &declared);
     if (status != HURRAY_OK) return Fail("declared size", status);
+    uint8_t tag = 0xFF;
+    status = hurray_buffer_device_tag(buffer, &tag);
+    if (status != HURRAY_OK) return Fail("device tag", status);
+    if (tag != HURRAY_DEVICE_CPU) return Fail("a cpu tensor's buffer is not on the CPU", status);
     if (size != declared || (size != 0 && data == NULL)) {
       fprintf(stderr, "hurray_test_c_agent: buffer %llu: %llu bytes at %p, declared %llu\n",
               (unsigned long long)i, (unsigned long long)size, data, (unsigned long long)declared);

@@ -43,6 +43,7 @@ Result<std::unique_ptr<CudaSlabMemory>> CudaSlabMemory::Create(const cuda::Drive
 }
 
 CudaSlabMemory::~CudaSlabMemory() {
+  std::lock_guard lock(mutex_);
   if (context_ == nullptr) return;
   if (Status released = Check("cuDevicePrimaryCtxRelease", api_.DevicePrimaryCtxRelease(device_));
       !released) {
@@ -59,18 +60,41 @@ Status CudaSlabMemory::Check(std::string_view call, CUresult result) const {
 }
 
 Status CudaSlabMemory::UseContext() const {
+  std::lock_guard lock(mutex_);
+  if (context_ == nullptr) return {};
   return Check("cuCtxSetCurrent", api_.CtxSetCurrent(context_));
 }
 
-Result<std::uint64_t> CudaSlabMemory::Create(std::uint64_t bytes) {
-  if (mechanism_ == SlabMechanism::kVmm) {
-    const CUmemAllocationProp properties = ExportableDeviceMemory(device_);
-    CUmemGenericAllocationHandle handle = 0;
-    HURRAY_RETURN_IF_ERROR(
-        Check(fmt::format("cuMemCreate of {} bytes", bytes),
-              api_.MemCreate(&handle, static_cast<std::size_t>(bytes), &properties, 0)));
-    return std::uint64_t{handle};
+Status CudaSlabMemory::RetainContext() {
+  std::lock_guard lock(mutex_);
+  if (context_ != nullptr) return {};
+  CUcontext context = nullptr;
+  HURRAY_RETURN_IF_ERROR(
+      Check("cuDevicePrimaryCtxRetain", api_.DevicePrimaryCtxRetain(&context, device_)));
+  context_ = context;
+  spdlog::warn(
+      "device {}: cuMemCreate needs a CUDA context with this driver: the daemon holds "
+      "the device's primary context from now on",
+      ordinal_);
+  return {};
+}
+
+Result<std::uint64_t> CudaSlabMemory::CreateVmm(std::uint64_t bytes) {
+  HURRAY_RETURN_IF_ERROR(UseContext());
+  const CUmemAllocationProp properties = ExportableDeviceMemory(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  CUresult result = api_.MemCreate(&handle, static_cast<std::size_t>(bytes), &properties, 0);
+  if (result == CUDA_ERROR_INVALID_CONTEXT) {
+    HURRAY_RETURN_IF_ERROR(RetainContext());
+    HURRAY_RETURN_IF_ERROR(UseContext());
+    result = api_.MemCreate(&handle, static_cast<std::size_t>(bytes), &properties, 0);
   }
+  HURRAY_RETURN_IF_ERROR(Check(fmt::format("cuMemCreate of {} bytes", bytes), result));
+  return std::uint64_t{handle};
+}
+
+Result<std::uint64_t> CudaSlabMemory::Create(std::uint64_t bytes) {
+  if (mechanism_ == SlabMechanism::kVmm) return CreateVmm(bytes);
   HURRAY_RETURN_IF_ERROR(UseContext());
   CUdeviceptr pointer = 0;
   HURRAY_RETURN_IF_ERROR(Check(fmt::format("cuMemAlloc of {} bytes", bytes),
@@ -80,6 +104,7 @@ Result<std::uint64_t> CudaSlabMemory::Create(std::uint64_t bytes) {
 
 Result<SlabExport> CudaSlabMemory::Export(std::uint64_t handle) const {
   SlabExport exported;
+  HURRAY_RETURN_IF_ERROR(UseContext());
   if (mechanism_ == SlabMechanism::kVmm) {
     int fd = -1;
     HURRAY_RETURN_IF_ERROR(Check(
@@ -89,7 +114,6 @@ Result<SlabExport> CudaSlabMemory::Export(std::uint64_t handle) const {
     exported.fd = UniqueFd(fd);
     return exported;
   }
-  HURRAY_RETURN_IF_ERROR(UseContext());
   CUipcMemHandle ipc_handle{};
   HURRAY_RETURN_IF_ERROR(Check(
       "cuIpcGetMemHandle", api_.IpcGetMemHandle(&ipc_handle, static_cast<CUdeviceptr>(handle))));
@@ -99,13 +123,12 @@ Result<SlabExport> CudaSlabMemory::Export(std::uint64_t handle) const {
 }
 
 void CudaSlabMemory::Release(std::uint64_t handle) {
-  Status released;
-  if (mechanism_ == SlabMechanism::kVmm) {
+  Status released = UseContext();
+  if (released && mechanism_ == SlabMechanism::kVmm) {
     released =
         Check("cuMemRelease", api_.MemRelease(static_cast<CUmemGenericAllocationHandle>(handle)));
-  } else {
-    released = UseContext();
-    if (released) released = Check("cuMemFree", api_.MemFree(static_cast<CUdeviceptr>(handle)));
+  } else if (released) {
+    released = Check("cuMemFree", api_.MemFree(static_cast<CUdeviceptr>(handle)));
   }
   if (!released) spdlog::error("slab {:#x}: {}", handle, released.error().ToString());
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "hurray/cuda/driver.h"
 #include "hurray/error.h"
@@ -16,13 +17,15 @@ namespace hurray::daemon {
 // - kVmm: cuMemCreate of pinned memory located on the device, with POSIX file-descriptor
 //   handles requested; each Export is a fresh descriptor from cuMemExportToShareableHandle;
 //   Release is cuMemRelease (memory that clients imported lives on until they unmap it).
-//   Needs no CUDA context, so the daemon costs the device no context memory.
+//   Tried without a CUDA context, so that the daemon costs the device no context memory; a
+//   driver that answers CUDA_ERROR_INVALID_CONTEXT gets the primary context retained (once,
+//   logged) and made current before every later call, as kLegacyIpc does.
 // - kLegacyIpc: cuMemAlloc in the device's primary context (retained by Create, released by
 //   the destructor) and the handle's bytes from cuIpcGetMemHandle; Release is cuMemFree.
 //
 // A handle is the CUmemGenericAllocationHandle (kVmm) or the CUdeviceptr (kLegacyIpc).
-// Thread-safe: immutable after Create; the driver serializes what it must (kLegacyIpc makes
-// the primary context current on the calling thread before each call).
+// Thread-safe: the context is set at most once, under mutex_; the driver serializes what it
+// must (with a context, it is made current on the calling thread before each call).
 class CudaSlabMemory final : public SlabMemory {
  public:
   // For device `ordinal` of `api`, whose slabs are multiples of `granularity` (as
@@ -34,7 +37,7 @@ class CudaSlabMemory final : public SlabMemory {
 
   CudaSlabMemory(const CudaSlabMemory&) = delete;
   CudaSlabMemory& operator=(const CudaSlabMemory&) = delete;
-  // Releases the primary context (kLegacyIpc). Slabs still alive are the owner's bug; the
+  // Releases the primary context, if one was retained. Slabs still alive are the owner's bug; the
   // pool releases all of its slabs first.
   ~CudaSlabMemory() override;
 
@@ -56,15 +59,22 @@ class CudaSlabMemory final : public SlabMemory {
 
   // `result` of `call` as a Status, its error naming the device.
   [[nodiscard]] Status Check(std::string_view call, CUresult result) const;
-  // Makes the primary context current on this thread (kLegacyIpc).
+  // Makes the primary context current on this thread, when there is one.
   [[nodiscard]] Status UseContext() const;
+  // Retains the primary context (kVmm, after a driver asked for one). Idempotent.
+  [[nodiscard]] Status RetainContext();
+  // cuMemCreate of `bytes` (kVmm).
+  [[nodiscard]] Result<std::uint64_t> CreateVmm(std::uint64_t bytes);
 
   const cuda::DriverApi& api_;
   const std::uint32_t ordinal_;
   const CUdevice device_;
   const SlabMechanism mechanism_;
   const std::uint64_t granularity_;
-  const CUcontext context_;  // The retained primary context; null for kVmm.
+  mutable std::mutex mutex_;
+  // The retained primary context: always for kLegacyIpc; for kVmm only after the driver
+  // refused a call without one. Guarded by mutex_.
+  CUcontext context_;
 };
 
 }  // namespace hurray::daemon
