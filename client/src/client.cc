@@ -199,7 +199,8 @@ Result<PublishedTensor> WritableTensor::Publish(std::string_view name) {
 
 Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, CudaStream stream) {
   if (!state_) return FailedPreconditionError("PublishAfter: the tensor was already published");
-  if (!state_->fence) {
+  const std::optional<v1::Fence>& fence_location = state_->fence;
+  if (!fence_location) {
     return FailedPreconditionError(fmt::format(
         "PublishAfter: allocation {} has no fence: Event handoffs need a CUDA pool and buffers "
         "that all declare sync mode event",
@@ -207,10 +208,10 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
   }
   Connection& connection = *state_->connection;
   HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
-                          connection.FenceDeviceAddress(*state_->fence, /*writable=*/true,
+                          connection.FenceDeviceAddress(*fence_location, /*writable=*/true,
                                                         state_->device.device_ordinal));
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
-  HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, fence, state_->fence->value()));
+  HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, fence, fence_location->value()));
   return PublishWith(name, SyncMode::kEvent);
 }
 

@@ -92,6 +92,7 @@ Loaded Load() {
   // RTLD_NODELETE: the entry points stay valid for the life of the process.
   void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (library == nullptr) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): glibc keeps dlerror's text per thread.
     const char* why = dlerror();
     loaded.status = FailedPreconditionError(
         fmt::format("the NVIDIA driver is not installed (dlopen libcuda.so.1: {})",

@@ -115,4 +115,15 @@ std::string SetMemberName(std::string_view prefix, std::uint64_t index) {
   return fmt::format("{}{:06}", prefix, index);
 }
 
+bool PrintSkippedWithoutDevice() {
+  if (VisibleDeviceCount() != 0) return false;
+  std::printf("%.*s\n", static_cast<int>(kNoDeviceMessage.size()), kNoDeviceMessage.data());
+  return true;
+}
+
+double MillisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 }  // namespace hurray::cuda_testing

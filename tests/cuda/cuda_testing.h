@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,6 +29,13 @@ inline constexpr std::string_view kDevicePool = "cuda:0";
 
 // Devices this process sees; 0 when cudaGetDeviceCount fails (no driver, no device).
 [[nodiscard]] int VisibleDeviceCount();
+
+// For the demo programs: true, having printed kNoDeviceMessage, when this process sees no
+// device (the program then exits with kSkippedExitStatus).
+[[nodiscard]] bool PrintSkippedWithoutDevice();
+
+// Milliseconds from `start` to now, for the demos' timings.
+[[nodiscard]] double MillisecondsSince(std::chrono::steady_clock::time_point start);
 
 // OK for cudaSuccess; otherwise INTERNAL "<call>: cudaErrorX (description)".
 [[nodiscard]] Status CheckRuntime(cudaError_t result, std::string_view call);

@@ -22,16 +22,12 @@ using Clock = std::chrono::steady_clock;
 using hurray::Client;
 using hurray::TensorView;
 using hurray::cuda_testing::DeviceStream;
-using hurray::cuda_testing::kNoDeviceMessage;
 using hurray::cuda_testing::kSkippedExitStatus;
+using hurray::cuda_testing::MillisecondsSince;
 using hurray::cuda_testing::MismatchCounter;
 using hurray::cuda_testing::OkOrExit;
+using hurray::cuda_testing::PrintSkippedWithoutDevice;
 using hurray::cuda_testing::ValueOrExit;
-using hurray::cuda_testing::VisibleDeviceCount;
-
-double MillisecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 }  // namespace
 
@@ -40,10 +36,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: gpu_demo_consumer SOCKET [NAME [SEED [WAIT_MS]]]\n");
     return 2;
   }
-  if (VisibleDeviceCount() == 0) {
-    std::printf("%.*s\n", static_cast<int>(kNoDeviceMessage.size()), kNoDeviceMessage.data());
-    return kSkippedExitStatus;
-  }
+  if (PrintSkippedWithoutDevice()) return kSkippedExitStatus;
   const std::string name = argc > 2 ? argv[2] : "demo/gpu";
   const std::uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 42;
   const auto wait =

@@ -27,16 +27,12 @@ using hurray::cuda_testing::DeviceStream;
 using hurray::cuda_testing::EventTensor;
 using hurray::cuda_testing::FillPattern;
 using hurray::cuda_testing::kDevicePool;
-using hurray::cuda_testing::kNoDeviceMessage;
 using hurray::cuda_testing::kSkippedExitStatus;
+using hurray::cuda_testing::MillisecondsSince;
 using hurray::cuda_testing::OkOrExit;
+using hurray::cuda_testing::PrintSkippedWithoutDevice;
 using hurray::cuda_testing::ValueOrExit;
-using hurray::cuda_testing::VisibleDeviceCount;
 using Clock = std::chrono::steady_clock;
-
-double MillisecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 }  // namespace
 
@@ -45,10 +41,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: gpu_demo_producer SOCKET [NAME [BYTES [SEED]]]\n");
     return 2;
   }
-  if (VisibleDeviceCount() == 0) {
-    std::printf("%.*s\n", static_cast<int>(kNoDeviceMessage.size()), kNoDeviceMessage.data());
-    return kSkippedExitStatus;
-  }
+  if (PrintSkippedWithoutDevice()) return kSkippedExitStatus;
   const std::string name = argc > 2 ? argv[2] : "demo/gpu";
   const std::uint64_t bytes = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : (1ULL << 30);
   const std::uint64_t seed = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 42;

@@ -93,6 +93,7 @@ TEST_F(CudaPoolDeviceTest, SlabsAreMadeExportedAndReleased) {
     ASSERT_OK(cuda::CheckCuda(
         *driver_, "cuMemImportFromShareableHandle",
         driver_->MemImportFromShareableHandle(
+            // NOLINTNEXTLINE(performance-no-int-to-ptr): the driver takes the fd as a void*.
             &imported, reinterpret_cast<void*>(static_cast<std::intptr_t>(first.fd.get())),
             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)));
     EXPECT_OK(cuda::CheckCuda(*driver_, "cuMemRelease", driver_->MemRelease(imported)));

@@ -116,6 +116,7 @@ Result<int> CudaDeviceMemoryMapper::DeviceOrdinalOf(std::string_view device_uuid
     HURRAY_ASSIGN_OR_RETURN(const std::string uuid, DeviceUuid(api_, device));
     if (uuid == device_uuid) return ordinal;
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the client never changes its environment.
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   return FailedPreconditionError(
       fmt::format("GPU {} is not visible to this process (CUDA_VISIBLE_DEVICES={})", device_uuid,

@@ -85,7 +85,7 @@ SlabReference DeviceSlabCache::ReferenceLocked(const Key& key, Entry& entry) {
     unreferenced_.erase(entry.unreferenced);
     entry.listed = false;
   }
-  return SlabReference(this, key, entry.slab);
+  return {this, key, entry.slab};
 }
 
 void DeviceSlabCache::Release(const Key& key) {

@@ -37,8 +37,8 @@ class SlabReference {
  private:
   friend class DeviceSlabCache;
   using Key = std::pair<std::uint64_t, bool>;
-  SlabReference(DeviceSlabCache* cache, Key key, const MappedSlab& slab)
-      : cache_(cache), key_(key), slab_(slab) {}
+  SlabReference(DeviceSlabCache* cache, Key key, MappedSlab slab)
+      : cache_(cache), key_(std::move(key)), slab_(std::move(slab)) {}
   DeviceSlabCache* cache_ = nullptr;
   Key key_{0, false};
   MappedSlab slab_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <utility>
 
 #include "hurray/checked_math.h"
@@ -50,8 +51,16 @@ Result<std::unique_ptr<CudaPool>> CudaPool::Create(Options options,
   if (memory == nullptr) return InvalidArgumentError("memory: no SlabMemory");
   const std::uint64_t granularity = memory->granularity();
   HURRAY_RETURN_IF_ERROR(ValidateOptions(options, granularity));
-  const std::uint64_t slab_bytes = *internal::CheckedRoundUp(options.slab_bytes, granularity);
-  return std::unique_ptr<CudaPool>(new CudaPool(std::move(options), std::move(memory), slab_bytes));
+  const std::optional<std::uint64_t> slab_bytes =
+      internal::CheckedRoundUp(options.slab_bytes, granularity);
+  if (!slab_bytes) {
+    return InvalidArgumentError(
+        fmt::format("slab_bytes {} rounded up to the granularity {} "
+                    "overflows",
+                    options.slab_bytes, granularity));
+  }
+  return std::unique_ptr<CudaPool>(
+      new CudaPool(std::move(options), std::move(memory), *slab_bytes));
 }
 
 CudaPool::CudaPool(Options options, std::unique_ptr<SlabMemory> memory, std::uint64_t slab_bytes)
@@ -89,8 +98,14 @@ std::uint64_t CudaPool::NewSlabRoomLocked() const {
 }
 
 Result<PoolRange> CudaPool::AllocateInNewSlabLocked(std::uint64_t byte_size) {
-  // byte_size <= UINT64_MAX - granularity was checked by Allocate: no overflow.
-  const std::uint64_t needed = *internal::CheckedRoundUp(byte_size, granularity_);
+  const std::optional<std::uint64_t> rounded = internal::CheckedRoundUp(byte_size, granularity_);
+  if (!rounded) {
+    return ResourceExhaustedError(
+        fmt::format("pool {}: {} bytes rounded up to the granularity {} "
+                    "overflow",
+                    name_, byte_size, granularity_));
+  }
+  const std::uint64_t needed = *rounded;
   // A large buffer gets a slab of its own; otherwise a full slab, or what the capacity has
   // left when that is less.
   const std::uint64_t room = NewSlabRoomLocked();
@@ -120,12 +135,12 @@ Error CudaPool::NoRoomLocked(std::uint64_t byte_size, std::uint64_t slab_size) c
   for (const auto& [id, slab] : slabs_) {
     largest_free = std::max(largest_free, slab.allocator.largest_free_range());
   }
-  return Error(StatusCode::kResourceExhausted,
-               fmt::format("pool {}: no room for {} bytes: no slab has a free range that large "
-                           "(largest {}), and a new slab of {} would exceed the capacity {} "
-                           "({} in {} slabs)",
-                           name_, byte_size, largest_free, slab_size, capacity_, slab_total_bytes_,
-                           slabs_.size()));
+  return {StatusCode::kResourceExhausted,
+          fmt::format("pool {}: no room for {} bytes: no slab has a free range that large "
+                      "(largest {}), and a new slab of {} would exceed the capacity {} "
+                      "({} in {} slabs)",
+                      name_, byte_size, largest_free, slab_size, capacity_, slab_total_bytes_,
+                      slabs_.size())};
 }
 
 Result<PoolRange> CudaPool::Allocate(std::uint64_t byte_size) {
