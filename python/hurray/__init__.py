@@ -1,3 +1,5 @@
 """hurray: zero-copy tensor exchange between processes, through hurrayd."""
 
+from hurray._errors import *  # noqa: F401,F403
+from hurray._errors import BufferError  # noqa: A004 - hurray.BufferError, as the seeds name it.
 from hurray._hurray import *  # noqa: F401,F403
