@@ -218,6 +218,24 @@ std::uint64_t TensorDescriptor::ElementCount() const {
   return CheckedProduct(parts_.shape).value_or(0);
 }
 
+Result<TensorDescriptor> TensorDescriptor::WithImpliedBuffers(Parts parts, DeviceTag device_tag,
+                                                              std::uint64_t alignment,
+                                                              MemoryClass memory_class) {
+  auto roles = internal::BufferRoles(parts);
+  if (!roles) return std::unexpected(roles.error());
+  parts.buffers.assign(roles->size(), BufferHandle::Empty(device_tag));
+  for (const BufferRole& role : *roles) {
+    if (role.index >= parts.buffers.size()) continue;  // Create names the unresolved index.
+    auto buffer = BufferHandle::Create(role.byte_size, role.byte_size == 0 ? 1 : alignment,
+                                       device_tag, SyncMode::kProducerSynced, memory_class);
+    if (!buffer) {
+      return std::unexpected(buffer.error().WithContext(fmt::format("buffers[{}]", role.index)));
+    }
+    parts.buffers[role.index] = *buffer;
+  }
+  return Create(std::move(parts));
+}
+
 Status TensorDescriptor::ValidateDeliveredBuffers(std::span<const BufferHandle> delivered) const {
   const auto& table = parts_.buffers;
   if (delivered.size() != table.size()) {

@@ -58,6 +58,16 @@ class TensorDescriptor {
       DeviceTag device_tag = DeviceTag::Cpu(), std::uint64_t alignment = kMinBufferAlignment,
       MemoryClass memory_class = MemoryClass::Standard());
 
+  // Create, with the buffer table made from what the layout and quantization of `parts`
+  // imply: parts.buffers is replaced by one producer-synced buffer per buffer index they
+  // refer to (table position = index), each of exactly the implied size (the minimum for
+  // strided dense data), alignment 1 when empty. An index past the number of referenced
+  // buffers is reported by Create as not resolving.
+  [[nodiscard]] static Result<TensorDescriptor> WithImpliedBuffers(
+      Parts parts, DeviceTag device_tag = DeviceTag::Cpu(),
+      std::uint64_t alignment = kMinBufferAlignment,
+      MemoryClass memory_class = MemoryClass::Standard());
+
   // Decodes the protobuf encoding and validates it. Never crashes, whatever the bytes:
   // INVALID_ARGUMENT for bytes that do not parse, exceed kMaxEncodedDescriptorBytes, or
   // break a rule.
