@@ -1,0 +1,415 @@
+// hurray.BufferHandle, the quantization classes and hurray.Descriptor: hurray::BufferHandle,
+// the Quantization alternatives and hurray::TensorDescriptor, built and validated by the
+// core (TensorDescriptor::Create / WithImpliedBuffers / Decode) and raised as its errors.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+#include "format_bindings.h"
+#include "format_parts.h"
+
+namespace hurray::python {
+namespace py = pybind11;
+namespace {
+
+using Shape = std::vector<std::uint64_t>;
+using Metadata = std::map<std::string, std::string>;
+
+// Where a builder's buffers live and what metadata the descriptor carries: the arguments
+// every builder ends with.
+struct Placement {
+  std::uint64_t alignment = kMinBufferAlignment;
+  std::uint8_t device_tag = 0;
+  std::uint8_t memory_class = 0;
+  std::optional<Metadata> metadata;
+};
+
+TensorDescriptor Build(TensorDescriptor::Parts parts, const Placement& placement) {
+  parts.metadata = placement.metadata.value_or(Metadata{});
+  return ValueOrRaise(TensorDescriptor::WithImpliedBuffers(
+      std::move(parts), ValueOrRaise(DeviceTag::FromByte(placement.device_tag)),
+      placement.alignment, ValueOrRaise(MemoryClass::FromByte(placement.memory_class))));
+}
+
+TensorDescriptor::Parts PartsOf(py::handle dtype, Shape shape) {
+  TensorDescriptor::Parts parts;
+  parts.element_type = ElementTypeFromPython(dtype);
+  parts.shape = std::move(shape);
+  return parts;
+}
+
+// Defines the static builder `name` of hurray.Descriptor. `build` takes the builder's own
+// arguments, named by `own`, then a Placement's four, which are appended here.
+template <typename Function, typename... Own>
+void DefBuilder(py::class_<TensorDescriptor>& cls, const char* name, Function build,
+                const char* doc, Own... own) {
+  cls.def_static(name, build, doc, own..., py::kw_only(),
+                 py::arg("alignment") = kMinBufferAlignment,
+                 py::arg("device_tag") = std::uint8_t{0}, py::arg("memory_class") = std::uint8_t{0},
+                 py::arg("metadata") = std::optional<Metadata>());
+}
+
+SyncMode SyncModeFromPython(const std::string& name) {
+  for (SyncMode mode : {SyncMode::kProducerSynced, SyncMode::kEvent, SyncMode::kConsumerStream}) {
+    if (SyncModeName(mode) == name) return mode;
+  }
+  throw ToPython(Error(StatusCode::kInvalidArgument,
+                       fmt::format("sync_mode \"{}\" is not producer_synced, event or "
+                                   "consumer_stream",
+                                   name)));
+}
+
+void BindBufferHandle(py::module_& module) {
+  py::class_<BufferHandle>(module, "BufferHandle",
+                           "The declaration of one buffer (hurray::BufferHandle): size, "
+                           "alignment, device, memory class, sync mode. A value: it refers to "
+                           "no memory.")
+      .def(py::init([](std::uint64_t byte_size, std::uint64_t alignment, std::uint8_t device_tag,
+                       const std::string& sync_mode, std::uint8_t memory_class) {
+             return ValueOrRaise(BufferHandle::Create(
+                 byte_size, alignment, ValueOrRaise(DeviceTag::FromByte(device_tag)),
+                 SyncModeFromPython(sync_mode), ValueOrRaise(MemoryClass::FromByte(memory_class))));
+           }),
+           py::arg("byte_size"), py::arg("alignment"), py::arg("device_tag") = 0,
+           py::arg("sync_mode") = "producer_synced", py::arg("memory_class") = 0)
+      .def_property_readonly("byte_size", &BufferHandle::byte_size)
+      .def_property_readonly("alignment", &BufferHandle::alignment)
+      .def_property_readonly("device_tag",
+                             [](const BufferHandle& self) { return self.device_tag().ToByte(); })
+      .def_property_readonly("device",
+                             [](const BufferHandle& self) { return self.device_tag().Name(); })
+      .def_property_readonly("memory_class",
+                             [](const BufferHandle& self) { return self.memory_class().Name(); })
+      .def_property_readonly("memory_class_tag",
+                             [](const BufferHandle& self) { return self.memory_class().ToByte(); })
+      .def_property_readonly(
+          "sync_mode", [](const BufferHandle& self) { return SyncModeName(self.sync_mode()); })
+      .def_property_readonly("is_empty", &BufferHandle::IsEmpty)
+      .def("__eq__",
+           [](const BufferHandle& self, const BufferHandle& other) { return self == other; })
+      .def("__repr__", [](const BufferHandle& self) {
+        return fmt::format("hurray.BufferHandle({})", self.ToString());
+      });
+}
+
+py::object OptionalDType(const std::optional<ZeroPoints>& zero_points) {
+  return zero_points ? DTypeObject(zero_points->type) : py::none();
+}
+
+void BindQuantizations(py::module_& module) {
+  py::class_<PerTensorAffine>(module, "PerTensorAffine",
+                              "real = scale * (stored - zero_point), inline: no extra buffer.")
+      .def_property_readonly("kind", [](const PerTensorAffine&) { return "per_tensor_affine"; })
+      .def_readonly("scale", &PerTensorAffine::scale)
+      .def_readonly("zero_point", &PerTensorAffine::zero_point)
+      .def("__eq__", [](const PerTensorAffine& a, const PerTensorAffine& b) { return a == b; })
+      .def("__repr__", [](const PerTensorAffine& q) {
+        return fmt::format("hurray.PerTensorAffine(scale={:g}, zero_point={})", q.scale,
+                           q.zero_point);
+      });
+  py::class_<PerChannelAffine>(module, "PerChannelAffine",
+                               "One scale (and optionally one zero point) per index of axis.")
+      .def_property_readonly("kind", [](const PerChannelAffine&) { return "per_channel_affine"; })
+      .def_readonly("axis", &PerChannelAffine::axis)
+      .def_readonly("scale_buffer", &PerChannelAffine::scale_buffer)
+      .def_property_readonly("scale_dtype",
+                             [](const PerChannelAffine& q) { return DTypeObject(q.scale_type); })
+      .def_property_readonly("zero_point_buffer",
+                             [](const PerChannelAffine& q) -> std::optional<std::uint32_t> {
+                               if (!q.zero_points) return std::nullopt;
+                               return q.zero_points->buffer;
+                             })
+      .def_property_readonly("zero_point_dtype",
+                             [](const PerChannelAffine& q) { return OptionalDType(q.zero_points); })
+      .def("__eq__", [](const PerChannelAffine& a, const PerChannelAffine& b) { return a == b; })
+      .def("__repr__", [](const PerChannelAffine& q) {
+        return fmt::format("hurray.PerChannelAffine(axis={}, scale_dtype={})", q.axis,
+                           ElementTypeName(q.scale_type));
+      });
+  py::class_<Nf4Quantization>(module, "Nf4Quantization",
+                              "NormalFloat4: one absmax scale per block_size elements.")
+      .def_property_readonly("kind", [](const Nf4Quantization&) { return "nf4"; })
+      .def_readonly("block_size", &Nf4Quantization::block_size)
+      .def_readonly("scale_buffer", &Nf4Quantization::scale_buffer)
+      .def_property_readonly("scale_dtype",
+                             [](const Nf4Quantization& q) { return DTypeObject(q.scale_type); })
+      .def("__eq__", [](const Nf4Quantization& a, const Nf4Quantization& b) { return a == b; })
+      .def("__repr__", [](const Nf4Quantization& q) {
+        return fmt::format("hurray.Nf4Quantization(block_size={}, scale_dtype={})", q.block_size,
+                           ElementTypeName(q.scale_type));
+      });
+  py::class_<MxfpQuantization>(module, "MxfpQuantization",
+                               "OCP microscaling: one E8M0 scale per block_size elements along "
+                               "the last dimension.")
+      .def_property_readonly("kind", [](const MxfpQuantization&) { return "mxfp"; })
+      .def_readonly("block_size", &MxfpQuantization::block_size)
+      .def_readonly("scale_buffer", &MxfpQuantization::scale_buffer)
+      .def("__eq__", [](const MxfpQuantization& a, const MxfpQuantization& b) { return a == b; })
+      .def("__repr__", [](const MxfpQuantization& q) {
+        return fmt::format("hurray.MxfpQuantization(block_size={})", q.block_size);
+      });
+}
+
+// Which buffer of the table holds which part ("data", "values", "indices", "indptr",
+// "page_table", "scales", "zero_points"), as the tensor types name their parts.
+py::dict PartBuffers(const TensorDescriptor& descriptor) {
+  py::dict parts;
+  struct LayoutParts {
+    py::dict& parts;
+    void operator()(const DenseLayout& l) const { parts["data"] = l.data_buffer; }
+    void operator()(const CooLayout& l) const {
+      parts["values"] = l.values_buffer;
+      parts["indices"] = l.indices_buffer;
+    }
+    void operator()(const CompressedLayout& l) const {
+      parts["values"] = l.values_buffer;
+      parts["indptr"] = l.primary_index_buffer;
+      parts["indices"] = l.secondary_index_buffer;
+    }
+    void operator()(const BlockPagedLayout& l) const {
+      parts["data"] = l.data_buffer;
+      parts["page_table"] = l.page_table_buffer;
+    }
+  };
+  std::visit(LayoutParts{parts}, descriptor.layout());
+  struct QuantizationParts {
+    py::dict& parts;
+    void operator()(const NoQuantization&) const {}
+    void operator()(const PerTensorAffine&) const {}
+    void operator()(const PerChannelAffine& q) const {
+      parts["scales"] = q.scale_buffer;
+      if (q.zero_points) parts["zero_points"] = q.zero_points->buffer;
+    }
+    void operator()(const Nf4Quantization& q) const { parts["scales"] = q.scale_buffer; }
+    void operator()(const MxfpQuantization& q) const { parts["scales"] = q.scale_buffer; }
+  };
+  std::visit(QuantizationParts{parts}, descriptor.quantization());
+  return parts;
+}
+
+py::object QuantizationObject(const Quantization& quantization) {
+  return std::visit(
+      [](const auto& q) -> py::object {
+        if constexpr (std::is_same_v<std::decay_t<decltype(q)>, NoQuantization>) {
+          return py::none();
+        } else {
+          return py::cast(q);
+        }
+      },
+      quantization);
+}
+
+template <typename Alternative, typename Member>
+py::object LayoutField(const TensorDescriptor& descriptor, Member member) {
+  const auto* layout = std::get_if<Alternative>(&descriptor.layout());
+  return layout == nullptr ? py::none() : py::cast(layout->*member);
+}
+
+py::object Nnz(const TensorDescriptor& descriptor) {
+  if (const auto* coo = std::get_if<CooLayout>(&descriptor.layout())) return py::cast(coo->nnz);
+  return LayoutField<CompressedLayout>(descriptor, &CompressedLayout::nnz);
+}
+
+std::string Repr(const TensorDescriptor& d) {
+  return fmt::format(
+      "hurray.Descriptor({}{}, {}, quantization={}, buffers={})", ElementTypeName(d.element_type()),
+      py::repr(py::tuple(py::cast(d.shape()))).cast<std::string>(), LayoutName(d.layout()),
+      QuantizationName(d.quantization()), d.buffers().size());
+}
+
+TensorDescriptor FromBytes(const py::buffer& bytes) {
+  const py::buffer_info info = bytes.request();
+  const auto* data = static_cast<const std::uint8_t*>(info.ptr);
+  return ValueOrRaise(TensorDescriptor::Decode(
+      std::span(data, static_cast<std::size_t>(info.size * info.itemsize))));
+}
+
+void BindDescriptorAccessors(py::class_<TensorDescriptor>& cls) {
+  cls.def_property_readonly("dtype",
+                            [](const TensorDescriptor& d) { return DTypeObject(d.element_type()); })
+      .def_property_readonly(
+          "shape", [](const TensorDescriptor& d) { return py::tuple(py::cast(d.shape())); })
+      .def_property_readonly("layout",
+                             [](const TensorDescriptor& d) { return LayoutName(d.layout()); })
+      .def_property_readonly(
+          "quantization",
+          [](const TensorDescriptor& d) { return QuantizationObject(d.quantization()); })
+      .def_property_readonly(
+          "buffer_handles",
+          [](const TensorDescriptor& d) { return py::tuple(py::cast(d.buffers())); })
+      .def_property_readonly("metadata", &TensorDescriptor::metadata)
+      .def_property_readonly("part_buffers", &PartBuffers,
+                             "Buffer-table index of each part: {'data': 0, 'scales': 1}, ...")
+      .def_property_readonly("nnz", &Nnz, "Stored values of a sparse layout; None otherwise.")
+      .def_property_readonly(
+          "strides",
+          [](const TensorDescriptor& d) -> py::object {
+            const auto* dense = std::get_if<DenseLayout>(&d.layout());
+            if (dense == nullptr || dense->strides.empty()) return py::none();
+            return py::tuple(py::cast(dense->strides));
+          },
+          "Dense strides in elements; None when row-major and contiguous (or not dense).")
+      .def_property_readonly("block_size",
+                             [](const TensorDescriptor& d) {
+                               return LayoutField<BlockPagedLayout>(d,
+                                                                    &BlockPagedLayout::block_size);
+                             })
+      .def_property_readonly("num_pages",
+                             [](const TensorDescriptor& d) {
+                               return LayoutField<BlockPagedLayout>(d,
+                                                                    &BlockPagedLayout::num_pages);
+                             })
+      .def_property_readonly("element_count", &TensorDescriptor::ElementCount)
+      .def_property_readonly("device_tag",
+                             [](const TensorDescriptor& d) { return d.device_tag().ToByte(); })
+      .def("to_bytes", [](const TensorDescriptor& d) { return py::bytes(d.Encode()); })
+      .def_static("from_bytes", &FromBytes, py::arg("data"),
+                  "Decodes and validates an encoded descriptor.")
+      .def(
+          "check_buffers",
+          [](const TensorDescriptor& d, const std::vector<BufferHandle>& delivered) {
+            OkOrRaise(d.ValidateDeliveredBuffers(delivered));
+          },
+          py::arg("buffer_handles"),
+          "Raises hurray.InvalidArgumentError unless delivered buffers fit the table (ADR-030).")
+      .def("__eq__", [](const TensorDescriptor& a, const TensorDescriptor& b) { return a == b; })
+      .def("__repr__", &Repr)
+      .def("__str__", &TensorDescriptor::ToString)
+      .def(py::pickle([](const TensorDescriptor& d) { return py::bytes(d.Encode()); },
+                      [](const py::bytes& bytes) { return FromBytes(bytes); }));
+}
+
+TensorDescriptor::Parts WithLayout(py::handle dtype, Shape shape, Layout layout) {
+  TensorDescriptor::Parts parts = PartsOf(dtype, std::move(shape));
+  parts.layout = std::move(layout);
+  return parts;
+}
+
+CompressedLayout Compressed(CompressedAxis axis, std::uint64_t nnz) {
+  return CompressedLayout{.axis = axis, .nnz = nnz};
+}
+
+void BindDenseBuilders(py::class_<TensorDescriptor>& cls) {
+  DefBuilder(
+      cls, "dense",
+      [](Shape shape, py::handle dtype, std::optional<Shape> strides, std::uint64_t alignment,
+         std::uint8_t device_tag, std::uint8_t memory_class, std::optional<Metadata> metadata) {
+        TensorDescriptor::Parts parts = PartsOf(dtype, std::move(shape));
+        parts.layout = DenseLayout{.strides = strides.value_or(Shape{})};
+        return Build(std::move(parts), {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "A dense descriptor (row-major unless strides, in elements, are given).", py::arg("shape"),
+      py::arg("dtype"), py::arg("strides") = std::optional<Shape>());
+  DefBuilder(
+      cls, "per_tensor_affine",
+      [](Shape shape, py::handle dtype, double scale, std::int64_t zero_point,
+         std::uint64_t alignment, std::uint8_t device_tag, std::uint8_t memory_class,
+         std::optional<Metadata> metadata) {
+        TensorDescriptor::Parts parts = PartsOf(dtype, std::move(shape));
+        parts.quantization = PerTensorAffine{.scale = scale, .zero_point = zero_point};
+        return Build(std::move(parts), {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "Dense, per-tensor affine: one buffer, scale and zero point inline.", py::arg("shape"),
+      py::arg("dtype"), py::arg("scale"), py::arg("zero_point") = 0);
+  DefBuilder(
+      cls, "per_channel_affine",
+      [](Shape shape, py::handle dtype, std::uint32_t axis, py::handle scale_dtype,
+         py::handle zero_point_dtype, std::uint64_t alignment, std::uint8_t device_tag,
+         std::uint8_t memory_class, std::optional<Metadata> metadata) {
+        TensorDescriptor::Parts parts = PartsOf(dtype, std::move(shape));
+        PerChannelAffine affine{.axis = axis, .scale_type = ElementTypeFromPython(scale_dtype)};
+        if (!zero_point_dtype.is_none()) {
+          affine.zero_points =
+              ZeroPoints{.buffer = 2, .type = ElementTypeFromPython(zero_point_dtype)};
+        }
+        parts.quantization = affine;
+        return Build(std::move(parts), {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "Dense, per-channel affine: data (buffer 0), scales (1), zero points (2) when "
+      "zero_point_dtype is given.",
+      py::arg("shape"), py::arg("dtype"), py::arg("axis") = 0,
+      py::arg("scale_dtype") = std::string("float32"), py::arg("zero_point_dtype") = py::none());
+  DefBuilder(
+      cls, "nf4",
+      [](Shape shape, std::uint64_t block_size, py::handle scale_dtype, std::uint64_t alignment,
+         std::uint8_t device_tag, std::uint8_t memory_class, std::optional<Metadata> metadata) {
+        TensorDescriptor::Parts parts = PartsOf(py::str("nf4"), std::move(shape));
+        parts.quantization = Nf4Quantization{.block_size = block_size,
+                                             .scale_type = ElementTypeFromPython(scale_dtype)};
+        return Build(std::move(parts), {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "Dense NF4 codes (buffer 0) with one absmax scale per block (buffer 1).", py::arg("shape"),
+      py::arg("block_size") = 64, py::arg("scale_dtype") = std::string("float32"));
+  DefBuilder(
+      cls, "mxfp",
+      [](Shape shape, py::handle dtype, std::uint64_t block_size, std::uint64_t alignment,
+         std::uint8_t device_tag, std::uint8_t memory_class, std::optional<Metadata> metadata) {
+        TensorDescriptor::Parts parts = PartsOf(dtype, std::move(shape));
+        parts.quantization = MxfpQuantization{.block_size = block_size};
+        return Build(std::move(parts), {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "Dense microscaling elements (buffer 0) with one E8M0 scale per block along the last "
+      "dimension (buffer 1).",
+      py::arg("shape"), py::arg("dtype") = std::string("mxfp4"), py::arg("block_size") = 32);
+}
+
+void BindSparseBuilders(py::class_<TensorDescriptor>& cls) {
+  auto compressed = [](CompressedAxis axis) {
+    return [axis](Shape shape, py::handle dtype, std::uint64_t nnz, std::uint64_t alignment,
+                  std::uint8_t device_tag, std::uint8_t memory_class,
+                  std::optional<Metadata> metadata) {
+      return Build(WithLayout(dtype, std::move(shape), Compressed(axis, nnz)),
+                   {alignment, device_tag, memory_class, std::move(metadata)});
+    };
+  };
+  DefBuilder(
+      cls, "coo",
+      [](Shape shape, py::handle dtype, std::uint64_t nnz, std::uint64_t alignment,
+         std::uint8_t device_tag, std::uint8_t memory_class, std::optional<Metadata> metadata) {
+        return Build(WithLayout(dtype, std::move(shape), CooLayout{.nnz = nnz}),
+                     {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "COO: nnz values (buffer 0) and uint64 [nnz, rank] coordinates (buffer 1).", py::arg("shape"),
+      py::arg("dtype"), py::arg("nnz"));
+  DefBuilder(cls, "csr", compressed(CompressedAxis::kRows),
+             "CSR: values (buffer 0), uint64 row offsets (1), uint64 column indices (2).",
+             py::arg("shape"), py::arg("dtype"), py::arg("nnz"));
+  DefBuilder(cls, "csc", compressed(CompressedAxis::kColumns),
+             "CSC: values (buffer 0), uint64 column offsets (1), uint64 row indices (2).",
+             py::arg("shape"), py::arg("dtype"), py::arg("nnz"));
+  DefBuilder(
+      cls, "block_paged",
+      [](Shape shape, py::handle dtype, std::uint64_t block_size, std::uint64_t num_pages,
+         std::uint64_t alignment, std::uint8_t device_tag, std::uint8_t memory_class,
+         std::optional<Metadata> metadata) {
+        return Build(WithLayout(dtype, std::move(shape),
+                                BlockPagedLayout{.block_size = block_size, .num_pages = num_pages}),
+                     {alignment, device_tag, memory_class, std::move(metadata)});
+      },
+      "Block-paged: num_pages pages of block_size rows (buffer 0) and a uint64 page table "
+      "(buffer 1).",
+      py::arg("shape"), py::arg("dtype"), py::arg("block_size"), py::arg("num_pages"));
+}
+
+}  // namespace
+
+void BindDescriptor(py::module_& module) {
+  BindBufferHandle(module);
+  BindQuantizations(module);
+  py::class_<TensorDescriptor> cls(module, "Descriptor",
+                                   "A validated tensor descriptor (hurray::TensorDescriptor): "
+                                   "dtype, shape, layout, quantization, buffer table, metadata. "
+                                   "Immutable; build it with the static builders or from_bytes.");
+  BindDescriptorAccessors(cls);
+  BindDenseBuilders(cls);
+  BindSparseBuilders(cls);
+}
+
+}  // namespace hurray::python
