@@ -67,7 +67,8 @@ class Tensor:
 
     def _build(self, descriptor, buffers, copy, names):
         if not isinstance(descriptor, _hurray.Descriptor):
-            raise TypeError(f"descriptor must be a hurray.Descriptor, not {type(descriptor).__name__}")
+            raise TypeError(
+                f"descriptor must be a hurray.Descriptor, not {type(descriptor).__name__}")
         table = descriptor.buffer_handles
         views = [
             _byte_buffer(source, table[i].alignment if i < len(table) else

@@ -55,7 +55,6 @@ def test_from_numpy_shares_an_aligned_array():
     assert tensor.descriptor == hurray.Descriptor.dense([3, 4], hurray.float32)
     assert tensor.numpy().ctypes.data == array.ctypes.data
     np.testing.assert_array_equal(np.asarray(tensor), array)
-    assert hurray.from_numpy(array).buffers[0].obj is not None  # copy=None shares too
     assert address(hurray.from_numpy(array).buffers[0]) == array.ctypes.data
 
 
@@ -215,3 +214,26 @@ def test_buffer_count_mismatch_is_rejected_and_leaves_the_capsule_unconsumed():
 def test_stream_must_be_none_for_cpu_buffers():
     with pytest.raises(hurray.InvalidArgumentError, match="stream"):
         hurray.from_numpy(aligned(64)).__hurray__(stream=1)
+
+
+def test_a_c_consumer_reads_the_capsule_through_libhurray():
+    import ctypes
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_GetContext.restype = ctypes.c_void_p
+    api.PyCapsule_GetContext.argtypes = [ctypes.py_object]
+    libhurray = ctypes.CDLL("libhurray.so.0")  # the one the module loaded
+    tensor = hurray.Tensor.coo(np.array([5.0, 7.0], np.float32), [[0, 0], [1, 1]], [2, 2])
+    capsule = tensor.__hurray__()
+    buffer_list = ctypes.c_void_p(api.PyCapsule_GetPointer(capsule, b"hurray_tensor"))
+    context = ctypes.c_void_p(api.PyCapsule_GetContext(capsule))
+    version, count = ctypes.c_uint32(), ctypes.c_uint64()
+    assert libhurray.hurray_tensor_context_abi_version(context, ctypes.byref(version)) == 0
+    assert version.value == libhurray.hurray_c_abi_version()
+    assert libhurray.hurray_buffer_list_len(buffer_list, ctypes.byref(count)) == 0
+    assert count.value == 2
+    data, length = ctypes.c_void_p(), ctypes.c_uint64()
+    assert libhurray.hurray_tensor_context_descriptor(context, ctypes.byref(data),
+                                                      ctypes.byref(length)) == 0
+    assert ctypes.string_at(data, length.value) == tensor.descriptor.to_bytes()
