@@ -47,6 +47,35 @@ TEST(TensorDescriptorTest, DenseFactoryComputesTheSize) {
   EXPECT_EQ(descriptor->rank(), 2u);
 }
 
+TEST(TensorDescriptorTest, ImpliedBuffersFollowTheLayoutAndQuantization) {
+  TensorDescriptor::Parts parts = DenseParts(ElementType::kInt8, {4, 3}, {});
+  parts.quantization = PerChannelAffine{
+      .axis = 0, .zero_points = ZeroPoints{.buffer = 2, .type = ElementType::kInt16}};
+  auto descriptor = TensorDescriptor::WithImpliedBuffers(parts, DeviceTag::Cpu(), 128);
+  ASSERT_OK(descriptor);
+  ASSERT_EQ(descriptor->buffers().size(), 3u);
+  EXPECT_EQ(descriptor->buffers()[0], Cpu(12, 128));
+  EXPECT_EQ(descriptor->buffers()[1], Cpu(16, 128));  // four float32 scales
+  EXPECT_EQ(descriptor->buffers()[2], Cpu(8, 128));   // four int16 zero points
+
+  TensorDescriptor::Parts empty = DenseParts(ElementType::kFloat32, {0}, {});
+  auto empty_descriptor = TensorDescriptor::WithImpliedBuffers(empty);
+  ASSERT_OK(empty_descriptor);
+  EXPECT_TRUE(empty_descriptor->buffers()[0].IsEmpty());
+}
+
+TEST(TensorDescriptorTest, ImpliedBuffersReportWhatCreateReports) {
+  TensorDescriptor::Parts gap = DenseParts(ElementType::kInt8, {4}, {});
+  gap.quantization = PerChannelAffine{.scale_buffer = 5};
+  EXPECT_ERROR(TensorDescriptor::WithImpliedBuffers(gap), kInvalid, {"scale_buffer 5"});
+  TensorDescriptor::Parts axis = DenseParts(ElementType::kInt8, {4}, {});
+  axis.quantization = PerChannelAffine{.axis = 1};
+  EXPECT_ERROR(TensorDescriptor::WithImpliedBuffers(axis), kInvalid, {"axis 1"});
+  EXPECT_ERROR(TensorDescriptor::WithImpliedBuffers(DenseParts(ElementType::kInt8, {4}, {}),
+                                                    DeviceTag::Cpu(), 32),
+               kInvalid, {"buffers[0]", "32"});
+}
+
 TEST(TensorDescriptorTest, ScalarHasOneElement) {
   auto scalar = TensorDescriptor::Dense(ElementType::kFloat64, {});
   ASSERT_OK(scalar);
