@@ -1,7 +1,193 @@
 #include "client_bindings.h"
 
-namespace hurray::python {
+#include <fmt/format.h>
+#include <pybind11/stl.h>
 
-void BindClient(pybind11::module_& /*module*/) {}
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client_inspection.h"
+#include "client_tensors.h"
+#include "errors.h"
+#include "hurray/client.h"
+
+namespace hurray::python {
+namespace {
+
+namespace py = pybind11;
+
+// A wait in seconds as the client's milliseconds; None: 0, answer at once.
+std::chrono::milliseconds WaitOf(std::optional<double> seconds) {
+  if (!seconds) return std::chrono::milliseconds(0);
+  if (!std::isfinite(*seconds) || *seconds < 0) {
+    throw ToPython(
+        InvalidArgumentError(
+            fmt::format("wait {} must be a finite number of seconds, 0 or more", *seconds))
+            .error());
+  }
+  return std::chrono::milliseconds(std::llround(*seconds * 1000));
+}
+
+// Runs `call` (a blocking call of the C++ client) without the GIL; its Result's value, or
+// its error raised.
+template <typename Call>
+auto WithoutGil(Call&& call) {
+  auto result = [&] {
+    const py::gil_scoped_release release;
+    return call();
+  }();
+  return ValueOrRaise(std::move(result));
+}
+
+// hurray.Client: one session with the daemon. close() drops it; tensors and views made
+// through it keep the session alive until they are gone.
+class PyClient {
+ public:
+  explicit PyClient(std::shared_ptr<Client> client) : client_(std::move(client)) {}
+
+  [[nodiscard]] const std::shared_ptr<Client>& Open() const {
+    if (!client_) throw ToPython(FailedPreconditionError("the hurray.Client is closed").error());
+    return client_;
+  }
+  void Close() {
+    std::shared_ptr<Client> client = std::move(client_);
+    const py::gil_scoped_release release;
+    client.reset();
+  }
+
+ private:
+  std::shared_ptr<Client> client_;
+};
+
+PyClient Connect(const std::optional<std::string>& socket, const std::string& name) {
+  Client::Options options;
+  options.socket_path = socket.value_or("");
+  options.client_name = name;
+  return PyClient(std::shared_ptr<Client>(WithoutGil([&] { return Client::Connect(options); })));
+}
+
+PyTensorView Acquire(const PyClient& self, const std::string& name, std::optional<double> wait,
+                     std::optional<std::uint64_t> version, bool populate) {
+  const AcquireOptions options{
+      .version = version.value_or(0), .wait = WaitOf(wait), .populate = populate};
+  const std::shared_ptr<Client>& client = self.Open();
+  return PyTensorView(
+      std::make_shared<TensorView>(WithoutGil([&] { return client->Acquire(name, options); })));
+}
+
+PyTensorViewBatch BatchAcquire(const PyClient& self, const std::vector<std::string>& names,
+                               const std::string& prefix, std::optional<double> wait) {
+  const std::chrono::milliseconds timeout = WaitOf(wait);
+  const std::shared_ptr<Client>& client = self.Open();
+  return PyTensorViewBatch(
+      WithoutGil([&] { return client->BatchAcquire(names, prefix, timeout); }));
+}
+
+std::vector<TensorSummary> List(const PyClient& self, const std::string& prefix) {
+  const std::shared_ptr<Client>& client = self.Open();
+  std::vector<TensorSummary> all;
+  std::string token;
+  do {
+    TensorListPage page = WithoutGil([&] { return client->List(prefix, 0, token); });
+    all.insert(all.end(), std::make_move_iterator(page.tensors.begin()),
+               std::make_move_iterator(page.tensors.end()));
+    token = std::move(page.next_page_token);
+  } while (!token.empty());
+  return all;
+}
+
+PyWatch Watch(const PyClient& self, const std::string& prefix) {
+  const std::shared_ptr<Client>& client = self.Open();
+  auto queue = std::make_shared<WatchQueue>();
+  std::unique_ptr<WatchHandle> handle = WithoutGil([&] {
+    return client->Watch(
+        prefix, [queue](const WatchEvent& event) { queue->Push(event); },
+        [queue](const Status& status) { queue->End(status); });
+  });
+  return {std::move(queue), std::move(handle)};
+}
+
+void BindClientClass(py::module_& module) {
+  py::class_<PyClient>(module, "Client", "A session with hurrayd; see hurray.connect.")
+      .def("close", &PyClient::Close, "Ends this object's share of the session.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyClient& self, const py::args&) { self.Close(); })
+      .def_property_readonly("socket_path",
+                             [](const PyClient& self) { return self.Open()->socket_path(); })
+      .def_property_readonly("session_id",
+                             [](const PyClient& self) { return self.Open()->session_id(); })
+      .def(
+          "empty",
+          [](const PyClient& self, const std::vector<std::int64_t>& shape, py::handle dtype,
+             const std::string& pool) {
+            const std::shared_ptr<Client>& client = self.Open();
+            return std::make_unique<PyWritableTensor>(
+                client, AllocateIn(*client, DenseDescriptor(shape, dtype, pool), pool));
+          },
+          py::arg("shape"), py::arg("dtype"), py::arg("pool") = "cpu",
+          "A dense tensor of `shape` and `dtype` allocated in `pool`, to fill and publish.")
+      .def(
+          "allocate",
+          [](const PyClient& self, const TensorDescriptor& descriptor, const std::string& pool) {
+            const std::shared_ptr<Client>& client = self.Open();
+            return std::make_unique<PyWritableTensor>(client,
+                                                      AllocateIn(*client, descriptor, pool));
+          },
+          py::arg("descriptor"), py::arg("pool") = "cpu",
+          "The buffers of `descriptor` allocated in `pool`, to fill and publish.")
+      .def(
+          "publish",
+          [](const PyClient& self, const std::string& name, py::handle obj,
+             const std::string& pool) {
+            const std::shared_ptr<Client>& client = self.Open();
+            PyWritableTensor tensor(client, CopyIntoPool(*client, obj, pool));
+            return tensor.Publish(name, std::nullopt).version;
+          },
+          py::arg("name"), py::arg("obj"), py::arg("pool") = "cpu",
+          "Copies `obj` (ndarray, CPU torch tensor, hurray.Tensor) once into `pool` and "
+          "publishes it under `name`; returns the version.")
+      .def("acquire", &Acquire, py::arg("name"), py::arg("wait") = py::none(),
+           py::arg("version") = py::none(), py::arg("populate") = false,
+           "Leases the published tensor `name` (waiting up to `wait` seconds for it).")
+      .def("batch_acquire", &BatchAcquire, py::arg("names") = std::vector<std::string>(),
+           py::arg("prefix") = "", py::arg("wait") = py::none(),
+           "Leases every listed name and every name under `prefix`, all or none.")
+      .def("list", &List, py::arg("prefix") = "", "The published names under `prefix`.")
+      .def(
+          "describe",
+          [](const PyClient& self, const std::string& name, std::uint64_t version) {
+            const std::shared_ptr<Client>& client = self.Open();
+            return WithoutGil([&] { return client->Describe(name, version); });
+          },
+          py::arg("name"), py::arg("version") = 0)
+      .def("stats",
+           [](const PyClient& self) {
+             const std::shared_ptr<Client>& client = self.Open();
+             return WithoutGil([&] { return client->Stats(); });
+           })
+      .def(
+          "delete",
+          [](const PyClient& self, const std::string& name, std::uint64_t version) {
+            const std::shared_ptr<Client>& client = self.Open();
+            return WithoutGil([&] { return client->Delete(name, version); });
+          },
+          py::arg("name"), py::arg("version") = 0, "Deletes versions of `name`; returns how many.")
+      .def("watch", &Watch, py::arg("prefix") = "",
+           "An iterator over publishes and deletes under `prefix`.");
+}
+
+}  // namespace
+
+void BindClient(py::module_& module) {
+  BindInspection(module);
+  BindTensors(module);
+  BindClientClass(module);
+  module.def("connect", &Connect, py::arg("socket") = py::none(), py::arg("name") = "python",
+             "Connects to hurrayd (socket None: $HURRAY_SOCKET or the default path).");
+}
 
 }  // namespace hurray::python

@@ -1,0 +1,191 @@
+#include "client_inspection.h"
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+
+#include "errors.h"
+
+namespace hurray::python {
+namespace {
+
+namespace py = pybind11;
+
+// How long one wait lasts without a look at Python's signals (Ctrl-C).
+constexpr std::chrono::milliseconds kSignalCheckInterval{100};
+
+// Daemon times as integer nanoseconds since the Unix epoch (0: not recorded).
+template <typename T>
+auto NanosecondsOf(DaemonTime T::* member) {
+  return [member](const T& value) { return (value.*member).time_since_epoch().count(); };
+}
+
+void BindTensorReports(py::module_& module) {
+  py::class_<TensorSummary>(module, "TensorSummary")
+      .def_readonly("name", &TensorSummary::name)
+      .def_readonly("latest_version", &TensorSummary::latest_version)
+      .def_readonly("version_count", &TensorSummary::version_count)
+      .def_property_readonly("dtype",
+                             [](const TensorSummary& summary) {
+                               return std::string(ElementTypeName(summary.element_type));
+                             })
+      .def_readonly("shape", &TensorSummary::shape)
+      .def_readonly("byte_size", &TensorSummary::byte_size)
+      .def_readonly("lease_count", &TensorSummary::lease_count)
+      .def_property_readonly("published_at", NanosecondsOf(&TensorSummary::published_at));
+  py::class_<BufferLocation>(module, "BufferLocation")
+      .def_readonly("segment_id", &BufferLocation::segment_id)
+      .def_readonly("segment_size", &BufferLocation::segment_size)
+      .def_readonly("offset", &BufferLocation::offset)
+      .def_readonly("byte_size", &BufferLocation::byte_size);
+  py::class_<FenceLocation>(module, "FenceLocation")
+      .def_readonly("segment_id", &FenceLocation::segment_id)
+      .def_readonly("segment_size", &FenceLocation::segment_size)
+      .def_readonly("offset", &FenceLocation::offset)
+      .def_readonly("value", &FenceLocation::value);
+  py::class_<VersionSummary>(module, "VersionSummary")
+      .def_readonly("version", &VersionSummary::version)
+      .def_readonly("lease_count", &VersionSummary::lease_count)
+      .def_readonly("superseded", &VersionSummary::superseded)
+      .def_readonly("byte_size", &VersionSummary::byte_size)
+      .def_property_readonly("published_at", NanosecondsOf(&VersionSummary::published_at));
+  py::class_<TensorDetails>(module, "TensorDetails")
+      .def_readonly("name", &TensorDetails::name)
+      .def_readonly("version", &TensorDetails::version)
+      .def_readonly("descriptor", &TensorDetails::descriptor)
+      .def_readonly("buffers", &TensorDetails::buffers)
+      .def_property_readonly(
+          "sync_mode",
+          [](const TensorDetails& details) { return std::string(SyncModeName(details.sync_mode)); })
+      .def_readonly("fence", &TensorDetails::fence)
+      .def_readonly("ready", &TensorDetails::ready)
+      .def_readonly("pool", &TensorDetails::pool)
+      .def_property_readonly("published_at", NanosecondsOf(&TensorDetails::published_at))
+      .def_readonly("versions", &TensorDetails::versions)
+      .def_readonly("daemon_epoch", &TensorDetails::daemon_epoch);
+}
+
+void BindDaemonReports(py::module_& module) {
+  py::class_<PoolStats>(module, "PoolStats")
+      .def_readonly("name", &PoolStats::name)
+      .def_readonly("kind", &PoolStats::kind)
+      .def_readonly("capacity_bytes", &PoolStats::capacity_bytes)
+      .def_readonly("used_bytes", &PoolStats::used_bytes)
+      .def_readonly("largest_free_bytes", &PoolStats::largest_free_bytes)
+      .def_readonly("fragmentation", &PoolStats::fragmentation)
+      .def_readonly("segment_count", &PoolStats::segment_count)
+      .def_readonly("allocation_count", &PoolStats::allocation_count)
+      .def_readonly("page_size_bytes", &PoolStats::page_size_bytes)
+      .def_readonly("huge_pages", &PoolStats::huge_pages)
+      .def_readonly("device_uuid", &PoolStats::device_uuid)
+      .def_readonly("device_name", &PoolStats::device_name)
+      .def_readonly("device_ordinal", &PoolStats::device_ordinal)
+      .def_readonly("mechanism", &PoolStats::mechanism)
+      .def_readonly("slab_bytes", &PoolStats::slab_bytes)
+      .def_readonly("slab_mappings", &PoolStats::slab_mappings)
+      .def_readonly("read_only_slab_mappings", &PoolStats::read_only_slab_mappings)
+      .def_readonly("fences_in_use", &PoolStats::fences_in_use)
+      .def_readonly("fences_retired", &PoolStats::fences_retired);
+  py::class_<DaemonStats>(module, "DaemonStats")
+      .def_readonly("pools", &DaemonStats::pools)
+      .def_readonly("session_count", &DaemonStats::session_count)
+      .def_readonly("lease_count", &DaemonStats::lease_count)
+      .def_readonly("tensor_count", &DaemonStats::tensor_count)
+      .def_readonly("version_count", &DaemonStats::version_count)
+      .def_readonly("pending_allocation_count", &DaemonStats::pending_allocation_count)
+      .def_readonly("daemon_epoch", &DaemonStats::daemon_epoch)
+      .def_property_readonly("uptime",
+                             [](const DaemonStats& stats) { return stats.uptime.count(); });
+  py::class_<WatchEvent>(module, "WatchEvent")
+      .def_property_readonly("kind",
+                             [](const WatchEvent& event) {
+                               return event.kind == WatchEvent::Kind::kPublished ? "published"
+                                                                                 : "deleted";
+                             })
+      .def_readonly("name", &WatchEvent::name)
+      .def_readonly("version", &WatchEvent::version)
+      .def_readonly("daemon_epoch", &WatchEvent::daemon_epoch)
+      .def("__repr__", [](const WatchEvent& event) {
+        return fmt::format("<hurray.WatchEvent {} {} v{}>",
+                           event.kind == WatchEvent::Kind::kPublished ? "published" : "deleted",
+                           event.name, event.version);
+      });
+}
+
+}  // namespace
+
+void WatchQueue::Push(const WatchEvent& event) {
+  {
+    const std::scoped_lock lock(mutex_);
+    events_.push_back(event);
+  }
+  changed_.notify_all();
+}
+
+void WatchQueue::End(const Status& status) {
+  {
+    const std::scoped_lock lock(mutex_);
+    end_ = status;
+  }
+  changed_.notify_all();
+}
+
+std::optional<WatchEvent> WatchQueue::Pop(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [this] { return !events_.empty() || end_.has_value(); });
+  if (events_.empty()) return std::nullopt;
+  WatchEvent event = std::move(events_.front());
+  events_.pop_front();
+  return event;
+}
+
+std::optional<Status> WatchQueue::ended() {
+  const std::scoped_lock lock(mutex_);
+  return end_;
+}
+
+py::object PyWatch::Next(std::optional<double> timeout_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = timeout_seconds
+                            ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(*timeout_seconds))
+                            : Clock::time_point::max();
+  while (true) {
+    std::optional<WatchEvent> event;
+    std::optional<Status> end;
+    {
+      const py::gil_scoped_release release;
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      event = queue_->Pop(std::clamp(left, std::chrono::milliseconds(0), kSignalCheckInterval));
+      if (!event) end = queue_->ended();
+    }
+    if (event) return py::cast(*std::move(event));
+    if (end) {
+      OkOrRaise(*end);
+      throw py::stop_iteration();
+    }
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (Clock::now() >= deadline) return py::none();
+  }
+}
+
+void PyWatch::Close() {
+  const py::gil_scoped_release release;
+  handle_.reset();
+}
+
+void BindInspection(py::module_& module) {
+  BindTensorReports(module);
+  BindDaemonReports(module);
+  py::class_<PyWatch>(module, "Watch", "The publishes and deletes under a prefix, as they happen.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", [](PyWatch& self) { return self.Next(std::nullopt); })
+      .def("get", &PyWatch::Next, py::arg("timeout") = py::none(),
+           "The next event, or None when `timeout` seconds pass first.")
+      .def("close", &PyWatch::Close, "Stops the watch.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyWatch& self, const py::args&) { self.Close(); });
+}
+
+}  // namespace hurray::python

@@ -1,0 +1,355 @@
+#include "client_tensors.h"
+
+#include <fmt/format.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "client_arrays.h"
+#include "client_dlpack.h"
+#include "errors.h"
+#include "format_bindings.h"
+
+namespace hurray::python {
+namespace {
+
+namespace py = pybind11;
+
+// DLPack's stream numbers: 1 the legacy default stream (CUDA's null stream), -1 no
+// synchronization; any other is the CUstream itself (2, the per-thread default stream, is
+// CU_STREAM_PER_THREAD).
+constexpr std::intptr_t kDLPackLegacyStream = 1;
+constexpr std::intptr_t kDLPackNoSync = -1;
+
+bool OnDevice(const DeviceInfo& device) { return device.device_tag != DeviceTag::Cpu(); }
+
+// A stream argument: a CUstream handle as an int, or an object with `cuda_stream` (a
+// torch.cuda.Stream). None: nullopt.
+std::optional<CudaStream> StreamArgument(py::handle stream) {
+  if (stream.is_none()) return std::nullopt;
+  const py::object handle = py::hasattr(stream, "cuda_stream")
+                                ? py::object(stream.attr("cuda_stream"))
+                                : py::reinterpret_borrow<py::object>(stream);
+  return reinterpret_cast<CudaStream>(handle.cast<std::intptr_t>());
+}
+
+void CheckIndex(std::size_t index, std::size_t count) {
+  if (index >= count) {
+    throw ToPython(
+        OutOfRangeError(
+            fmt::format("buffer index {} is out of range: the tensor has {} buffers", index, count))
+            .error());
+  }
+}
+
+void CheckHostMemory(const DeviceInfo& device, std::string_view what) {
+  if (OnDevice(device)) {
+    throw PythonError("UnsupportedError",
+                      fmt::format("{}: the tensor lives in GPU memory ({}); use __dlpack__", what,
+                                  device.device_uuid));
+  }
+}
+
+std::uint32_t DenseDataBuffer(const TensorDescriptor& descriptor, std::string_view what) {
+  const auto* dense = std::get_if<DenseLayout>(&descriptor.layout());
+  if (dense == nullptr) {
+    throw PythonError("UnsupportedError",
+                      fmt::format("{} is for dense tensors; this one is {}: read its parts "
+                                  "(.values, .indices, ...) or buffer_array(i)",
+                                  what, LayoutName(descriptor.layout())));
+  }
+  return dense->data_buffer;
+}
+
+// Everything the two tensor kinds share, over the address and size of each buffer.
+template <typename Tensor>
+py::array BufferArray(const Tensor& tensor, std::size_t index, py::object owner, bool writable) {
+  CheckIndex(index, tensor.buffer_count());
+  CheckHostMemory(tensor.device(), "buffer_array");
+  const auto buffer = tensor.buffer(index);
+  return ArrayOver(buffer.data(), buffer.size(),
+                   BufferArraySpec(tensor.descriptor(), static_cast<std::uint32_t>(index)),
+                   std::move(owner), writable);
+}
+
+template <typename Tensor>
+py::memoryview BufferMemory(const Tensor& tensor, std::size_t index, py::object owner,
+                            bool writable) {
+  CheckIndex(index, tensor.buffer_count());
+  CheckHostMemory(tensor.device(), "buffer");
+  const auto buffer = tensor.buffer(index);
+  return py::memoryview(BytesOver(buffer.data(), buffer.size(), std::move(owner), writable));
+}
+
+template <typename Tensor>
+py::array DenseArray(const Tensor& tensor, py::object owner, bool writable) {
+  return BufferArray(tensor, DenseDataBuffer(tensor.descriptor(), "numpy()"), std::move(owner),
+                     writable);
+}
+
+template <typename Tensor>
+py::capsule DLPack(const Tensor& tensor, std::shared_ptr<const void> owner) {
+  const std::uint32_t index = DenseDataBuffer(tensor.descriptor(), "__dlpack__");
+  return MakeDLPackCapsule(tensor.data(index), BufferArraySpec(tensor.descriptor(), index),
+                           tensor.device(), std::move(owner));
+}
+
+template <typename Tensor>
+py::tuple DLPackDevice(const Tensor& tensor) {
+  return py::make_tuple(tensor.device().dlpack_device_type(), tensor.device().device_ordinal);
+}
+
+py::object WithDType(py::array array, py::handle dtype) {
+  if (dtype.is_none()) return array;
+  return array.attr("astype")(dtype, py::arg("copy") = false);
+}
+
+// The base object of a view's arrays: a capsule holding a share of the lease.
+py::capsule LeaseOwner(const std::shared_ptr<TensorView>& lease) {
+  return py::capsule(new std::shared_ptr<TensorView>(lease), [](void* share) {
+    const py::gil_scoped_release release;  // Ending the lease is a request to the daemon.
+    delete static_cast<std::shared_ptr<TensorView>*>(share);
+  });
+}
+
+void WaitForConsumer(const TensorView& view, py::handle stream) {
+  if (!OnDevice(view.device())) return;
+  const std::intptr_t number =
+      stream.is_none() ? kDLPackLegacyStream : stream.cast<std::intptr_t>();
+  if (number == kDLPackNoSync) return;
+  const CudaStream cuda_stream =
+      number == kDLPackLegacyStream ? nullptr : reinterpret_cast<CudaStream>(number);
+  const Status status = [&] {
+    const py::gil_scoped_release release;
+    return view.WaitOn(cuda_stream);
+  }();
+  OkOrRaise(status);
+}
+
+py::object PartArray(py::object self, std::string_view part) {
+  const std::shared_ptr<TensorView>& lease = self.cast<PyTensorView&>().Lease();
+  const std::optional<std::uint32_t> index = PartBuffer(lease->descriptor(), part);
+  if (!index) return py::none();
+  return BufferArray(*lease, *index, LeaseOwner(lease), /*writable=*/false);
+}
+
+void BindWritableTensor(py::module_& module) {
+  py::class_<PyWritableTensor>(module, "WritableTensor",
+                               "A tensor being written in pool memory: fill it, then publish.")
+      .def_property_readonly("descriptor",
+                             [](const PyWritableTensor& self) { return self.Open().descriptor(); })
+      .def_property_readonly("published_or_cancelled", &PyWritableTensor::done)
+      .def(
+          "buffer",
+          [](py::object self, std::size_t index) {
+            return BufferMemory(self.cast<PyWritableTensor&>().Open(), index, self, true);
+          },
+          py::arg("index") = 0, "Buffer `index` as a writable memoryview over pool memory.")
+      .def(
+          "buffer_array",
+          [](py::object self, std::size_t index) {
+            return BufferArray(self.cast<PyWritableTensor&>().Open(), index, self, true);
+          },
+          py::arg("index"), "Buffer `index` as a writable ndarray of the part it holds.")
+      .def(
+          "numpy",
+          [](py::object self) {
+            return DenseArray(self.cast<PyWritableTensor&>().Open(), self, true);
+          },
+          "The dense data as a writable ndarray over pool memory.")
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype) {
+            return WithDType(DenseArray(self.cast<PyWritableTensor&>().Open(), self, true), dtype);
+          },
+          py::arg("dtype") = py::none())
+      .def(
+          "publish",
+          [](PyWritableTensor& self, const std::string& name, py::object stream) {
+            return self.Publish(name, StreamArgument(stream)).version;
+          },
+          py::arg("name"), py::arg("stream") = py::none(),
+          "Publishes under `name`; returns the version. `stream`: a CUDA stream (GPU pools) to "
+          "hand off with an event after the work queued on it.")
+      .def("cancel", &PyWritableTensor::Cancel, "Frees the allocation unpublished.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyWritableTensor& self, const py::args&) { self.Cancel(); });
+}
+
+void BindTensorView(py::module_& module) {
+  py::class_<PyTensorView> view(module, "TensorView",
+                                "A leased, read-only view of a published tensor.");
+  view.def_property_readonly("name", [](const PyTensorView& self) { return self.Lease()->name(); })
+      .def_property_readonly("version",
+                             [](const PyTensorView& self) { return self.Lease()->version(); })
+      .def_property_readonly("descriptor",
+                             [](const PyTensorView& self) { return self.Lease()->descriptor(); })
+      .def_property_readonly(
+          "buffer_handles",
+          [](const PyTensorView& self) { return self.Lease()->descriptor().buffers(); })
+      .def_property_readonly("released", &PyTensorView::released)
+      .def(
+          "buffer",
+          [](py::object self, std::size_t index) {
+            const auto& lease = self.cast<PyTensorView&>().Lease();
+            return BufferMemory(*lease, index, LeaseOwner(lease), false);
+          },
+          py::arg("index") = 0, "Buffer `index` as a read-only memoryview.")
+      .def(
+          "buffer_array",
+          [](py::object self, std::size_t index) {
+            const auto& lease = self.cast<PyTensorView&>().Lease();
+            return BufferArray(*lease, index, LeaseOwner(lease), false);
+          },
+          py::arg("index"), "Buffer `index` as a read-only ndarray of the part it holds.")
+      .def(
+          "numpy",
+          [](py::object self) {
+            const auto& lease = self.cast<PyTensorView&>().Lease();
+            return DenseArray(*lease, LeaseOwner(lease), false);
+          },
+          "The dense data as a read-only ndarray over the mapping; it keeps the lease.")
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype) {
+            const auto& lease = self.cast<PyTensorView&>().Lease();
+            return WithDType(DenseArray(*lease, LeaseOwner(lease), false), dtype);
+          },
+          py::arg("dtype") = py::none())
+      .def(
+          "__dlpack__",
+          [](const PyTensorView& self, py::object stream) {
+            const std::shared_ptr<TensorView>& lease = self.Lease();
+            WaitForConsumer(*lease, stream);
+            return DLPack(*lease, lease);
+          },
+          py::kw_only(), py::arg("stream") = py::none())
+      .def("__dlpack_device__",
+           [](const PyTensorView& self) { return DLPackDevice(*self.Lease()); })
+      .def(
+          "__hurray__",
+          [](py::object self) {
+            const std::shared_ptr<TensorView>& lease = self.cast<PyTensorView&>().Lease();
+            std::vector<CapsuleBuffer> buffers;
+            for (std::size_t i = 0; i < lease->buffer_count(); ++i) {
+              buffers.push_back({.data = lease->data(i),
+                                 .byte_size = lease->descriptor().buffers()[i].byte_size(),
+                                 .handle = lease->descriptor().buffers()[i]});
+            }
+            return MakeTensorCapsule(lease->descriptor(), buffers, LeaseOwner(lease));
+          },
+          "The seeds' \"hurray_tensor\" capsule; it keeps the lease.")
+      .def("release", &PyTensorView::Release,
+           "Ends this view's access; the lease ends once no array made from it is left.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyTensorView& self, const py::args&) { self.Release(); })
+      .def("__repr__", [](const PyTensorView& self) {
+        if (self.released()) return std::string("<hurray.TensorView released>");
+        return fmt::format("<hurray.TensorView {} v{}>", self.Lease()->name(),
+                           self.Lease()->version());
+      });
+  for (const char* part : {"values", "indices", "indptr", "scales", "zero_points", "page_table"}) {
+    view.def_property_readonly(part, [part](py::object self) { return PartArray(self, part); });
+  }
+}
+
+void BindTensorViewBatch(py::module_& module) {
+  py::class_<PyTensorViewBatch>(module, "TensorViewBatch",
+                                "The views of one batch_acquire, released together.")
+      .def("__len__", [](const PyTensorViewBatch& self) { return self.views().size(); })
+      .def("__getitem__",
+           [](const PyTensorViewBatch& self, std::size_t index) {
+             CheckIndex(index, self.views().size());
+             return self.views()[index];
+           })
+      .def("__iter__",
+           [](const PyTensorViewBatch& self) { return py::iter(py::cast(self.views())); })
+      .def("release", &PyTensorViewBatch::Release,
+           "Ends every view's access; the leases end in one request once no array is left.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyTensorViewBatch& self, const py::args&) { self.Release(); });
+}
+
+}  // namespace
+
+PyWritableTensor::PyWritableTensor(std::shared_ptr<Client> client, WritableTensor tensor)
+    : client_(std::move(client)), tensor_(std::move(tensor)) {}
+
+const WritableTensor& PyWritableTensor::Open() const {
+  if (done_) throw PythonError("BufferError", "the WritableTensor was published or cancelled");
+  return tensor_;
+}
+
+PublishedTensor PyWritableTensor::Publish(const std::string& name,
+                                          std::optional<CudaStream> stream) {
+  (void)Open();
+  Result<PublishedTensor> published = [&] {
+    const py::gil_scoped_release release;
+    const std::scoped_lock lock(mutex_);
+    return stream ? tensor_.PublishAfter(name, *stream) : tensor_.Publish(name);
+  }();
+  PublishedTensor value = ValueOrRaise(std::move(published));
+  done_ = true;
+  return value;
+}
+
+void PyWritableTensor::Cancel() {
+  if (done_) return;
+  done_ = true;
+  const Status status = [&] {
+    const py::gil_scoped_release release;
+    const std::scoped_lock lock(mutex_);
+    return tensor_.Cancel();
+  }();
+  OkOrRaise(status);
+}
+
+const std::shared_ptr<TensorView>& PyTensorView::Lease() const {
+  if (!lease_) throw PythonError("BufferError", "the TensorView was released");
+  return lease_;
+}
+
+void PyTensorView::Release() {
+  std::shared_ptr<TensorView> lease = std::move(lease_);
+  if (!lease) return;
+  // The GIL guards every share of the lease: no other one can appear meanwhile.
+  const bool last = lease.use_count() == 1;
+  const Status status = [&]() -> Status {
+    const py::gil_scoped_release release;
+    Status result = last ? lease->Release() : Status();
+    lease.reset();
+    return result;
+  }();
+  OkOrRaise(status);
+}
+
+PyTensorViewBatch::PyTensorViewBatch(TensorViewBatch batch)
+    : batch_(std::make_shared<TensorViewBatch>(std::move(batch))) {
+  for (TensorView& view : *batch_) {
+    views_.push_back(py::cast(PyTensorView(std::shared_ptr<TensorView>(batch_, &view))));
+  }
+}
+
+void PyTensorViewBatch::Release() {
+  for (const py::object& view : views_) view.cast<PyTensorView&>().Release();
+  std::shared_ptr<TensorViewBatch> batch = std::move(batch_);
+  if (!batch) return;
+  const bool last = batch.use_count() == 1;
+  const Status status = [&]() -> Status {
+    const py::gil_scoped_release release;
+    Status result = last ? batch->Release() : Status();
+    batch.reset();
+    return result;
+  }();
+  OkOrRaise(status);
+}
+
+void BindTensors(py::module_& module) {
+  BindWritableTensor(module);
+  BindTensorView(module);
+  BindTensorViewBatch(module);
+}
+
+}  // namespace hurray::python
