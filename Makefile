@@ -6,7 +6,8 @@
 #   make lint  clang-format-19 and clang-tidy-19 over the project's own code: any format diff
 #              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats).
 #   make bench installs the benchmark's extra packages, builds a Release build (build-bench)
-#              and runs bench/ against its own hurrayd and baselines (build-bench/bench.json).
+#              and runs bench/ against its own hurrayd and baselines (build-bench/bench.json),
+#              then bench/python (build-bench/bench_python.json).
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
@@ -58,9 +59,13 @@ bench: deps
 	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
 	  -DHURRAY_BUILD_TESTS=OFF -DHURRAY_BUILD_BENCH=ON
-	cmake --build build-bench -j $(JOBS) --target hurrayd hurray_bench
+	cmake --build build-bench -j $(JOBS) --target hurrayd hurray_bench _hurray
 	./build-bench/bench/hurray_bench --hurrayd build-bench/daemon/hurrayd \
 	  --json build-bench/bench.json $(BENCH_FLAGS)
+	# The Python section (bench/python): hurray against what Python users use today.
+	PYTHONPATH=build-bench/python /usr/bin/python3 bench/python/bench_python.py \
+	  --hurrayd build-bench/daemon/hurrayd --hurray-bench build-bench/bench/hurray_bench \
+	  --json build-bench/bench_python.json $(BENCH_FLAGS)
 
 clean:
 	rm -rf build build-sanitize

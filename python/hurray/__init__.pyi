@@ -1,0 +1,356 @@
+"""Type stubs of the hurray module: zero-copy tensor exchange between processes (hurrayd).
+
+The names and contracts are those of docs/python.md. The extension (hurray._hurray) defines
+the classes and functions; hurray._errors the exceptions, re-exported here.
+"""
+
+import builtins
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any, Literal, SupportsIndex
+
+import numpy as np
+import numpy.typing as npt
+
+from hurray._errors import AbortedError as AbortedError
+from hurray._errors import AlreadyExistsError as AlreadyExistsError
+from hurray._errors import BufferError as BufferError
+from hurray._errors import CancelledError as CancelledError
+from hurray._errors import CopyRequiredError as CopyRequiredError
+from hurray._errors import DataLossError as DataLossError
+from hurray._errors import DeadlineExceededError as DeadlineExceededError
+from hurray._errors import Error as Error
+from hurray._errors import FailedPreconditionError as FailedPreconditionError
+from hurray._errors import InternalError as InternalError
+from hurray._errors import InvalidArgumentError as InvalidArgumentError
+from hurray._errors import NotFoundError as NotFoundError
+from hurray._errors import OutOfRangeError as OutOfRangeError
+from hurray._errors import PermissionDeniedError as PermissionDeniedError
+from hurray._errors import ResourceExhaustedError as ResourceExhaustedError
+from hurray._errors import UnauthenticatedError as UnauthenticatedError
+from hurray._errors import UnavailableError as UnavailableError
+from hurray._errors import UnimplementedError as UnimplementedError
+from hurray._errors import UnknownError as UnknownError
+from hurray._errors import UnsupportedError as UnsupportedError
+from hurray._errors import error_for as error_for
+
+Shape = Sequence[SupportsIndex]
+Layout = Literal["dense", "coo", "csr", "csc", "block_paged"]
+Capsule = Any  # a PyCapsule named "hurray_tensor"
+
+# --- The format ------------------------------------------------------------------------
+
+class DType:
+    """One element type of the format (every core ElementType has one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def itemsize(self) -> int | None:
+        """Bytes per element, None for the sub-byte types (int4, uint4, nf4, mxfp4)."""
+    @property
+    def numpy(self) -> np.dtype[Any] | None:
+        """The NumPy dtype, None where NumPy has none (bfloat16, the float8 types)."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+DTypeLike = DType | str | np.dtype[Any] | type[np.generic] | Any  # Any: a torch.dtype
+
+def dtype(x: DTypeLike) -> DType:
+    """The hurray dtype of a hurray dtype, a NumPy dtype or name, or a torch.dtype."""
+
+float32: DType
+float16: DType
+bfloat16: DType
+float64: DType
+int8: DType
+int16: DType
+int32: DType
+int64: DType
+uint8: DType
+uint16: DType
+uint32: DType
+uint64: DType
+bool_: DType
+float8_e4m3fn: DType
+float8_e5m2: DType
+float8_e8m0: DType
+complex64: DType
+complex128: DType
+int4: DType
+uint4: DType
+nf4: DType
+mxfp4: DType
+
+class BufferHandle:
+    """An entry of a descriptor's buffer table (the seeds' buffer handle)."""
+
+    @property
+    def byte_size(self) -> int: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def device_tag(self) -> Any: ...
+    @property
+    def memory_class(self) -> Any: ...
+    @property
+    def sync_mode(self) -> Any: ...
+
+class Quantization:
+    """A descriptor's quantization: ``kind`` and that kind's fields."""
+
+    @property
+    def kind(self) -> Literal["per_tensor_affine", "per_channel_affine", "nf4", "mxfp"]: ...
+    def __getattr__(self, field: str) -> Any: ...
+
+class Descriptor:
+    """A tensor descriptor (hurray::TensorDescriptor), validated by the core's rules."""
+
+    @property
+    def dtype(self) -> DType: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def quantization(self) -> Quantization | None: ...
+    @property
+    def buffer_handles(self) -> list[BufferHandle]: ...
+    @property
+    def metadata(self) -> dict[str, str]: ...
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> Descriptor: ...
+    @staticmethod
+    def dense(shape: Shape, dtype: DTypeLike) -> Descriptor: ...
+    @staticmethod
+    def per_channel_affine(shape: Shape, dtype: DTypeLike, axis: int,
+                           scale_dtype: DTypeLike = ...,
+                           zero_point_dtype: DTypeLike | None = None) -> Descriptor: ...
+    @staticmethod
+    def nf4(shape: Shape, block_size: int, scale_dtype: DTypeLike) -> Descriptor: ...
+    @staticmethod
+    def mxfp(*args: Any, **kwargs: Any) -> Descriptor: ...
+    @staticmethod
+    def coo(shape: Shape, dtype: DTypeLike, nnz: int,
+            index_dtype: DTypeLike = ...) -> Descriptor: ...
+    @staticmethod
+    def csr(*args: Any, **kwargs: Any) -> Descriptor: ...
+    @staticmethod
+    def csc(*args: Any, **kwargs: Any) -> Descriptor: ...
+    def __eq__(self, other: object) -> bool: ...
+
+class Tensor:
+    """An in-process tensor: a descriptor and its buffers (buffer i = table entry i)."""
+
+    def __init__(self, descriptor: Descriptor, buffers: Sequence[Any]) -> None: ...
+    @property
+    def descriptor(self) -> Descriptor: ...
+    @property
+    def buffer_handles(self) -> list[BufferHandle]: ...
+    @property
+    def buffers(self) -> list[memoryview]: ...
+    def numpy(self) -> npt.NDArray[Any]: ...
+    def __hurray__(self) -> Capsule: ...
+    @staticmethod
+    def per_channel_affine(data: Any, scales: Any, zero_points: Any | None = None,
+                           axis: int = 0) -> Tensor: ...
+    @staticmethod
+    def nf4(*args: Any, **kwargs: Any) -> Tensor: ...
+    @staticmethod
+    def mxfp(*args: Any, **kwargs: Any) -> Tensor: ...
+    @staticmethod
+    def coo(values: Any, indices: Any, shape: Shape) -> Tensor: ...
+    @staticmethod
+    def csr(values: Any, indptr: Any, indices: Any, shape: Shape) -> Tensor: ...
+    @staticmethod
+    def csc(values: Any, indptr: Any, indices: Any, shape: Shape) -> Tensor: ...
+
+def from_hurray(obj: Any) -> Tensor:
+    """The tensor behind ``obj.__hurray__()``; consumes the capsule."""
+
+def from_numpy(array: npt.NDArray[Any], copy: bool | None = None) -> Tensor:
+    """A Tensor over ``array`` (copy=False: never a copy, CopyRequiredError if needed)."""
+
+# --- The client ------------------------------------------------------------------------
+
+class WritableTensor:
+    """A tensor being written in pool memory: fill it in place, then publish (or cancel)."""
+
+    @property
+    def descriptor(self) -> Descriptor: ...
+    @property
+    def published_or_cancelled(self) -> bool: ...
+    def buffer(self, index: int = 0) -> memoryview: ...
+    def buffer_array(self, index: int) -> npt.NDArray[Any]: ...
+    def numpy(self) -> npt.NDArray[Any]: ...
+    def __array__(self, dtype: Any = None) -> npt.NDArray[Any]: ...
+    def publish(self, name: str, stream: int | Any | None = None) -> int: ...
+    def cancel(self) -> None: ...
+    def __enter__(self) -> WritableTensor: ...
+    def __exit__(self, kind: type[builtins.BaseException] | None,
+                 value: builtins.BaseException | None, tb: TracebackType | None) -> None: ...
+
+class TensorView:
+    """A leased, read-only view of a published tensor; arrays made from it keep the lease."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def descriptor(self) -> Descriptor: ...
+    @property
+    def buffer_handles(self) -> list[BufferHandle]: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def values(self) -> npt.NDArray[Any]: ...
+    @property
+    def indices(self) -> npt.NDArray[Any]: ...
+    @property
+    def indptr(self) -> npt.NDArray[Any]: ...
+    @property
+    def scales(self) -> npt.NDArray[Any]: ...
+    @property
+    def zero_points(self) -> npt.NDArray[Any]: ...
+    @property
+    def page_table(self) -> npt.NDArray[Any]: ...
+    def buffer(self, index: int = 0) -> memoryview: ...
+    def buffer_array(self, index: int) -> npt.NDArray[Any]: ...
+    def numpy(self) -> npt.NDArray[Any]: ...
+    def __array__(self, dtype: Any = None) -> npt.NDArray[Any]: ...
+    def __dlpack__(self, *, stream: int | None = None) -> Capsule: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __hurray__(self) -> Capsule: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> TensorView: ...
+    def __exit__(self, kind: type[builtins.BaseException] | None,
+                 value: builtins.BaseException | None, tb: TracebackType | None) -> None: ...
+
+class TensorViewBatch(Sequence[TensorView]):
+    """The views of one batch_acquire; release() ends every lease in one request."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> TensorView: ...  # type: ignore[override]
+    def __iter__(self) -> Iterator[TensorView]: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> TensorViewBatch: ...
+    def __exit__(self, kind: type[builtins.BaseException] | None,
+                 value: builtins.BaseException | None, tb: TracebackType | None) -> None: ...
+
+class TensorSummary:
+    name: str
+    latest_version: int
+    version_count: int
+    dtype: DType
+    shape: list[int]
+    byte_size: int
+    lease_count: int
+    published_at: int  # nanoseconds since the epoch
+
+class BufferLocation:
+    segment_id: int
+    segment_size: int
+    offset: int
+    byte_size: int
+
+class FenceLocation:
+    segment_id: int
+    segment_size: int
+    offset: int
+    value: int
+
+class VersionSummary:
+    version: int
+    lease_count: int
+    superseded: bool
+    byte_size: int
+    published_at: int
+
+class TensorDetails:
+    name: str
+    version: int
+    descriptor: Descriptor
+    buffers: list[BufferLocation]
+    fence: FenceLocation | None
+    ready: bool
+    pool: str
+    published_at: int
+    versions: list[VersionSummary]
+    daemon_epoch: int
+
+class PoolStats:
+    name: str
+    kind: str
+    capacity_bytes: int
+    used_bytes: int
+    largest_free_bytes: int
+    fragmentation: float
+    segment_count: int
+    allocation_count: int
+    page_size_bytes: int
+    huge_pages: str
+    device_uuid: str
+    device_name: str
+    device_ordinal: int
+    mechanism: str
+    slab_bytes: int
+    slab_mappings: int
+    read_only_slab_mappings: int
+    fences_in_use: int
+    fences_retired: int
+
+class DaemonStats:
+    pools: list[PoolStats]
+    session_count: int
+    lease_count: int
+    tensor_count: int
+    version_count: int
+    pending_allocation_count: int
+    daemon_epoch: int
+    uptime: int
+
+class WatchEvent:
+    kind: Literal["published", "deleted"]
+    name: str
+    version: int
+    daemon_epoch: int
+
+class Watch(Iterator[WatchEvent]):
+    """The publishes and deletes under a prefix, as they happen."""
+
+    def __iter__(self) -> Watch: ...
+    def __next__(self) -> WatchEvent: ...
+    def get(self, timeout: float | None = None) -> WatchEvent | None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Watch: ...
+    def __exit__(self, kind: type[builtins.BaseException] | None,
+                 value: builtins.BaseException | None, tb: TracebackType | None) -> None: ...
+
+class Client:
+    """A session with hurrayd. Blocking calls release the GIL."""
+
+    @property
+    def socket_path(self) -> str: ...
+    @property
+    def session_id(self) -> int: ...
+    def empty(self, shape: Shape, dtype: DTypeLike, pool: str = "cpu") -> WritableTensor: ...
+    def allocate(self, descriptor: Descriptor, pool: str = "cpu") -> WritableTensor: ...
+    def publish(self, name: str, obj: Any, pool: str = "cpu") -> int: ...
+    def acquire(self, name: str, wait: float | None = None, version: int | None = None,
+                populate: bool = False) -> TensorView: ...
+    def batch_acquire(self, names: Sequence[str] = (), prefix: str = "",
+                      wait: float | None = None) -> TensorViewBatch: ...
+    def list(self, prefix: str = "") -> builtins.list[TensorSummary]: ...
+    def describe(self, name: str, version: int = 0) -> TensorDetails: ...
+    def stats(self) -> DaemonStats: ...
+    def delete(self, name: str, version: int = 0) -> int: ...
+    def watch(self, prefix: str = "") -> Watch: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Client: ...
+    def __exit__(self, kind: type[builtins.BaseException] | None,
+                 value: builtins.BaseException | None, tb: TracebackType | None) -> None: ...
+
+def connect(socket: str | None = None, name: str = "python") -> Client:
+    """Connects to hurrayd (socket None: $HURRAY_SOCKET or the default path)."""
