@@ -30,7 +30,11 @@ void BindTensorReports(py::module_& module) {
                              [](const TensorSummary& summary) {
                                return std::string(ElementTypeName(summary.element_type));
                              })
-      .def_readonly("shape", &TensorSummary::shape)
+      // A tuple, as Descriptor.shape and NumPy's shapes are.
+      .def_property_readonly("shape",
+                             [](const TensorSummary& summary) {
+                               return pybind11::tuple(pybind11::cast(summary.shape));
+                             })
       .def_readonly("byte_size", &TensorSummary::byte_size)
       .def_readonly("lease_count", &TensorSummary::lease_count)
       .def_property_readonly("published_at", NanosecondsOf(&TensorSummary::published_at));

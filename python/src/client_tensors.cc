@@ -108,10 +108,10 @@ py::object WithDType(py::array array, py::handle dtype) {
 
 // The base object of a view's arrays: a capsule holding a share of the lease.
 py::capsule LeaseOwner(const std::shared_ptr<TensorView>& lease) {
-  return py::capsule(new std::shared_ptr<TensorView>(lease), [](void* share) {
-    const py::gil_scoped_release release;  // Ending the lease is a request to the daemon.
-    delete static_cast<std::shared_ptr<TensorView>*>(share);
-  });
+  return {new std::shared_ptr<TensorView>(lease), [](void* share) {
+            const py::gil_scoped_release release;  // Ending the lease is a request to the daemon.
+            delete static_cast<std::shared_ptr<TensorView>*>(share);
+          }};
 }
 
 void WaitForConsumer(const TensorView& view, py::handle stream) {
@@ -233,6 +233,7 @@ void BindTensorView(py::module_& module) {
           [](py::object self) {
             const std::shared_ptr<TensorView>& lease = self.cast<PyTensorView&>().Lease();
             std::vector<CapsuleBuffer> buffers;
+            buffers.reserve(lease->buffer_count());
             for (std::size_t i = 0; i < lease->buffer_count(); ++i) {
               buffers.push_back({.data = lease->data(i),
                                  .byte_size = lease->descriptor().buffers()[i].byte_size(),

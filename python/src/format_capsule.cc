@@ -177,6 +177,7 @@ py::tuple OpenCapsule(py::handle object) {
   const TensorDescriptor descriptor = CapsuleDescriptor(context);
   const std::vector<CapsuleBuffer> buffers = ListBuffers(list);
   std::vector<BufferHandle> handles;
+  handles.reserve(buffers.size());
   for (const CapsuleBuffer& buffer : buffers) handles.push_back(buffer.handle);
   OkOrRaise(descriptor.ValidateDeliveredBuffers(handles));
   CheckReadable(buffers);
@@ -231,6 +232,7 @@ void BindCapsule(py::module_& module) {
       [](const TensorDescriptor& descriptor,
          const std::vector<std::pair<std::uintptr_t, BufferHandle>>& buffers, py::object owner) {
         std::vector<CapsuleBuffer> parts;
+        parts.reserve(buffers.size());
         for (const auto& [address, handle] : buffers) {
           parts.push_back(
               CapsuleBuffer{reinterpret_cast<const void*>(address), handle.byte_size(), handle});

@@ -89,7 +89,7 @@ ElementType ElementTypeFromPython(py::handle dtype) {
     return FromNumpy(dtype);
   }
   if (IsTorchDType(dtype)) {
-    std::string name = py::str(dtype).cast<std::string>();
+    auto name = py::str(dtype).cast<std::string>();
     return FromName(std::string_view(name).substr(name.rfind('.') + 1), dtype);
   }
   return FromNumpy(dtype);

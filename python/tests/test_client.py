@@ -184,10 +184,10 @@ def test_list_describe_stats_delete(client):
     client.publish("inspect/a", np.ones((2, 3), dtype=np.float32))
     [summary] = client.list("inspect/")
     assert (summary.name, summary.latest_version, summary.dtype, summary.shape) == (
-        "inspect/a", 2, "float32", [2, 3])
+        "inspect/a", 2, "float32", (2, 3))
     details = client.describe("inspect/a")
     assert details.version == 2 and details.pool == "cpu"
-    assert details.buffers[0].byte_size == 24 and details.descriptor.shape == [2, 3]
+    assert details.buffers[0].byte_size == 24 and details.descriptor.shape == (2, 3)
     stats = client.stats()
     assert stats.pools[0].name == "cpu" and stats.tensor_count >= 1
     assert client.delete("inspect/a") == 1
