@@ -4,15 +4,13 @@
 #include <variant>
 
 #include "format_bindings.h"
+#include "hurray/checked_math.h"
 
 namespace hurray::python {
 namespace {
 
 namespace py = pybind11;
-
-std::uint64_t CeilDiv(std::uint64_t value, std::uint64_t divisor) {
-  return (value + divisor - 1) / divisor;
-}
+using internal::CeilDiv;
 
 ArraySpec Uint64s(std::vector<std::uint64_t> shape) {
   return {.type = ElementType::kUint64, .shape = std::move(shape), .element_strides = {}};
@@ -93,41 +91,9 @@ ArraySpec BufferArraySpec(const TensorDescriptor& descriptor, std::uint32_t inde
 }
 
 std::optional<std::uint32_t> PartBuffer(const TensorDescriptor& descriptor, std::string_view part) {
-  const Layout& layout = descriptor.layout();
-  const Quantization& quantization = descriptor.quantization();
-  if (part == "values") {
-    if (const auto* dense = std::get_if<DenseLayout>(&layout)) return dense->data_buffer;
-    if (const auto* coo = std::get_if<CooLayout>(&layout)) return coo->values_buffer;
-    if (const auto* compressed = std::get_if<CompressedLayout>(&layout)) {
-      return compressed->values_buffer;
-    }
-    return std::get<BlockPagedLayout>(layout).data_buffer;
-  }
-  if (part == "indices") {
-    if (const auto* coo = std::get_if<CooLayout>(&layout)) return coo->indices_buffer;
-    if (const auto* compressed = std::get_if<CompressedLayout>(&layout)) {
-      return compressed->secondary_index_buffer;
-    }
-  } else if (part == "indptr") {
-    if (const auto* compressed = std::get_if<CompressedLayout>(&layout)) {
-      return compressed->primary_index_buffer;
-    }
-  } else if (part == "page_table") {
-    if (const auto* paged = std::get_if<BlockPagedLayout>(&layout)) {
-      return paged->page_table_buffer;
-    }
-  } else if (part == "scales") {
-    if (const auto* channel = std::get_if<PerChannelAffine>(&quantization)) {
-      return channel->scale_buffer;
-    }
-    if (const auto* nf4 = std::get_if<Nf4Quantization>(&quantization)) return nf4->scale_buffer;
-    if (const auto* mxfp = std::get_if<MxfpQuantization>(&quantization)) {
-      return mxfp->scale_buffer;
-    }
-  } else if (part == "zero_points") {
-    if (const auto* channel = std::get_if<PerChannelAffine>(&quantization)) {
-      if (channel->zero_points) return channel->zero_points->buffer;
-    }
+  for (const auto& [name, index] : DescriptorParts(descriptor)) {
+    // A view's .values are the dense (or paged) data too.
+    if (name == part || (part == "values" && name == "data")) return index;
   }
   return std::nullopt;
 }

@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "hurray/buffer_handle.h"
 #include "hurray/element_type.h"
@@ -27,6 +30,13 @@ void BindFormat(pybind11::module_& module);
 // The NumPy dtype of `type`, or None when NumPy has none (bfloat16, the float8 and 4-bit
 // types): their data is then exposed as uint8 bytes. Needs the GIL.
 [[nodiscard]] pybind11::object NumpyDTypeOf(ElementType type);
+
+// The buffer-table index of each named part of `descriptor`'s layout and quantization, in
+// that order: "data" (dense and block-paged), "values", "indices", "indptr", "page_table",
+// "scales", "zero_points". The one table behind Descriptor.part_buffers and the part arrays
+// of a view.
+[[nodiscard]] std::vector<std::pair<std::string_view, std::uint32_t>> DescriptorParts(
+    const TensorDescriptor& descriptor);
 
 // One buffer of a capsule: memory that `owner` (below) keeps alive.
 struct CapsuleBuffer {

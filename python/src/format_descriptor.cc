@@ -161,36 +161,7 @@ void BindQuantizations(py::module_& module) {
 // "page_table", "scales", "zero_points"), as the tensor types name their parts.
 py::dict PartBuffers(const TensorDescriptor& descriptor) {
   py::dict parts;
-  struct LayoutParts {
-    py::dict& parts;
-    void operator()(const DenseLayout& l) const { parts["data"] = l.data_buffer; }
-    void operator()(const CooLayout& l) const {
-      parts["values"] = l.values_buffer;
-      parts["indices"] = l.indices_buffer;
-    }
-    void operator()(const CompressedLayout& l) const {
-      parts["values"] = l.values_buffer;
-      parts["indptr"] = l.primary_index_buffer;
-      parts["indices"] = l.secondary_index_buffer;
-    }
-    void operator()(const BlockPagedLayout& l) const {
-      parts["data"] = l.data_buffer;
-      parts["page_table"] = l.page_table_buffer;
-    }
-  };
-  std::visit(LayoutParts{parts}, descriptor.layout());
-  struct QuantizationParts {
-    py::dict& parts;
-    void operator()(const NoQuantization&) const {}
-    void operator()(const PerTensorAffine&) const {}
-    void operator()(const PerChannelAffine& q) const {
-      parts["scales"] = q.scale_buffer;
-      if (q.zero_points) parts["zero_points"] = q.zero_points->buffer;
-    }
-    void operator()(const Nf4Quantization& q) const { parts["scales"] = q.scale_buffer; }
-    void operator()(const MxfpQuantization& q) const { parts["scales"] = q.scale_buffer; }
-  };
-  std::visit(QuantizationParts{parts}, descriptor.quantization());
+  for (const auto& [name, index] : DescriptorParts(descriptor)) parts[py::str(name)] = index;
   return parts;
 }
 
@@ -410,6 +381,47 @@ void BindDescriptor(py::module_& module) {
   BindDescriptorAccessors(cls);
   BindDenseBuilders(cls);
   BindSparseBuilders(cls);
+}
+
+std::vector<std::pair<std::string_view, std::uint32_t>> DescriptorParts(
+    const TensorDescriptor& descriptor) {
+  using Parts = std::vector<std::pair<std::string_view, std::uint32_t>>;
+  Parts parts;
+  struct LayoutParts {
+    Parts& parts;
+    void operator()(const DenseLayout& l) const { parts.emplace_back("data", l.data_buffer); }
+    void operator()(const CooLayout& l) const {
+      parts.emplace_back("values", l.values_buffer);
+      parts.emplace_back("indices", l.indices_buffer);
+    }
+    void operator()(const CompressedLayout& l) const {
+      parts.emplace_back("values", l.values_buffer);
+      parts.emplace_back("indptr", l.primary_index_buffer);
+      parts.emplace_back("indices", l.secondary_index_buffer);
+    }
+    void operator()(const BlockPagedLayout& l) const {
+      parts.emplace_back("data", l.data_buffer);
+      parts.emplace_back("page_table", l.page_table_buffer);
+    }
+  };
+  std::visit(LayoutParts{parts}, descriptor.layout());
+  struct QuantizationParts {
+    Parts& parts;
+    void operator()(const NoQuantization&) const {}
+    void operator()(const PerTensorAffine&) const {}
+    void operator()(const PerChannelAffine& q) const {
+      parts.emplace_back("scales", q.scale_buffer);
+      if (q.zero_points) parts.emplace_back("zero_points", q.zero_points->buffer);
+    }
+    void operator()(const Nf4Quantization& q) const {
+      parts.emplace_back("scales", q.scale_buffer);
+    }
+    void operator()(const MxfpQuantization& q) const {
+      parts.emplace_back("scales", q.scale_buffer);
+    }
+  };
+  std::visit(QuantizationParts{parts}, descriptor.quantization());
+  return parts;
 }
 
 }  // namespace hurray::python
