@@ -279,6 +279,21 @@ class Client {
   [[nodiscard]] Result<WritableTensor> Allocate(const TensorDescriptor& descriptor,
                                                 std::string_view pool = {});
 
+  // Publishes many tensors of this client at once, producer-synced, tensors[i] under
+  // names[i]: all of them become visible together, or none does (one version each; watchers
+  // get one event per name, after the whole set is visible; a BatchAcquire sees all or
+  // none). On success every tensor becomes empty and the versions are returned in order. On
+  // error nothing is published and every tensor is still the caller's: INVALID_ARGUMENT
+  // when the spans differ in length, are empty or exceed kMaxBatchPublish, for a bad name or
+  // a name listed twice, or a tensor of another Client; FAILED_PRECONDITION for an empty
+  // tensor; NOT_FOUND when the daemon no longer holds an allocation. Each names the first
+  // offender by its position and name.
+  [[nodiscard]] Result<std::vector<PublishedTensor>> PublishBatch(
+      std::span<WritableTensor> tensors, std::span<const std::string> names);
+
+  // Most tensors one PublishBatch may carry (the daemon's limit, as BatchAcquire's).
+  static constexpr std::size_t kMaxBatchPublish = 100000;
+
   // Leases a published tensor and maps it read-only (segments are mapped once per process
   // and cached). NOT_FOUND when the name (or options.version) is not published, or
   // DEADLINE_EXCEEDED when it still is not after options.wait; INVALID_ARGUMENT for a bad
