@@ -53,7 +53,7 @@ Result<FileHeader> DecodeFileHeader(std::span<const std::byte, kFileHeaderBytes>
                                     std::uint64_t file_size) {
   if (!std::ranges::equal(bytes.first<kFileMagic.size()>(), kFileMagic, {},
                           [](std::byte byte) { return static_cast<std::uint8_t>(byte); })) {
-    return InvalidArgumentError("header: magic is not \"HRRY\\r\\n\\x1a\\n\" (not a .hrry file)");
+    return InvalidArgumentError(R"(header: magic is not "HRRY\r\n\x1a\n" (not a .hrry file))");
   }
   FileHeader header{.version = LoadLittleEndian<std::uint32_t>(bytes, kVersionOffset),
                     .flags = LoadLittleEndian<std::uint32_t>(bytes, kFlagsOffset),
