@@ -224,7 +224,8 @@ HurrayStatus hurray_reader_tensor_name(const HurrayReader* reader, uint64_t inde
     HURRAY_REQUIRE(reader);
     HURRAY_REQUIRE(in_out_size);
     HurrayStatus status = HURRAY_OK;
-    const hurray::FileTensorEntry* tensor = TensorAt(reader, index, __func__, status);
+    const hurray::FileTensorEntry* tensor =
+        TensorAt(reader, index, "hurray_reader_tensor_name", status);
     if (tensor == nullptr) return status;
     const std::uint64_t needed = tensor->name.size() + 1;
     if (buffer == nullptr || *in_out_size < needed) {
@@ -249,7 +250,8 @@ HurrayStatus hurray_reader_read_tensor(const HurrayReader* reader, uint64_t inde
     HURRAY_REQUIRE(out_descriptor);
     HURRAY_REQUIRE(out_buffers);
     HurrayStatus status = HURRAY_OK;
-    const hurray::FileTensorEntry* tensor = TensorAt(reader, index, __func__, status);
+    const hurray::FileTensorEntry* tensor =
+        TensorAt(reader, index, "hurray_reader_read_tensor", status);
     if (tensor == nullptr) return status;
     if (tensor->descriptor.device_tag() != hurray::DeviceTag::Cpu()) {
       return SetLastError(
