@@ -3,8 +3,9 @@
  *
  * Conventions (read these once; every function below follows them):
  *
- *  - Handles are opaque: HurrayBuffer, HurrayBufferList, HurrayDescriptor and
- *    HurrayTensorContext are only ever used through pointers and these functions.
+ *  - Handles are opaque: HurrayBuffer, HurrayBufferList, HurrayDescriptor,
+ *    HurrayTensorContext, HurrayReader and HurrayWriter are only ever used through pointers
+ *    and these functions.
  *  - Every function but hurray_c_abi_version, hurray_status_name and
  *    hurray_last_error_message returns a HurrayStatus: HURRAY_OK (0) or a negative error.
  *  - Lengths, sizes, counts and indices are uint64_t; ranks are uint32_t.
@@ -12,7 +13,7 @@
  *    nothing. Optional context pointers (release_context, owner_context, ...) may be null.
  *  - Out-parameters come last and are written only on HURRAY_OK, except where a function
  *    says otherwise (the capacity/query pattern of hurray_descriptor_shape).
- *  - Every `_new`, `_from_ptr`, `_decode` and `_encode` has exactly one matching
+ *  - Every `_new`, `_from_ptr`, `_decode`, `_encode` and `_open` has exactly one matching
  *    `_destroy` / `_free`. Each function states whether a pointer it takes or returns is
  *    OWNED (the receiver must destroy it) or BORROWED (valid while its owner lives; never
  *    destroy it).
@@ -88,6 +89,9 @@ typedef int32_t HurrayStatus;
  * daemon reported an internal error, data loss, an unknown error, an aborted or an
  * unimplemented call, or its reply broke the protocol. The message has the details. */
 #define HURRAY_ERR_DAEMON_INTERNAL (-15)
+/* Bytes that cannot be used: a .hrry buffer or index whose checksum does not match, a file
+ * that ends early, or data the daemon gave up on (a poisoned GPU fence). */
+#define HURRAY_ERR_DATA_LOSS (-16)
 
 /* The ABI version of the linked library: HURRAY_C_ABI_VERSION of the build. */
 HURRAY_EXPORT uint32_t hurray_c_abi_version(void);
@@ -349,6 +353,71 @@ HURRAY_EXPORT HurrayStatus hurray_buffer_handoff_consumer_stream(
 /* Cross-checks a ProducerSynced handoff: HURRAY_ERR_SYNC_MODE_MISMATCH unless the buffer
  * declares HURRAY_SYNC_PRODUCER_SYNCED. */
 HURRAY_EXPORT HurrayStatus hurray_buffer_handoff_producer_synced(const HurrayBuffer* buffer);
+
+/* ---- Files (.hrry, docs/file-format.md) ------------------------------------------- */
+
+typedef struct HurrayWriter HurrayWriter;
+
+/* Starts a .hrry file at `path` (BORROWED for the call): the writer (OWNED through *out)
+ * writes to a temporary file beside it, which becomes `path` only at hurray_writer_finish.
+ * Errors of the file system carry the call and the path in the message (a missing directory
+ * is HURRAY_ERR_NOT_FOUND, no right to it HURRAY_ERR_PERMISSION_DENIED). */
+HURRAY_EXPORT HurrayStatus hurray_writer_open(const char* path, HurrayWriter** out);
+
+/* Appends a tensor: `name` (1 to 4096 bytes, not yet in the file), `descriptor` and
+ * `buffers`, all BORROWED for the call; the bytes are copied into the file. The list must
+ * hold exactly one buffer per entry of the descriptor's buffer table, in table order, each
+ * of the entry's byte_size and in host memory (device tag CPU): HURRAY_ERR_INVALID_ARGUMENT
+ * naming the buffer otherwise, and HURRAY_ERR_FAILED_PRECONDITION for a name already
+ * written or a finished writer. Nothing is added on error. */
+HURRAY_EXPORT HurrayStatus hurray_writer_write_tensor(HurrayWriter* writer, const char* name,
+                                                      const HurrayDescriptor* descriptor,
+                                                      const HurrayBufferList* buffers);
+
+/* Writes the index, syncs and moves the file into place at the path given to
+ * hurray_writer_open. The writer is finished afterwards, whatever the outcome: later writes
+ * and finishes are HURRAY_ERR_FAILED_PRECONDITION; it must still be destroyed. */
+HURRAY_EXPORT HurrayStatus hurray_writer_finish(HurrayWriter* writer);
+
+/* Frees the writer and writes null to *writer. A writer not finished (or whose finish
+ * failed) removes its temporary file: the file never appears. Idempotent: a null *writer
+ * is a no-op returning HURRAY_OK. */
+HURRAY_EXPORT HurrayStatus hurray_writer_destroy(HurrayWriter** writer);
+
+typedef struct HurrayReader HurrayReader;
+
+/* Opens the .hrry file at `path` (BORROWED for the call) and checks its whole layout
+ * (docs/file-format.md lists every check): the reader (OWNED through *out) holds the file
+ * open. HURRAY_ERR_INVALID_ARGUMENT naming the field for a file that breaks a rule,
+ * HURRAY_ERR_DATA_LOSS for an index whose checksum does not match. */
+HURRAY_EXPORT HurrayStatus hurray_reader_open(const char* path, HurrayReader** out);
+
+/* Number of tensors in the file. */
+HURRAY_EXPORT HurrayStatus hurray_reader_tensor_count(const HurrayReader* reader, uint64_t* out);
+
+/* The name of tensor `index`, with the capacity/query pattern: set *in_out_size to the
+ * number of bytes `buffer` holds. If that is below the name's length plus its terminating
+ * NUL (or buffer is null), the call writes that needed size to *in_out_size and returns
+ * HURRAY_ERR_BUFFER_TOO_SMALL; otherwise it copies the name and its NUL into buffer and
+ * writes the same size. HURRAY_ERR_OUT_OF_RANGE for an index past the count. */
+HURRAY_EXPORT HurrayStatus hurray_reader_tensor_name(const HurrayReader* reader, uint64_t index,
+                                                     char* buffer, uint64_t* in_out_size);
+
+/* Reads tensor `index`: its descriptor (OWNED through *out_descriptor) and a list of its
+ * buffers in descriptor order (OWNED through *out_buffers), each in fresh host memory
+ * aligned to its table entry's alignment and freed by the buffer's release callback when
+ * the list is destroyed. Every buffer's checksum is verified: HURRAY_ERR_DATA_LOSS naming
+ * the buffer on a mismatch or a file that ended early. A tensor whose buffers are not on
+ * the CPU device is HURRAY_ERR_FAILED_PRECONDITION (the reader has only host memory to give).
+ * Both out-parameters are written only on HURRAY_OK; `reader` may be used by several threads
+ * at once here. */
+HURRAY_EXPORT HurrayStatus hurray_reader_read_tensor(const HurrayReader* reader, uint64_t index,
+                                                     HurrayDescriptor** out_descriptor,
+                                                     HurrayBufferList** out_buffers);
+
+/* Closes the file, frees the reader and writes null to *reader. Idempotent: a null *reader
+ * is a no-op returning HURRAY_OK. Lists and descriptors read from it stay valid. */
+HURRAY_EXPORT HurrayStatus hurray_reader_destroy(HurrayReader** reader);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -179,6 +179,8 @@ const char* hurray_status_name(HurrayStatus status) {
       return "HURRAY_ERR_FAILED_PRECONDITION";
     case HURRAY_ERR_DAEMON_INTERNAL:
       return "HURRAY_ERR_DAEMON_INTERNAL";
+    case HURRAY_ERR_DATA_LOSS:
+      return "HURRAY_ERR_DATA_LOSS";
     default:
       return "HURRAY_ERR_UNKNOWN";
   }

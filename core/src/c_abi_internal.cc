@@ -38,8 +38,9 @@ HurrayStatus ToCStatus(StatusCode code) {
     case StatusCode::kAborted:
     case StatusCode::kUnimplemented:
     case StatusCode::kInternal:
-    case StatusCode::kDataLoss:
       return HURRAY_ERR_DAEMON_INTERNAL;
+    case StatusCode::kDataLoss:
+      return HURRAY_ERR_DATA_LOSS;
   }
   return HURRAY_ERR_DAEMON_INTERNAL;  // A value outside the enumeration.
 }

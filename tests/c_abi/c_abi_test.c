@@ -8,11 +8,14 @@
  * asserts something the library could get wrong; the first failure prints where, what, and
  * hurray_last_error_message(), and exits non-zero.
  */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, rmdir, unlink */
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
+#include <unistd.h>
 
 #include "hurray.h"
 
@@ -151,7 +154,8 @@ static void TestStatusNames(void) {
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_FAILED_PRECONDITION),
                "HURRAY_ERR_FAILED_PRECONDITION") == 0);
   CHECK(strcmp(hurray_status_name(HURRAY_ERR_DAEMON_INTERNAL), "HURRAY_ERR_DAEMON_INTERNAL") == 0);
-  CHECK(strcmp(hurray_status_name(-16), "HURRAY_ERR_UNKNOWN") == 0);
+  CHECK(strcmp(hurray_status_name(HURRAY_ERR_DATA_LOSS), "HURRAY_ERR_DATA_LOSS") == 0);
+  CHECK(strcmp(hurray_status_name(-17), "HURRAY_ERR_UNKNOWN") == 0);
   CHECK(strcmp(hurray_status_name(INT32_MIN), "HURRAY_ERR_UNKNOWN") == 0);
 }
 
@@ -1119,6 +1123,240 @@ static void TestConsumerReadsCapsule(void) {
   CHECK(data_log.calls == 1);
 }
 
+/* ---- Files ----------------------------------------------------------------------------- */
+
+/* A protobuf message under construction, for descriptors C cannot build with new_dense. */
+typedef struct {
+  uint8_t bytes[256];
+  uint64_t len;
+} Proto;
+
+static void PutVarint(Proto* message, uint64_t value) {
+  while (value >= 0x80) {
+    message->bytes[message->len++] = (uint8_t)(value | 0x80);
+    value >>= 7;
+  }
+  message->bytes[message->len++] = (uint8_t)value;
+}
+
+static void PutUint(Proto* message, uint32_t field, uint64_t value) {
+  PutVarint(message, (uint64_t)field << 3);
+  PutVarint(message, value);
+}
+
+static void PutMessage(Proto* message, uint32_t field, const Proto* inner) {
+  PutVarint(message, ((uint64_t)field << 3) | 2);
+  PutVarint(message, inner->len);
+  memcpy(message->bytes + message->len, inner->bytes, (size_t)inner->len);
+  message->len += inner->len;
+}
+
+/* hurray.v1.TensorDescriptor fields. */
+enum {
+  kElementType = 1,
+  kShape = 2,
+  kDense = 3,
+  kCoo = 4,
+  kBlockPaged = 7,
+  kPerChannel = 9,
+  kBuffers = 12
+};
+
+static void PutCpuBuffer(Proto* descriptor, uint64_t byte_size) {
+  Proto buffer = {{0}, 0};
+  PutUint(&buffer, 1, byte_size);
+  PutUint(&buffer, 2, 64);
+  PutMessage(descriptor, kBuffers, &buffer);
+}
+
+/* int8 {4, 8}, per-channel affine on axis 0: data (32 B), float32 scales (16 B) and int8
+ * zero points (4 B). */
+static HurrayDescriptor* PerChannelDescriptor(void) {
+  Proto message = {{0}, 0};
+  Proto dense = {{0}, 0};
+  Proto affine = {{0}, 0};
+  PutUint(&message, kElementType, HURRAY_ELEMENT_INT8);
+  PutUint(&message, kShape, 4);
+  PutUint(&message, kShape, 8);
+  PutMessage(&message, kDense, &dense);
+  PutUint(&affine, 2, 1);                      /* scale_buffer */
+  PutUint(&affine, 3, HURRAY_ELEMENT_FLOAT32); /* scale_type */
+  PutUint(&affine, 4, 2);                      /* zero_point_buffer */
+  PutUint(&affine, 5, HURRAY_ELEMENT_INT8);    /* zero_point_type */
+  PutMessage(&message, kPerChannel, &affine);
+  PutCpuBuffer(&message, 32);
+  PutCpuBuffer(&message, 16);
+  PutCpuBuffer(&message, 4);
+  HurrayDescriptor* descriptor = NULL;
+  CHECK_OK(hurray_descriptor_decode(message.bytes, message.len, &descriptor));
+  return descriptor;
+}
+
+/* float32 {4, 4} COO with 3 non-zeros: values (12 B) and uint64 indices (48 B). */
+static HurrayDescriptor* CooDescriptor(void) {
+  Proto message = {{0}, 0};
+  Proto coo = {{0}, 0};
+  PutUint(&message, kElementType, HURRAY_ELEMENT_FLOAT32);
+  PutUint(&message, kShape, 4);
+  PutUint(&message, kShape, 4);
+  PutUint(&coo, 2, 1); /* indices_buffer */
+  PutUint(&coo, 3, 3); /* nnz */
+  PutMessage(&message, kCoo, &coo);
+  PutCpuBuffer(&message, 12);
+  PutCpuBuffer(&message, 48);
+  HurrayDescriptor* descriptor = NULL;
+  CHECK_OK(hurray_descriptor_decode(message.bytes, message.len, &descriptor));
+  return descriptor;
+}
+
+/* float32 {6, 2} block-paged, blocks of 2 rows in 3 pages: pages (48 B), table (24 B). */
+static HurrayDescriptor* BlockPagedDescriptor(void) {
+  Proto message = {{0}, 0};
+  Proto paged = {{0}, 0};
+  PutUint(&message, kElementType, HURRAY_ELEMENT_FLOAT32);
+  PutUint(&message, kShape, 6);
+  PutUint(&message, kShape, 2);
+  PutUint(&paged, 2, 1); /* page_table_buffer */
+  PutUint(&paged, 3, 2); /* block_size */
+  PutUint(&paged, 4, 3); /* num_pages */
+  PutMessage(&message, kBlockPaged, &paged);
+  PutCpuBuffer(&message, 48);
+  PutCpuBuffer(&message, 24);
+  HurrayDescriptor* descriptor = NULL;
+  CHECK_OK(hurray_descriptor_decode(message.bytes, message.len, &descriptor));
+  return descriptor;
+}
+
+static uint8_t PatternByte(uint64_t tensor, uint64_t buffer, uint64_t i) {
+  return (uint8_t)(tensor * 61 + buffer * 17 + i);
+}
+
+/* A list with the first `count` buffers of the descriptor's table, filled with the pattern
+ * of tensor `tensor`. */
+static HurrayBufferList* PatternList(const HurrayDescriptor* descriptor, uint64_t tensor,
+                                     uint64_t count, CallLog* log) {
+  HurrayBufferList* list = NULL;
+  CHECK_OK(hurray_buffer_list_new(count, &list));
+  for (uint64_t b = 0; b < count; ++b) {
+    uint64_t size = 0;
+    CHECK_OK(hurray_descriptor_buffer_byte_size(descriptor, b, &size));
+    HurrayBuffer* buffer = NewCpuBuffer(size, HURRAY_DEVICE_CPU, HURRAY_SYNC_PRODUCER_SYNCED, log);
+    void* data = NULL;
+    CHECK_OK(hurray_buffer_data_ptr(buffer, &data));
+    for (uint64_t i = 0; i < size; ++i) ((uint8_t*)data)[i] = PatternByte(tensor, b, i);
+    CHECK_OK(hurray_buffer_list_push(list, buffer));
+  }
+  return list;
+}
+
+static const char* const kFileTensorNames[] = {"model/quantized", "model/coo", "model/paged"};
+
+static void CheckReadTensor(const HurrayReader* reader, uint64_t tensor) {
+  char name[64];
+  uint64_t size = 0;
+  CHECK_STATUS(HURRAY_ERR_BUFFER_TOO_SMALL, hurray_reader_tensor_name(reader, tensor, NULL, &size));
+  CHECK(size == strlen(kFileTensorNames[tensor]) + 1);
+  CHECK_OK(hurray_reader_tensor_name(reader, tensor, name, &size));
+  CHECK(strcmp(name, kFileTensorNames[tensor]) == 0);
+
+  HurrayDescriptor* descriptor = NULL;
+  HurrayBufferList* list = NULL;
+  CHECK_OK(hurray_reader_read_tensor(reader, tensor, &descriptor, &list));
+  CHECK_OK(hurray_descriptor_check_buffer_list(descriptor, list));
+  uint64_t count = 0;
+  CHECK_OK(hurray_buffer_list_len(list, &count));
+  CHECK(count == (tensor == 0 ? 3u : 2u));
+  for (uint64_t b = 0; b < count; ++b) {
+    HurrayBuffer* buffer = NULL;
+    void* data = NULL;
+    uint64_t byte_size = 0;
+    CHECK_OK(hurray_buffer_list_get(list, b, &buffer));
+    CHECK_OK(hurray_buffer_data_ptr(buffer, &data));
+    CHECK_OK(hurray_buffer_byte_size(buffer, &byte_size));
+    CHECK((uintptr_t)data % 64 == 0);
+    int same = 1;
+    for (uint64_t i = 0; i < byte_size; ++i) {
+      same = same && ((const uint8_t*)data)[i] == PatternByte(tensor, b, i);
+    }
+    CHECK(same);
+  }
+  CHECK_OK(hurray_buffer_list_destroy(&list));
+  CHECK_OK(hurray_descriptor_destroy(&descriptor));
+}
+
+static void TestFileRoundTripsMultiBufferTensors(void) {
+  char directory[] = "/tmp/hurray-c-abi-XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  char path[64];
+  snprintf(path, sizeof path, "%s/model.hrry", directory);
+  HurrayDescriptor* descriptors[] = {PerChannelDescriptor(), CooDescriptor(),
+                                     BlockPagedDescriptor()};
+  CallLog log = {0, NULL, NULL};
+
+  HurrayWriter* writer = NULL;
+  CHECK_OK(hurray_writer_open(path, &writer));
+  /* Seed 000: a list whose count disagrees with the descriptor is refused. */
+  HurrayBufferList* short_list = PatternList(descriptors[0], 0, 2, &log);
+  CHECK_STATUS(HURRAY_ERR_INVALID_ARGUMENT,
+               hurray_writer_write_tensor(writer, "model/short", descriptors[0], short_list));
+  CHECK_MESSAGE_MENTIONS("buffer table has 3");
+  CHECK_OK(hurray_buffer_list_destroy(&short_list));
+  for (uint64_t t = 0; t < 3; ++t) {
+    uint64_t count = 0;
+    CHECK_OK(hurray_descriptor_buffer_count(descriptors[t], &count));
+    HurrayBufferList* list = PatternList(descriptors[t], t, count, &log);
+    CHECK_OK(hurray_writer_write_tensor(writer, kFileTensorNames[t], descriptors[t], list));
+    CHECK_OK(hurray_buffer_list_destroy(&list));
+  }
+  CHECK(fopen(path, "rb") == NULL); /* Not there before finish. */
+  CHECK_OK(hurray_writer_finish(writer));
+  CHECK_STATUS(HURRAY_ERR_FAILED_PRECONDITION, hurray_writer_finish(writer));
+  CHECK_OK(hurray_writer_destroy(&writer));
+  CHECK(writer == NULL);
+  CHECK_OK(hurray_writer_destroy(&writer));
+
+  HurrayReader* reader = NULL;
+  CHECK_OK(hurray_reader_open(path, &reader));
+  uint64_t count = 0;
+  CHECK_OK(hurray_reader_tensor_count(reader, &count));
+  CHECK(count == 3);
+  for (uint64_t t = 0; t < count; ++t) CheckReadTensor(reader, t);
+  HurrayDescriptor* descriptor = NULL;
+  HurrayBufferList* list = NULL;
+  CHECK_STATUS(HURRAY_ERR_OUT_OF_RANGE, hurray_reader_read_tensor(reader, 3, &descriptor, &list));
+  CHECK(descriptor == NULL && list == NULL);
+  CHECK_OK(hurray_reader_destroy(&reader));
+  CHECK(reader == NULL);
+  CHECK_OK(hurray_reader_destroy(&reader));
+
+  for (int t = 0; t < 3; ++t) CHECK_OK(hurray_descriptor_destroy(&descriptors[t]));
+  CHECK(unlink(path) == 0);
+  CHECK(rmdir(directory) == 0);
+}
+
+static void TestUnfinishedWriterLeavesNoFileAndReaderRefusesGarbage(void) {
+  char directory[] = "/tmp/hurray-c-abi-XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  char path[64];
+  snprintf(path, sizeof path, "%s/model.hrry", directory);
+  HurrayWriter* writer = NULL;
+  CHECK_OK(hurray_writer_open(path, &writer));
+  CHECK_OK(hurray_writer_destroy(&writer));
+  HurrayReader* reader = NULL;
+  CHECK_STATUS(HURRAY_ERR_NOT_FOUND, hurray_reader_open(path, &reader));
+  CHECK(reader == NULL);
+
+  FILE* file = fopen(path, "wb");
+  CHECK(file != NULL);
+  CHECK(fputs("not a hurray file, but long enough to hold a header of sixty-four bytes", file) >=
+        0);
+  CHECK(fclose(file) == 0);
+  CHECK_STATUS(HURRAY_ERR_INVALID_ARGUMENT, hurray_reader_open(path, &reader));
+  CHECK_MESSAGE_MENTIONS("magic");
+  CHECK(unlink(path) == 0);
+  CHECK(rmdir(directory) == 0);
+}
+
 int main(void) {
   TestAbiVersionMatchesHeader();
   TestStatusNames();
@@ -1147,6 +1385,8 @@ int main(void) {
 #endif
   TestLastErrorMessageIsPerThread();
   TestConsumerReadsCapsule();
+  TestFileRoundTripsMultiBufferTensors();
+  TestUnfinishedWriterLeavesNoFileAndReaderRefusesGarbage();
   printf("c_abi_test: all %d checks passed\n", checks_passed);
   return EXIT_SUCCESS;
 }

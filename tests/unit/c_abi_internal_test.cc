@@ -31,7 +31,7 @@ TEST(CStatusTest, RelatedCodesShareATwin) {
 
 TEST(CStatusTest, DaemonFailuresAreDaemonInternal) {
   for (StatusCode code : {StatusCode::kUnknown, StatusCode::kAborted, StatusCode::kUnimplemented,
-                          StatusCode::kInternal, StatusCode::kDataLoss}) {
+                          StatusCode::kInternal}) {
     EXPECT_EQ(ToCStatus(code), HURRAY_ERR_DAEMON_INTERNAL) << StatusCodeName(code);
   }
 }
@@ -56,7 +56,7 @@ TEST(CStatusTest, EveryCodeHasItsStatus) {
       {StatusCode::kUnimplemented, HURRAY_ERR_DAEMON_INTERNAL},
       {StatusCode::kInternal, HURRAY_ERR_DAEMON_INTERNAL},
       {StatusCode::kUnavailable, HURRAY_ERR_UNAVAILABLE},
-      {StatusCode::kDataLoss, HURRAY_ERR_DAEMON_INTERNAL},
+      {StatusCode::kDataLoss, HURRAY_ERR_DATA_LOSS},
       {StatusCode::kUnauthenticated, HURRAY_ERR_PERMISSION_DENIED},
   };
   int index = 0;

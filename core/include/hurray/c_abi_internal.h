@@ -16,9 +16,9 @@ namespace hurray::internal {
 
 // The C status for an error code: each code with a HURRAY_ERR_* twin maps to it
 // (DEADLINE_EXCEEDED to TIMEOUT; UNAUTHENTICATED to PERMISSION_DENIED; CANCELLED to
-// UNAVAILABLE; ALREADY_EXISTS to FAILED_PRECONDITION); UNKNOWN, ABORTED, UNIMPLEMENTED,
-// INTERNAL and DATA_LOSS, which the format never reports and the client reports for a
-// failed daemon exchange, to DAEMON_INTERNAL.
+// UNAVAILABLE; ALREADY_EXISTS to FAILED_PRECONDITION; DATA_LOSS, bytes that cannot be used,
+// to DATA_LOSS); UNKNOWN, ABORTED, UNIMPLEMENTED and INTERNAL, which the format never
+// reports and the client reports for a failed daemon exchange, to DAEMON_INTERNAL.
 // HURRAY_ERR_INTERNAL (a misused handle) is never the translation of an error code.
 [[nodiscard]] HurrayStatus ToCStatus(StatusCode code);
 
