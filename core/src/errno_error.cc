@@ -1,4 +1,4 @@
-#include "hurray/ipc/errno_error.h"
+#include "hurray/errno_error.h"
 
 #include <fmt/format.h>
 
