@@ -121,14 +121,14 @@ Result<std::uint64_t> NeededBytes(ElementType type, std::span<const std::uint64_
   for (std::uint64_t dimension : shape) {
     if (dimension != 0 && count > UINT64_MAX / dimension) {
       return InvalidArgumentError(
-          fmt::format("shape [{}] has more than 2^64 elements", fmt::join(shape, ", ")));
+          fmt::format("shape [{}] has 2^64 elements or more", fmt::join(shape, ", ")));
     }
     count *= dimension;
   }
   const std::optional<std::uint64_t> bytes = ByteSizeOf(type, count);
   if (!bytes) {
     return InvalidArgumentError(
-        fmt::format("shape [{}] needs more than 2^64 bytes", fmt::join(shape, ", ")));
+        fmt::format("shape [{}] needs 2^64 bytes or more", fmt::join(shape, ", ")));
   }
   return *bytes;
 }
