@@ -318,7 +318,7 @@ Result<SafetensorsIndex> ParseSafetensorsIndex(std::string_view json) {
       return InvalidArgumentError(fmt::format("index: weight_map {}: shard is {}, not a string",
                                               Quoted(name), shard.type_name()));
     }
-    const std::string& file = shard.get_ref<const std::string&>();
+    const auto& file = shard.get_ref<const std::string&>();
     if (file.empty() || file == "." || file.find('/') != std::string::npos ||
         file.find("..") != std::string::npos || file.find('\0') != std::string::npos) {
       return InvalidArgumentError(fmt::format(

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -131,7 +132,7 @@ TEST_F(FileReadsTest, ProgressRunsOnTheCallingThreadAndEndsAtTheTotal) {
   EXPECT_TRUE(on_calling_thread);
   ASSERT_FALSE(reports.empty());
   EXPECT_EQ(reports.back(), 1'000'000U);
-  EXPECT_TRUE(std::is_sorted(reports.begin(), reports.end()));
+  EXPECT_TRUE(std::ranges::is_sorted(reports));
 }
 
 TEST_F(FileReadsTest, NoRangesStillReportProgressOnce) {
