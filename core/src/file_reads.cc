@@ -22,20 +22,21 @@
 
 // How the bytes are read: plain pread(2) by several threads, each chunk prefaulted first.
 // Measured on the development machine (2 vCPUs shared with other work, 23 GiB RAM, tmpfs
-// without huge pages), a 1 GiB file from a warm page cache into a fresh memfd mapping, three
-// runs each:
-//   cat FILE > /dev/null                          0.16-0.21 s   (the floor: no destination)
-//   pread, 8 MiB chunks, no prefault, 1 / 2 threads    1.04-1.08 / 0.96-1.01 s
-//   pread with MADV_POPULATE_WRITE, 1 / 2 threads      0.90-0.96 / 0.87-0.93 s   (chosen)
-//   pread into private memory, then memcpy        1.76-1.89 s   (the naive way)
-//   O_DIRECT, 1 / 2 threads                       1.30-1.71 s   (reads the disk again)
-//   MADV_POPULATE_WRITE of the fresh memfd alone  0.62-0.92 s
-//   pread into an already-populated memfd, 1 / 2  0.27-0.31 / 0.23-0.24 s   (1.3x cat)
+// without huge pages), a 1 GiB file from a warm page cache into a fresh memfd mapping, two
+// or three runs each (seconds):
+//   cat FILE > /dev/null (the floor: no destination)          0.16-0.21
+//   pread, 8 MiB chunks, no prefault, 1 / 2 threads           1.04-1.08 / 0.96-1.01
+//   pread after MADV_POPULATE_WRITE, 1 / 2 threads (chosen)   0.90-0.96 / 0.76-0.93
+//   pread into private memory, then memcpy (the naive way)    1.76-1.89
+//   O_DIRECT, 1 / 2 threads (reads the disk again)            1.55-1.71 / 1.30-1.57
+//   MADV_POPULATE_WRITE of the fresh memfd alone              0.62-0.92
+//   pread into an already-populated memfd, 1 / 2 threads      0.27-0.31 / 0.23-0.24
 // The time goes into the kernel's allocating and zeroing the fresh shared-memory pages, not
-// into reading: into memory that is already populated, two threads run within 1.3x of cat.
+// into reading: into memory already populated, two threads take about 1.3x cat's time.
 // O_DIRECT bypasses the page cache, so a file already cached is read from the disk again.
-// io_uring saves system calls, of which 8 MiB chunks make 128 per GiB, and leaves the page
-// allocation and the copy as they are; it was not worth a dependency and a second code path.
+// io_uring was not measured: it saves system calls, of which 8 MiB chunks make 128 per GiB,
+// and leaves the page allocation and the copy, where the time goes, as they are; it did not
+// earn a dependency and a second code path.
 
 namespace hurray {
 namespace {
