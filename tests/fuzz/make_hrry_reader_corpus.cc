@@ -4,7 +4,7 @@
 // magic, a truncation, a flipped data byte). Each is opened with FileReader before it is
 // kept; the run fails if a valid_ seed is refused.
 //
-// Usage: make_hrry_corpus tests/fuzz/corpus/hrry_reader
+// Usage: make_hrry_reader_corpus tests/fuzz/corpus/hrry_reader
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

@@ -5,7 +5,7 @@
 // it is written; the run fails if a valid_ seed is refused or an invalid_ one accepted, and
 // prints the error each invalid_ seed gets.
 //
-// Usage: make_descriptor_corpus tests/fuzz/corpus/descriptor_decode
+// Usage: make_descriptor_decode_corpus tests/fuzz/corpus/descriptor_decode
 // Existing files of the same name are overwritten; others are left alone.
 #include <cstdint>
 #include <cstdio>
