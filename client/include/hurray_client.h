@@ -101,7 +101,8 @@ HURRAY_EXPORT HurrayStatus hurray_allocation_publish_after(HurrayAllocation** al
  * be one of `client`'s, listed once. On HURRAY_OK every allocations[i] is consumed and set to
  * null, and versions_out[i] receives the version it created. On error nothing is published,
  * every allocation and versions_out are unchanged, and hurray_last_error_message() names
- * the first offender by its index and name: HURRAY_ERR_INVALID_ARGUMENT for a count of 0 or
+ * the first offender by its index and name: HURRAY_ERR_NULL_POINTER for a null
+ * allocations[i] or names[i]; HURRAY_ERR_INVALID_ARGUMENT for a count of 0 or
  * above 100000, a bad name, a name or an allocation listed twice, or an allocation of
  * another client; HURRAY_ERR_NOT_FOUND when the daemon no longer holds an allocation;
  * HURRAY_ERR_RESOURCE_EXHAUSTED when the request is too large for the daemon. */

@@ -37,6 +37,7 @@ class PublishBatchTest : public IntegrationTest, public ::testing::WithParamInte
   static std::vector<WritableTensor> AllocateFilled(Client& client, std::size_t count,
                                                     std::uint64_t bytes = 256) {
     std::vector<WritableTensor> tensors;
+    tensors.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
       auto tensor = client.Allocate(MakeByteTensor(bytes));
       EXPECT_OK(tensor);
@@ -49,6 +50,7 @@ class PublishBatchTest : public IntegrationTest, public ::testing::WithParamInte
 
   static std::vector<std::string> Names(std::string_view prefix, std::size_t count) {
     std::vector<std::string> names;
+    names.reserve(count);
     for (std::size_t i = 0; i < count; ++i) names.push_back(SetName(prefix, i));
     return names;
   }
