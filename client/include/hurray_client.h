@@ -94,6 +94,23 @@ HURRAY_EXPORT HurrayStatus hurray_allocation_publish_after(HurrayAllocation** al
                                                            const char* name, void* stream,
                                                            uint64_t* version);
 
+/* Publishes `count` allocations of `client` at once, producer-synced, allocations[i] under
+ * names[i]: all of them become visible together, or none does (one version each; watchers
+ * get one event per name once the whole set is visible; a consumer's batch acquire sees all
+ * or none). `allocations`, `names` and each names[i] are BORROWED; each allocations[i] must
+ * be one of `client`'s, listed once. On HURRAY_OK every allocations[i] is consumed and set to
+ * null, and versions_out[i] receives the version it created. On error nothing is published,
+ * every allocation and versions_out are unchanged, and hurray_last_error_message() names
+ * the first offender by its index and name: HURRAY_ERR_NULL_POINTER for a null
+ * allocations[i] or names[i]; HURRAY_ERR_INVALID_ARGUMENT for a count of 0 or
+ * above 100000, a bad name, a name or an allocation listed twice, or an allocation of
+ * another client; HURRAY_ERR_NOT_FOUND when the daemon no longer holds an allocation;
+ * HURRAY_ERR_RESOURCE_EXHAUSTED when the request is too large for the daemon. */
+HURRAY_EXPORT HurrayStatus hurray_client_publish_batch(HurrayClient* client,
+                                                       HurrayAllocation** allocations,
+                                                       const char* const* names, uint64_t count,
+                                                       uint64_t* versions_out);
+
 /* Frees an unpublished allocation and writes null to *allocation. Idempotent. */
 HURRAY_EXPORT HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocation);
 

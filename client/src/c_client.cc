@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "client_internal.h"
 #include "hurray/c_abi_internal.h"
@@ -94,6 +96,30 @@ HurrayStatus BufferListOf(const hurray::TensorView& view, HurrayBufferList** out
     }
   }
   *out = list;
+  return HURRAY_OK;
+}
+
+// HURRAY_ERR_NULL_POINTER for a null allocations[i] or names[i], HURRAY_ERR_INVALID_ARGUMENT
+// for an allocation listed twice (publishing moves each out of its handle); HURRAY_OK
+// otherwise.
+HurrayStatus CheckBatchArguments(HurrayAllocation* const* allocations, const char* const* names,
+                                 std::uint64_t count) {
+  std::unordered_map<const HurrayAllocation*, std::uint64_t> seen;
+  seen.reserve(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (allocations[i] == nullptr) {
+      return hurray::internal::NullArgument(fmt::format("allocations[{}]", i));
+    }
+    if (names[i] == nullptr) return hurray::internal::NullArgument(fmt::format("names[{}]", i));
+    if (const auto [first, added] = seen.emplace(allocations[i], i); !added) {
+      return SetLastError(
+          hurray::InvalidArgumentError(fmt::format("allocations[{}] ({}): the same allocation as "
+                                                   "allocations[{}]",
+                                                   i, std::string_view(names[i]).substr(0, 200),
+                                                   first->second))
+              .error());
+    }
+  }
   return HURRAY_OK;
 }
 
@@ -192,6 +218,46 @@ HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation, const char
     if (version != nullptr) *version = published->version;
     delete *allocation;
     *allocation = nullptr;
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_client_publish_batch(HurrayClient* client, HurrayAllocation** allocations,
+                                         const char* const* names, uint64_t count,
+                                         uint64_t* versions_out) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(client);
+    HURRAY_REQUIRE(allocations);
+    HURRAY_REQUIRE(names);
+    HURRAY_REQUIRE(versions_out);
+    if (count == 0 || count > hurray::Client::kMaxBatchPublish) {
+      return SetLastError(
+          hurray::InvalidArgumentError(fmt::format("count {}: 1 to {} allocations may be published",
+                                                   count, hurray::Client::kMaxBatchPublish))
+              .error());
+    }
+    if (HurrayStatus status = CheckBatchArguments(allocations, names, count); status != HURRAY_OK) {
+      return status;
+    }
+    std::vector<hurray::WritableTensor> tensors;
+    std::vector<std::string> tensor_names;
+    tensors.reserve(count);
+    tensor_names.reserve(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      tensors.push_back(std::move(allocations[i]->tensor));
+      tensor_names.emplace_back(names[i]);
+    }
+    auto published = client->client->PublishBatch(tensors, tensor_names);
+    if (!published) {
+      // Every tensor is still the caller's: back into its allocation.
+      for (std::uint64_t i = 0; i < count; ++i) allocations[i]->tensor = std::move(tensors[i]);
+      return SetLastError(published.error());
+    }
+    for (std::uint64_t i = 0; i < count; ++i) {
+      versions_out[i] = (*published)[i].version;
+      delete allocations[i];
+      allocations[i] = nullptr;
+    }
     return HURRAY_OK;
   });
 }

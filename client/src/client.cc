@@ -475,6 +475,49 @@ Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std:
   return WritableTensor(std::move(state));
 }
 
+Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTensor> tensors,
+                                                          std::span<const std::string> names) {
+  if (tensors.size() != names.size()) {
+    return InvalidArgumentError(
+        fmt::format("PublishBatch: {} tensors but {} names", tensors.size(), names.size()));
+  }
+  if (tensors.empty() || tensors.size() > kMaxBatchPublish) {
+    return InvalidArgumentError(fmt::format("PublishBatch: {} tensors; 1 to {} may be published",
+                                            tensors.size(), kMaxBatchPublish));
+  }
+  v1::PublishBatchRequest request;
+  request.mutable_items()->Reserve(static_cast<int>(tensors.size()));
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const WritableTensor::State* state = tensors[i].state_.get();
+    const std::string_view shown = std::string_view(names[i]).substr(0, 200);
+    if (state == nullptr) {
+      return FailedPreconditionError(fmt::format(
+          "PublishBatch: tensors[{}] ({}) is empty: already published or cancelled", i, shown));
+    }
+    if (state->connection != connection_) {
+      return InvalidArgumentError(fmt::format(
+          "PublishBatch: tensors[{}] ({}) was allocated through another client", i, shown));
+    }
+    v1::PublishRequest& item = *request.add_items();
+    item.set_allocation_id(state->allocation_id);
+    item.set_name(names[i]);
+  }
+  HURRAY_ASSIGN_OR_RETURN(v1::PublishBatchResponse response, connection_->PublishBatch(request));
+  if (static_cast<std::size_t>(response.items_size()) != tensors.size()) {
+    return InternalError(fmt::format("daemon answered a PublishBatch of {} items with {}",
+                                     tensors.size(), response.items_size()));
+  }
+  std::vector<PublishedTensor> published;
+  published.reserve(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    tensors[i].state_.reset();
+    v1::PublishResponse& item = *response.mutable_items(static_cast<int>(i));
+    published.push_back(
+        PublishedTensor{.name = std::move(*item.mutable_name()), .version = item.version()});
+  }
+  return published;
+}
+
 Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options) {
   v1::AcquireRequest request;
   request.set_name(std::string(name));

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/frame.h"
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/ipc/socket_path.h"
 
@@ -117,6 +118,28 @@ Result<v1::PublishResponse> Connection::Publish(const v1::PublishRequest& reques
   return Call(request, &v1::SessionMessage::mutable_publish,
               &v1::SessionMessage::mutable_publish_reply, v1::SessionMessage::kPublishReply,
               &v1::Exchange::Stub::Publish, "Publish", use_session_socket_);
+}
+
+Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatchRequest& request) {
+  const std::size_t request_bytes = request.ByteSizeLong();
+  std::size_t name_bytes = 0;
+  for (const v1::PublishRequest& item : request.items()) name_bytes += item.name().size();
+  // The request travels as a SessionMessage: its body's tag and length, and a request_id.
+  constexpr std::size_t kEnvelopeBytes = 2 + 5 + 1 + 10;
+  const bool fits_frame = request_bytes + kEnvelopeBytes <= kMaxSessionFrameBytes &&
+                          PublishBatchReplyBound(static_cast<std::size_t>(request.items_size()),
+                                                 name_bytes) <= kMaxSessionFrameBytes;
+  auto response =
+      Call(request, &v1::SessionMessage::mutable_publish_batch,
+           &v1::SessionMessage::mutable_publish_batch_reply, v1::SessionMessage::kPublishBatchReply,
+           &v1::Exchange::Stub::PublishBatch, "PublishBatch", use_session_socket_ && fits_frame);
+  if (!response && response.error().code() == StatusCode::kResourceExhausted && !fits_frame) {
+    return ResourceExhaustedError(fmt::format(
+        "PublishBatch: the request of {} items takes {} bytes, above the session socket's frame "
+        "limit {} and what the daemon accepts through gRPC: {}",
+        request.items_size(), request_bytes, kMaxSessionFrameBytes, response.error().message()));
+  }
+  return response;
 }
 
 Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& request) {

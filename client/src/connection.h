@@ -65,6 +65,11 @@ class Connection {
   // wait always go through gRPC.
   [[nodiscard]] Result<v1::AllocateResponse> Allocate(const v1::AllocateRequest& request);
   [[nodiscard]] Result<v1::PublishResponse> Publish(const v1::PublishRequest& request);
+  // On the session socket when the hot path goes there and both the request and its
+  // largest reply fit one frame; otherwise through gRPC. RESOURCE_EXHAUSTED naming the
+  // request's size when gRPC refuses it as too large too.
+  [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
+      const v1::PublishBatchRequest& request);
   [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
   [[nodiscard]] Result<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request);
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(

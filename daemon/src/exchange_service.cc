@@ -248,6 +248,17 @@ grpc::ServerUnaryReactor* ExchangeService::Publish(grpc::CallbackServerContext* 
   return FinishWith(context, registry_.Publish(*session, *request), response);
 }
 
+grpc::ServerUnaryReactor* ExchangeService::PublishBatch(grpc::CallbackServerContext* context,
+                                                        const v1::PublishBatchRequest* request,
+                                                        v1::PublishBatchResponse* response) {
+  auto session = SessionOf(context, registry_);
+  if (!session) {
+    return FinishWith<v1::PublishBatchResponse>(context, std::unexpected(session.error()),
+                                                response);
+  }
+  return FinishWith(context, registry_.PublishBatch(*session, *request), response);
+}
+
 grpc::ServerUnaryReactor* ExchangeService::Acquire(grpc::CallbackServerContext* context,
                                                    const v1::AcquireRequest* request,
                                                    v1::AcquireResponse* response) {

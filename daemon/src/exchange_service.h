@@ -36,6 +36,9 @@ class ExchangeService final : public v1::Exchange::CallbackService {
   grpc::ServerUnaryReactor* Publish(grpc::CallbackServerContext* context,
                                     const v1::PublishRequest* request,
                                     v1::PublishResponse* response) override;
+  grpc::ServerUnaryReactor* PublishBatch(grpc::CallbackServerContext* context,
+                                         const v1::PublishBatchRequest* request,
+                                         v1::PublishBatchResponse* response) override;
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
                                     const v1::AcquireRequest* request,
                                     v1::AcquireResponse* response) override;

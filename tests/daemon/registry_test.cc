@@ -486,6 +486,176 @@ TEST_F(RegistryTest, BatchAcquireIsAllOrNothing) {
   EXPECT_EQ(registry_->Stats().lease_count(), 2u);
 }
 
+// ---- PublishBatch ----
+
+// A batch of (allocation_id, name) items.
+v1::PublishBatchRequest BatchOf(const std::vector<std::pair<std::uint64_t, std::string>>& items) {
+  v1::PublishBatchRequest request;
+  for (const auto& [allocation_id, name] : items) {
+    v1::PublishRequest& item = *request.add_items();
+    item.set_allocation_id(allocation_id);
+    item.set_name(name);
+  }
+  return request;
+}
+
+TEST_F(RegistryTest, PublishBatchPublishesEveryItemAsOneVersionOfItsName) {
+  Put("set/b");  // Its next version is 2.
+  std::vector<std::pair<std::uint64_t, std::string>> items;
+  for (const char* name : {"set/a", "set/b", "set/c"}) {
+    auto allocation = Allocate(producer_, DenseFloat32({256}));
+    ASSERT_OK(allocation);
+    items.emplace_back(allocation->allocation_id(), name);
+  }
+  auto published = registry_->PublishBatch(producer_, BatchOf(items));
+  ASSERT_OK(published);
+  ASSERT_EQ(published->items_size(), 3);
+  EXPECT_EQ(published->items(0).name(), "set/a");
+  EXPECT_EQ(published->items(0).version(), 1u);
+  EXPECT_EQ(published->items(1).name(), "set/b");
+  EXPECT_EQ(published->items(1).version(), 2u);
+  EXPECT_EQ(published->items(2).version(), 1u);
+  EXPECT_EQ(published->daemon_epoch(), 42u);
+  const v1::StatsResponse stats = registry_->Stats();
+  EXPECT_EQ(stats.pending_allocation_count(), 0u);
+  EXPECT_EQ(stats.tensor_count(), 3u);
+  auto acquired = Acquire(consumer_, "set/c");
+  ASSERT_OK(acquired);
+  EXPECT_EQ(acquired->tensor().buffers(0).byte_size(), 1024u);
+}
+
+// Every refusal names its item and leaves the pending allocations, the published tensors
+// and the watchers as they were.
+TEST_F(RegistryTest, PublishBatchRefusesTheWholeBatchAndChangesNothing) {
+  Put("model/old");
+  auto published_allocation = Allocate(producer_, DenseFloat32({4}));
+  ASSERT_OK(published_allocation);
+  ASSERT_OK(Publish(producer_, published_allocation->allocation_id(), "model/taken"));
+  auto cancelled = Allocate(producer_, DenseFloat32({4}));
+  ASSERT_OK(cancelled);
+  v1::CancelAllocationRequest cancel;
+  cancel.set_allocation_id(cancelled->allocation_id());
+  ASSERT_OK(registry_->CancelAllocation(producer_, cancel));
+  auto foreign = Allocate(consumer_, DenseFloat32({4}));
+  ASSERT_OK(foreign);
+  std::vector<std::uint64_t> mine;
+  for (int i = 0; i < 3; ++i) {
+    auto allocation = Allocate(producer_, DenseFloat32({4}));
+    ASSERT_OK(allocation);
+    mine.push_back(allocation->allocation_id());
+  }
+  std::atomic<int> events{0};
+  const std::uint64_t watch = registry_->Watch("", [&](const v1::WatchEvent&) { ++events; });
+  const v1::StatsResponse before = registry_->Stats();
+  const std::uint64_t used = UsedBytes();
+
+  struct Case {
+    std::string what;
+    v1::PublishBatchRequest request;
+    StatusCode code;
+    std::vector<std::string> fragments;
+  };
+  v1::PublishBatchRequest too_many;
+  for (int i = 0; i <= 100'000; ++i) too_many.add_items()->set_name("model/x");
+  const std::string foreign_id = std::to_string(foreign->allocation_id());
+  const std::vector<Case> cases = {
+      {"bad name",
+       BatchOf({{mine[0], "model/a"}, {mine[1], "model/bad name"}}),
+       StatusCode::kInvalidArgument,
+       {"items[1] (model/bad name): name"}},
+      {"name twice",
+       BatchOf({{mine[0], "model/a"}, {mine[1], "model/b"}, {mine[2], "model/a"}}),
+       StatusCode::kInvalidArgument,
+       {"items[2] (model/a): name already listed as items[0]"}},
+      {"allocation twice",
+       BatchOf({{mine[0], "model/a"}, {mine[0], "model/b"}}),
+       StatusCode::kInvalidArgument,
+       {"items[1] (model/b): allocation_id " + std::to_string(mine[0]) +
+        " already listed in items[0]"}},
+      {"foreign allocation",
+       BatchOf({{mine[0], "model/a"}, {foreign->allocation_id(), "model/b"}}),
+       StatusCode::kNotFound,
+       {"items[1] (model/b): allocation_id " + foreign_id +
+        " is not a pending allocation of this session"}},
+      {"already published",
+       BatchOf({{published_allocation->allocation_id(), "model/a"}, {mine[0], "model/b"}}),
+       StatusCode::kNotFound,
+       {"items[0] (model/a): allocation_id"}},
+      {"cancelled",
+       BatchOf({{mine[0], "model/a"}, {cancelled->allocation_id(), "model/b"}}),
+       StatusCode::kNotFound,
+       {"items[1] (model/b)", "not a pending allocation"}},
+      // The first offender is named, whichever rule it breaks.
+      {"foreign before a bad name",
+       BatchOf({{mine[0], "model/a"}, {foreign->allocation_id(), "model/b"}, {mine[1], "bad"}}),
+       StatusCode::kNotFound,
+       {"items[1] (model/b)"}},
+      {"empty", v1::PublishBatchRequest(), StatusCode::kInvalidArgument, {"items is empty"}},
+      {"too many",
+       too_many,
+       StatusCode::kInvalidArgument,
+       {"items has 100001 entries, above the limit 100000"}},
+  };
+  for (const Case& refused : cases) {
+    SCOPED_TRACE(refused.what);
+    const auto result = registry_->PublishBatch(producer_, refused.request);
+    EXPECT_ERROR(result, refused.code);
+    for (const std::string& fragment : refused.fragments) {
+      const std::string message = result ? std::string() : result.error().message();
+      EXPECT_NE(message.find(fragment), std::string::npos) << message << " lacks " << fragment;
+    }
+    const v1::StatsResponse after = registry_->Stats();
+    EXPECT_EQ(after.pending_allocation_count(), before.pending_allocation_count());
+    EXPECT_EQ(after.tensor_count(), before.tensor_count());
+    EXPECT_EQ(after.version_count(), before.version_count());
+    EXPECT_EQ(UsedBytes(), used);
+    EXPECT_EQ(events.load(), 0);
+  }
+  registry_->Unwatch(watch);
+  // The allocations the refusals listed are still pending, and publish as usual.
+  ASSERT_OK(
+      registry_->PublishBatch(producer_, BatchOf({{mine[0], "model/a"}, {mine[1], "model/b"}})));
+}
+
+TEST_F(RegistryTest, PublishBatchTellsWatchersOncePerItemInOrderAfterTheWholeSet) {
+  std::vector<std::pair<std::uint64_t, std::string>> items;
+  for (const char* name : {"w/z", "w/a", "w/m"}) {
+    auto allocation = Allocate(producer_, DenseFloat32({4}));
+    ASSERT_OK(allocation);
+    items.emplace_back(allocation->allocation_id(), name);
+  }
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  const std::uint64_t watch = registry_->Watch("w/", [&](const v1::WatchEvent& event) {
+    std::lock_guard lock(mutex);
+    seen.push_back(event.name() + "@" + std::to_string(event.version()));
+  });
+  ASSERT_OK(registry_->PublishBatch(producer_, BatchOf(items)));
+  registry_->Unwatch(watch);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(seen, (std::vector<std::string>{"w/z@1", "w/a@1", "w/m@1"}));
+}
+
+TEST_F(RegistryTest, PublishBatchCompletesABatchAcquireWaitingForTheWholeSet) {
+  v1::BatchAcquireRequest wanted;
+  for (const char* name : {"wait/a", "wait/b", "wait/c"}) wanted.add_names(name);
+  wanted.set_wait_timeout_ms(10'000);
+  std::promise<Result<v1::BatchAcquireResponse>> promise;
+  registry_->BatchAcquire(consumer_, wanted, [&](auto result) { promise.set_value(result); });
+  std::vector<std::pair<std::uint64_t, std::string>> items;
+  for (const std::string& name : wanted.names()) {
+    auto allocation = Allocate(producer_, DenseFloat32({4}));
+    ASSERT_OK(allocation);
+    items.emplace_back(allocation->allocation_id(), name);
+  }
+  ASSERT_OK(registry_->PublishBatch(producer_, BatchOf(items)));
+  auto batch = promise.get_future().get();
+  ASSERT_OK(batch);
+  ASSERT_EQ(batch->tensors_size(), 3);
+  EXPECT_EQ(batch->tensors(2).tensor().name(), "wait/c");
+  EXPECT_EQ(registry_->Stats().lease_count(), 3u);
+}
+
 TEST_F(RegistryTest, WatchSeesPublishesAndDeletesInOrder) {
   std::vector<std::string> seen;
   std::mutex mutex;

@@ -10,7 +10,10 @@
  * calls on allocations: a "cpu" allocation is on the CPU and refuses an Event publish
  * (HURRAY_ERR_FAILED_PRECONDITION, the allocation staying the caller's); one in "cuda:0" is
  * a CUDA allocation, or, on a daemon without CUDA pools, refused with
- * HURRAY_ERR_FAILED_PRECONDITION. Every acquired buffer must say it lives on the CPU.
+ * HURRAY_ERR_FAILED_PRECONDITION. It publishes a set of two allocations at once
+ * (hurray_client_publish_batch): a set naming one name twice is refused with every
+ * allocation and version left as it was, then the set is published (and deleted again).
+ * Every acquired buffer must say it lives on the CPU.
  * Prints "OK buffers=N"; on any failure prints what went wrong to stderr and exits 1. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +74,40 @@ static int CheckAllocationDevices(HurrayClient* client) {
   return status == HURRAY_OK ? 0 : Fail("cancel in cuda:0", status);
 }
 
+/* hurray_client_publish_batch's all-or-nothing; 0 when it behaves as hurray_client.h says. */
+static int CheckPublishBatch(HurrayClient* client) {
+  HurrayAllocation* allocations[2] = {NULL, NULL};
+  for (int i = 0; i < 2; ++i) {
+    HurrayStatus status = AllocateSmall(client, "cpu", &allocations[i]);
+    if (status != HURRAY_OK) return Fail("allocate for a batch", status);
+  }
+  uint64_t versions[2] = {77, 77};
+  const char* twice[2] = {"c-agent/batch-a", "c-agent/batch-a"};
+  HurrayStatus status = hurray_client_publish_batch(client, allocations, twice, 2, versions);
+  if (status != HURRAY_ERR_INVALID_ARGUMENT || allocations[0] == NULL || allocations[1] == NULL ||
+      versions[0] != 77 || versions[1] != 77) {
+    return Fail("publish_batch naming one name twice (expected INVALID_ARGUMENT, unchanged)",
+                status);
+  }
+  const char* names[2] = {"c-agent/batch-a", "c-agent/batch-b"};
+  status = hurray_client_publish_batch(client, allocations, names, 2, versions);
+  if (status != HURRAY_OK) return Fail("publish_batch", status);
+  if (allocations[0] != NULL || allocations[1] != NULL || versions[0] == 77 || versions[0] == 0 ||
+      versions[1] != versions[0]) {
+    fprintf(stderr,
+            "hurray_test_c_agent: publish_batch left allocations %p %p, versions %llu %llu\n",
+            (void*)allocations[0], (void*)allocations[1], (unsigned long long)versions[0],
+            (unsigned long long)versions[1]);
+    return 1;
+  }
+  for (int i = 0; i < 2; ++i) {
+    uint64_t deleted = 0;
+    status = hurray_client_delete(client, names[i], 0, &deleted);
+    if (status != HURRAY_OK || deleted != 1) return Fail("delete a batch's tensor", status);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: hurray_test_c_agent SOCKET NAME SEED\n");
@@ -85,6 +122,7 @@ int main(int argc, char** argv) {
   HurrayStatus status = hurray_client_connect(socket_path, "hurray_test_c_agent", &client);
   if (status != HURRAY_OK) return Fail("connect", status);
   if (CheckAllocationDevices(client) != 0) return 1;
+  if (CheckPublishBatch(client) != 0) return 1;
 
   HurrayBufferList* list = NULL;
   HurrayTensorContext* context = NULL;

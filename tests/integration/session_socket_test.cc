@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "hurray/descriptor_codec.h"
+#include "hurray/ipc/frame.h"
 #include "hurray/ipc/frame_sender.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "integration_test.h"
@@ -100,6 +101,47 @@ TEST_F(SessionSocketTest, ConsumerGetsOnlyAReadOnlyDescriptorAndOnlyWhileItHolds
   session.reset();
   ASSERT_OK(client().Delete("it/t"));
   ExpectStillServingWithNothingLeaked();
+}
+
+// A publish_batch whose reply might not fit one frame is refused before anything is
+// published (the set would be published and its reply lost); the connection goes on.
+TEST_F(SessionSocketTest, APublishBatchWhoseReplyCouldPassAFrameIsRefusedBeforePublishing) {
+  auto session = RawSession::Open(daemon().session_socket_path());
+  ASSERT_TRUE(session.has_value());
+  v1::AllocateRequest allocate;
+  *allocate.mutable_tensor_descriptor() = DescriptorToProto(MakeTestDescriptor(TensorKind::kDense));
+  v1::AllocateResponse allocated;
+  ASSERT_TRUE(stub_->Allocate(RawContext(session->token()).get(), allocate, &allocated).ok());
+
+  v1::SessionMessage batch;
+  batch.set_request_id(7);
+  v1::PublishRequest& first = *batch.mutable_publish_batch()->add_items();
+  first.set_allocation_id(allocated.allocation_id());
+  first.set_name("raw/batch");
+  // Items of a few bytes each, whose replies could take 23 bytes each.
+  for (int i = 0; i < 50'000; ++i) batch.mutable_publish_batch()->add_items()->set_allocation_id(1);
+  ASSERT_LT(batch.ByteSizeLong(), kMaxSessionFrameBytes);
+  ASSERT_OK(session->Send(batch));
+  auto refused = session->Receive();
+  ASSERT_OK(refused);
+  EXPECT_EQ(refused->request_id(), 7u);
+  ASSERT_TRUE(refused->has_error()) << refused->DebugString();
+  EXPECT_EQ(refused->error().code(), static_cast<std::uint32_t>(StatusCode::kResourceExhausted));
+  EXPECT_NE(refused->error().message().find("50001 items"), std::string::npos)
+      << refused->error().message();
+  EXPECT_EQ(Stats().tensor_count, 0u);
+  EXPECT_EQ(Stats().pending_allocation_count, 1u);
+
+  batch.mutable_publish_batch()->mutable_items()->DeleteSubrange(1, 50'000);
+  batch.set_request_id(8);
+  ASSERT_OK(session->Send(batch));
+  auto published = session->Receive();
+  ASSERT_OK(published);
+  ASSERT_TRUE(published->has_publish_batch_reply()) << published->DebugString();
+  ASSERT_EQ(published->publish_batch_reply().items_size(), 1);
+  EXPECT_EQ(published->publish_batch_reply().items(0).name(), "raw/batch");
+  EXPECT_EQ(published->publish_batch_reply().items(0).version(), 1u);
+  EXPECT_EQ(Stats().tensor_count, 1u);
 }
 
 TEST_F(SessionSocketTest, MalformedTrafficEndsOnlyThatConnection) {

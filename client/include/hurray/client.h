@@ -287,7 +287,9 @@ class Client {
   // when the spans differ in length, are empty or exceed kMaxBatchPublish, for a bad name or
   // a name listed twice, or a tensor of another Client; FAILED_PRECONDITION for an empty
   // tensor; NOT_FOUND when the daemon no longer holds an allocation. Each names the first
-  // offender by its position and name.
+  // offender by its position and name. Sent like Publish (Options::hot_path), except that a
+  // set whose request or reply would not fit one session frame (1 MiB) goes through gRPC;
+  // RESOURCE_EXHAUSTED naming the request's size when the daemon's gRPC limit refuses it too.
   [[nodiscard]] Result<std::vector<PublishedTensor>> PublishBatch(
       std::span<WritableTensor> tensors, std::span<const std::string> names);
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -178,6 +180,53 @@ Status ValidateBatchAcquire(const v1::BatchAcquireRequest& request, std::size_t 
     HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.names(i), fmt::format("names[{}]", i)));
   }
   return {};
+}
+
+bool IsEventHandoff(const v1::SyncHandoff& handoff) {
+  return handoff.sync_mode() == SyncModeToByte(SyncMode::kEvent);
+}
+
+Status CheckBatchSize(const v1::PublishBatchRequest& request, std::size_t max_items) {
+  if (request.items_size() == 0) return InvalidArgumentError("items is empty: nothing to publish");
+  if (static_cast<std::size_t>(request.items_size()) > max_items) {
+    return InvalidArgumentError(
+        fmt::format("items has {} entries, above the limit {}", request.items_size(), max_items));
+  }
+  return {};
+}
+
+// How a refusal names item `index` of a batch: "items[3] (model/w3)".
+std::string ItemContext(const v1::PublishBatchRequest& request, int index) {
+  return fmt::format("items[{}] ({})", index, Shown(request.items(index).name()));
+}
+
+// A batch item that breaks a rule, and its refusal.
+struct ItemError {
+  int index = 0;
+  Error error;
+};
+
+// The first item of a batch with a bad name, or a name or allocation_id listed before it.
+std::optional<ItemError> FirstMalformedItem(const v1::PublishBatchRequest& request) {
+  std::unordered_map<std::string_view, int> names;
+  std::unordered_map<std::uint64_t, int> allocations;
+  names.reserve(static_cast<std::size_t>(request.items_size()));
+  allocations.reserve(static_cast<std::size_t>(request.items_size()));
+  for (int i = 0; i < request.items_size(); ++i) {
+    const v1::PublishRequest& item = request.items(i);
+    Status valid = ValidateTensorName(item.name());
+    if (const auto [first, added] = names.emplace(item.name(), i); valid && !added) {
+      valid = InvalidArgumentError(fmt::format("name already listed as items[{}]", first->second));
+    }
+    if (const auto [first, added] = allocations.emplace(item.allocation_id(), i); valid && !added) {
+      valid = InvalidArgumentError(fmt::format("allocation_id {} already listed in items[{}]",
+                                               item.allocation_id(), first->second));
+    }
+    if (!valid) {
+      return ItemError{.index = i, .error = valid.error().WithContext(ItemContext(request, i))};
+    }
+  }
+  return std::nullopt;
 }
 
 // True when an acquire that failed with `result` should wait for a publish.
@@ -482,29 +531,39 @@ std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name,
   return version;
 }
 
-Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
-                                              const v1::PublishRequest& request) {
-  HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
-  std::unique_lock lock(mutex_);
+Result<Allocation*> Registry::PendingForPublishLocked(std::uint64_t session_id,
+                                                      const v1::PublishRequest& request) {
   Allocation* pending = allocations_.FindOfSession(request.allocation_id(), session_id);
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
-  const bool event = request.handoff().sync_mode() == SyncModeToByte(SyncMode::kEvent);
-  if (event && !pending->fence) {
+  if (IsEventHandoff(request.handoff()) && !pending->fence) {
     return FailedPreconditionError(fmt::format(
         "allocation_id {} has no fence (pool {}): sync mode Event needs an allocation whose "
         "buffers all declare sync mode Event in a CUDA pool",
         request.allocation_id(), pending->pool->name()));
   }
+  return pending;
+}
+
+std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishRequest& request,
+                                            Allocation& pending) {
   // The allocation becomes the version: its memory now belongs to the daemon.
-  Session& session = *sessions_.Find(session_id);
   session.allocations.erase(request.allocation_id());
-  session.pending_bytes -= pending->byte_size;
-  std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), *pending, request.handoff());
+  session.pending_bytes -= pending.byte_size;
+  std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), pending, request.handoff());
   allocations_.Remove(request.allocation_id());
-  if (event) NoteUnsignalled(session, version);
+  if (IsEventHandoff(request.handoff())) NoteUnsignalled(session, version);
   const std::uint64_t number = version->number;
   versions_.Add(request.name(), std::move(version));
+  return number;
+}
+
+Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
+                                              const v1::PublishRequest& request) {
+  HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
+  std::unique_lock lock(mutex_);
+  HURRAY_ASSIGN_OR_RETURN(Allocation* const pending, PendingForPublishLocked(session_id, request));
+  const std::uint64_t number = CommitPublishLocked(*sessions_.Find(session_id), request, *pending);
 
   Deferred deferred;
   waits_.Wake(request.name(), deferred);
@@ -513,6 +572,45 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   response.set_version(number);
   response.set_daemon_epoch(options_.daemon_epoch);
   watches_.Deliver(lock, {Event(v1::WatchEvent::KIND_PUBLISHED, request.name(), number)});
+  for (auto& action : deferred) action();
+  return response;
+}
+
+Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id,
+                                                        const v1::PublishBatchRequest& request) {
+  HURRAY_RETURN_IF_ERROR(CheckBatchSize(request, options_.max_batch_names));
+  // Names and repeats need no mutex; the items before the first malformed one are checked
+  // against the state below, so that the refusal names the first offender either way.
+  std::optional<ItemError> malformed = FirstMalformedItem(request);
+  const int checked_end = malformed ? malformed->index : request.items_size();
+  std::unique_lock lock(mutex_);
+  std::vector<Allocation*> pending;
+  pending.reserve(static_cast<std::size_t>(checked_end));
+  for (int i = 0; i < checked_end; ++i) {
+    auto found = PendingForPublishLocked(session_id, request.items(i));
+    if (!found) return std::unexpected(found.error().WithContext(ItemContext(request, i)));
+    pending.push_back(*found);
+  }
+  if (malformed) return std::unexpected(std::move(malformed->error));
+
+  // Every item is valid: all versions go in before any wait or watcher hears of one.
+  Session& session = *sessions_.Find(session_id);
+  v1::PublishBatchResponse response;
+  std::vector<v1::WatchEvent> events;
+  events.reserve(pending.size());
+  for (int i = 0; i < request.items_size(); ++i) {
+    const v1::PublishRequest& item = request.items(i);
+    const std::uint64_t number =
+        CommitPublishLocked(session, item, *pending[static_cast<std::size_t>(i)]);
+    v1::PublishResponse& published = *response.add_items();
+    published.set_name(item.name());
+    published.set_version(number);
+    events.push_back(Event(v1::WatchEvent::KIND_PUBLISHED, item.name(), number));
+  }
+  Deferred deferred;
+  for (const v1::PublishRequest& item : request.items()) waits_.Wake(item.name(), deferred);
+  response.set_daemon_epoch(options_.daemon_epoch);
+  watches_.Deliver(lock, events);
   for (auto& action : deferred) action();
   return response;
 }

@@ -56,9 +56,10 @@ class Registry final : public SessionHost {
     std::uint64_t session_quota_bytes = 0;
     // Longest acquire wait accepted, in milliseconds.
     std::uint32_t max_wait_ms = 3'600'000;
-    // Most names one BatchAcquire may list. A batch waits as one: each publish of one of
-    // its names retries the whole batch under the mutex, so the list is bounded to keep
-    // that retry short.
+    // Most names one BatchAcquire may list, and most items of one PublishBatch. A batch
+    // waits as one: each publish of one of its names retries the whole batch under the
+    // mutex, so the list is bounded to keep that retry short (and a PublishBatch holds the
+    // mutex while it checks and adds every item).
     std::size_t max_batch_names = 100'000;
     // Fence segments are named "/<fence_shm_prefix>-<32 random hex digits>".
     std::string fence_shm_prefix = "hurray";
@@ -104,6 +105,13 @@ class Registry final : public SessionHost {
       std::uint64_t session_id, const v1::CancelAllocationRequest& request) override;
   [[nodiscard]] Result<v1::PublishResponse> Publish(std::uint64_t session_id,
                                                     const v1::PublishRequest& request) override;
+  // Publishes every item as Publish would, all under one hold of the mutex: each item is
+  // checked first (Options::max_batch_names; names; no name or allocation_id twice; each
+  // allocation pending and of this session; each handoff), then every version is added,
+  // and only then are waits woken and watchers told (one event per item, in order). A
+  // refusal changes nothing and names the first offender ("items[3] (model/w3): ...").
+  [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
+      std::uint64_t session_id, const v1::PublishBatchRequest& request) override;
 
   using AcquireDone = std::function<void(Result<v1::AcquireResponse>)>;
   using BatchAcquireDone = std::function<void(Result<v1::BatchAcquireResponse>)>;
@@ -181,6 +189,14 @@ class Registry final : public SessionHost {
   // whose fence is not reached; returns their watch events.
   [[nodiscard]] std::vector<v1::WatchEvent> DeleteUnsignalledLocked(std::uint64_t session_id,
                                                                     Session& session);
+  // Publish's checks of one request under the mutex: its allocation pending and of the
+  // session, and its handoff. Returns the allocation.
+  [[nodiscard]] Result<Allocation*> PendingForPublishLocked(std::uint64_t session_id,
+                                                            const v1::PublishRequest& request);
+  // Publishes a request PendingForPublishLocked accepted (`pending` is its allocation) as the
+  // next version of its name; wakes no wait and tells no watcher. Returns the version number.
+  std::uint64_t CommitPublishLocked(Session& session, const v1::PublishRequest& request,
+                                    Allocation& pending);
   // The version Publish makes of `allocation` under `name`, numbered next. Moves the
   // allocation's descriptor and buffers out.
   [[nodiscard]] std::shared_ptr<TensorVersion> MakeVersion(const std::string& name,

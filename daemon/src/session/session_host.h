@@ -54,6 +54,8 @@ class SessionHost {
                                                 const v1::AllocateRequest& request);
   virtual Result<v1::PublishResponse> Publish(std::uint64_t session_id,
                                               const v1::PublishRequest& request);
+  virtual Result<v1::PublishBatchResponse> PublishBatch(std::uint64_t session_id,
+                                                        const v1::PublishBatchRequest& request);
   // Only without a wait: completes before returning.
   virtual Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
                                                  const v1::AcquireRequest& request);
@@ -72,6 +74,10 @@ inline Result<v1::AllocateResponse> SessionHost::Allocate(std::uint64_t,
 }
 inline Result<v1::PublishResponse> SessionHost::Publish(std::uint64_t, const v1::PublishRequest&) {
   return UnimplementedError("publish is not served on this socket");
+}
+inline Result<v1::PublishBatchResponse> SessionHost::PublishBatch(std::uint64_t,
+                                                                  const v1::PublishBatchRequest&) {
+  return UnimplementedError("publish_batch is not served on this socket");
 }
 inline Result<v1::AcquireResponse> SessionHost::AcquireNow(std::uint64_t,
                                                            const v1::AcquireRequest&) {

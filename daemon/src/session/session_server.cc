@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/frame.h"
 #include "hurray/ipc/frame_reader.h"
 #include "hurray/ipc/frame_sender.h"
 #include "hurray/ipc/peer_credentials.h"
@@ -191,6 +192,10 @@ class SessionServer::Connection {
   [[nodiscard]] Reply HandleHello(const v1::SessionMessage& request);
   [[nodiscard]] Reply HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
   [[nodiscard]] Reply HandleMapSegment(std::uint64_t session_id, const v1::SessionMessage& request);
+  // A publish_batch, refused with RESOURCE_EXHAUSTED before anything is published when its
+  // reply might not fit one frame.
+  [[nodiscard]] Reply HandlePublishBatch(std::uint64_t session_id,
+                                         const v1::SessionMessage& request);
   // The reply to an exchange request: its result in the body `body`, or the error.
   template <typename Response>
   [[nodiscard]] static Reply ReplyWith(std::uint64_t request_id, Result<Response> result,
@@ -517,6 +522,8 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
     case v1::SessionMessage::kPublish:
       return ReplyWith(request.request_id(), host.Publish(session_id, request.publish()),
                        &v1::SessionMessage::mutable_publish_reply);
+    case v1::SessionMessage::kPublishBatch:
+      return HandlePublishBatch(session_id, request);
     case v1::SessionMessage::kAcquire:
       return ReplyWith(request.request_id(), host.AcquireNow(session_id, request.acquire()),
                        &v1::SessionMessage::mutable_acquire_reply);
@@ -546,6 +553,27 @@ SessionServer::Connection::Reply SessionServer::Connection::ReplyWith(
   reply.message.set_request_id(request_id);
   *(reply.message.*body)() = std::move(*result);
   return reply;
+}
+
+SessionServer::Connection::Reply SessionServer::Connection::HandlePublishBatch(
+    std::uint64_t session_id, const v1::SessionMessage& request) {
+  const v1::PublishBatchRequest& batch = request.publish_batch();
+  std::size_t name_bytes = 0;
+  for (const v1::PublishRequest& item : batch.items()) name_bytes += item.name().size();
+  const std::size_t reply_bound =
+      PublishBatchReplyBound(static_cast<std::size_t>(batch.items_size()), name_bytes);
+  if (reply_bound > kMaxSessionFrameBytes) {
+    return ErrorReply(
+        request.request_id(),
+        ResourceExhaustedError(
+            fmt::format("publish_batch of {} items: its reply could take {} bytes, above the "
+                        "session frame limit {}; send it through gRPC",
+                        batch.items_size(), reply_bound, kMaxSessionFrameBytes))
+            .error(),
+        /*close_after=*/false);
+  }
+  return ReplyWith(request.request_id(), core_.host().PublishBatch(session_id, batch),
+                   &v1::SessionMessage::mutable_publish_batch_reply);
 }
 
 SessionServer::Connection::Reply SessionServer::Connection::HandleMapSegment(
