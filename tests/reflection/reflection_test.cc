@@ -179,9 +179,9 @@ TEST_F(ReflectionTest, DescribesTheExchangeServiceWithNoProtoFiles) {
   ASSERT_NE(service, nullptr);
   std::set<std::string> methods;
   for (int i = 0; i < service->method_count(); ++i) methods.insert(service->method(i)->name());
-  EXPECT_EQ(methods, (std::set<std::string>{"Allocate", "CancelAllocation", "Publish", "Acquire",
-                                            "BatchAcquire", "Release", "Delete", "List", "Describe",
-                                            "Watch", "Stats"}));
+  EXPECT_EQ(methods, (std::set<std::string>{"Allocate", "CancelAllocation", "Publish",
+                                            "PublishBatch", "Acquire", "BatchAcquire", "Release",
+                                            "Delete", "List", "Describe", "Watch", "Stats"}));
   const auto* watch = service->FindMethodByName("Watch");
   EXPECT_TRUE(watch->server_streaming());
   const auto* acquire = service->FindMethodByName("Acquire")->input_type();
