@@ -68,6 +68,7 @@ void Save(const fs::path& path, const std::vector<std::size_t>& indices) {
     for (const BufferHandle& buffer : descriptor.buffers()) {
       bytes.emplace_back(buffer.byte_size(), static_cast<std::byte>(index + 1));
     }
+    spans.reserve(bytes.size());
     for (const auto& buffer : bytes) spans.emplace_back(buffer);
     auto status = writer->WriteTensor("t" + std::to_string(index), descriptor, spans);
     if (!status) std::exit((std::fprintf(stderr, "%s\n", status.error().ToString().c_str()), 1));

@@ -3,8 +3,8 @@
 #include "file_format.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -38,7 +38,7 @@ std::vector<std::byte> Pattern(std::uint64_t size, unsigned seed) {
 Saved Make(std::string name, Result<TensorDescriptor> descriptor) {
   EXPECT_OK(descriptor);
   std::vector<std::vector<std::byte>> buffers;
-  unsigned seed = static_cast<unsigned>(name.size());
+  auto seed = static_cast<unsigned>(name.size());
   for (const BufferHandle& buffer : descriptor->buffers()) {
     buffers.push_back(Pattern(buffer.byte_size(), seed++));
   }
@@ -101,7 +101,7 @@ class FileFormatTest : public ::testing::Test {
     ASSERT_OK(writer.Finish());
   }
 
-  std::vector<std::byte> FileBytes() const {
+  [[nodiscard]] std::vector<std::byte> FileBytes() const {
     std::ifstream file(path_, std::ios::binary);
     std::vector<char> chars{std::istreambuf_iterator<char>(file), {}};
     std::vector<std::byte> bytes(chars.size());
@@ -166,9 +166,9 @@ TEST_F(FileFormatTest, MultiBufferTensorsRoundTripByteForByte) {
     EXPECT_EQ(entry.name, saved[t].name);
     EXPECT_EQ(entry.descriptor, saved[t].descriptor);
     ASSERT_EQ(entry.buffers.size(), saved[t].buffers.size());
-    for (std::size_t b = 0; b < entry.buffers.size(); ++b) {
-      EXPECT_EQ(entry.buffers[b].file_offset % kFileBufferAlignment, 0U);
-      read[t].emplace_back(entry.buffers[b].byte_size);
+    for (const auto& buffer : entry.buffers) {
+      EXPECT_EQ(buffer.file_offset % kFileBufferAlignment, 0U);
+      read[t].emplace_back(buffer.byte_size);
     }
     for (std::size_t b = 0; b < entry.buffers.size(); ++b) {
       destinations.push_back({.tensor = t, .buffer = b, .destination = read[t][b]});
