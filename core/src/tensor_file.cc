@@ -124,10 +124,8 @@ Status TensorFile::State::AddShard(OpenFile file,
                         file.path(), tensor.name, entry->second));
       }
     }
-    if (!seen.insert(tensor.name).second) {
-      return InvalidArgumentError(
-          fmt::format("{}: tensor \"{}\" is listed twice", file.path(), tensor.name));
-    }
+    // Unique: a shard's names are JSON keys, and weight_map puts each name in one shard.
+    seen.insert(tensor.name);
     placements.push_back({.shard = shard, .file_offset = tensor.file_offset});
     total_bytes += tensor.byte_size;
     tensors.push_back({.name = std::move(tensor.name), .descriptor = std::move(tensor.descriptor)});
