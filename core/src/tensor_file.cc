@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -94,15 +93,16 @@ struct TensorFile::State {
   std::vector<OpenFile> shards;
   std::vector<Placement> placements;
   // .hrry.
-  std::optional<FileReader> hrry;
+  std::unique_ptr<FileReader> hrry;
 
   // Appends a shard's tensors; `weight_map` (for an index) is checked against the shard.
   Status AddShard(OpenFile file, const std::map<std::string, std::string>* weight_map,
                   std::string_view shard_name, std::set<std::string, std::less<>>& seen);
-  Status ReadSafetensors(std::span<const std::vector<std::span<std::byte>>> destinations,
-                         const FileReadOptions& options) const;
-  Status ReadHrry(std::span<const std::vector<std::span<std::byte>>> destinations,
-                  const FileReadOptions& options) const;
+  [[nodiscard]] Status ReadSafetensors(
+      std::span<const std::vector<std::span<std::byte>>> destinations,
+      const FileReadOptions& options) const;
+  [[nodiscard]] Status ReadHrry(std::span<const std::vector<std::span<std::byte>>> destinations,
+                                const FileReadOptions& options) const;
 };
 
 Status TensorFile::State::AddShard(OpenFile file,
@@ -116,11 +116,11 @@ Status TensorFile::State::AddShard(OpenFile file,
       const auto entry = weight_map->find(tensor.name);
       if (entry == weight_map->end()) {
         return InvalidArgumentError(fmt::format(
-            "{}: tensor \"{}\" is not in the index's weight_map", file.path(), tensor.name));
+            R"({}: tensor "{}" is not in the index's weight_map)", file.path(), tensor.name));
       }
       if (entry->second != shard_name) {
         return InvalidArgumentError(
-            fmt::format("{}: tensor \"{}\" is in this shard but weight_map puts it in \"{}\"",
+            fmt::format(R"({}: tensor "{}" is in this shard but weight_map puts it in "{}")",
                         file.path(), tensor.name, entry->second));
       }
     }
@@ -138,7 +138,8 @@ Result<TensorFile> TensorFile::Open(const std::string& path) {
   auto state = std::make_unique<State>();
   if (path.ends_with(kHrrySuffix)) {
     state->format = Format::kHrry;
-    HURRAY_ASSIGN_OR_RETURN(state->hrry, FileReader::Open(path));
+    HURRAY_ASSIGN_OR_RETURN(FileReader reader, FileReader::Open(path));
+    state->hrry = std::make_unique<FileReader>(std::move(reader));
     for (const FileTensorEntry& entry : state->hrry->tensors()) {
       for (const FileBufferEntry& buffer : entry.buffers) state->total_bytes += buffer.byte_size;
       state->tensors.push_back({.name = entry.name, .descriptor = entry.descriptor});
@@ -164,7 +165,7 @@ Result<TensorFile> TensorFile::Open(const std::string& path) {
   for (const auto& [name, shard] : index->weight_map) {
     if (!seen.contains(name)) {
       return InvalidArgumentError(fmt::format(
-          "{}: weight_map entry \"{}\": shard \"{}\" does not hold it", path, name, shard));
+          R"({}: weight_map entry "{}": shard "{}" does not hold it)", path, name, shard));
     }
   }
   return TensorFile(std::move(state));

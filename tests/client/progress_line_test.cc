@@ -43,7 +43,7 @@ TEST(FormatProgressLine, AStalledReadDoesNotOverflowTheTimeLeft) {
 // What a ProgressLine wrote to a temporary file.
 std::string Written(std::FILE* file) {
   std::fflush(file);
-  std::rewind(file);
+  EXPECT_EQ(std::fseek(file, 0, SEEK_SET), 0);
   std::string text;
   for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) text += static_cast<char>(c);
   return text;

@@ -11,7 +11,9 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <array>
 #include <csignal>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -193,8 +195,8 @@ TEST_F(FileTransferTest, ShardedModelImportsThroughItsIndexWithAJsonSummary) {
     const std::string name = "model-0000" + std::to_string(shard + 1) + "-of-00003.safetensors";
     shards.push_back(Path(name));
     const std::vector<SafetensorsTensorSpec> part(
-        specs.begin() + static_cast<long>(shard * 10),
-        specs.begin() + static_cast<long>(shard * 10 + 10));
+        specs.begin() + static_cast<std::ptrdiff_t>(shard * 10),
+        specs.begin() + static_cast<std::ptrdiff_t>(shard * 10 + 10));
     ASSERT_OK(testing::WriteSafetensors(shards.back(), part));
     for (const SafetensorsTensorSpec& spec : part) {
       weight_map += (weight_map.empty() ? "" : ", ") + ("\"" + spec.name + "\": \"" + name + "\"");

@@ -4,9 +4,9 @@
 #include "hurray/tensor_file.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -54,7 +54,7 @@ class TensorFileTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string Path(std::string_view name) const { return dir_ / name; }
+  [[nodiscard]] std::string Path(std::string_view name) const { return dir_ / name; }
 
   // A two-shard model: shard 1 holds a and b, shard 2 holds c; `index_json` is the index.
   void WriteShards() {
