@@ -18,6 +18,11 @@
 //                                       sleep until killed
 //   write-into SOCKET NAME              acquire, print "writing", write one byte into
 //                                       buffer 0: the kernel must kill it (SIGSEGV)
+//   import-and-pause SOCKET FILE PREFIX
+//                                       ImportTensorFile of FILE under PREFIX whose progress
+//                                       callback, at its first call (the tensors allocated,
+//                                       their bytes being read), prints "reading" and sleeps
+//                                       until killed: nothing is ever published
 //   stress SOCKET ID CYCLES             CYCLES rounds of allocate, write, publish, acquire,
 //                                       check, release on names stress/agent-ID/t0..t3;
 //                                       prints "OK CYCLES"
@@ -34,6 +39,7 @@
 #include <vector>
 
 #include "hurray/client.h"
+#include "hurray/file_transfer.h"
 #include "test_tensors.h"
 
 namespace hurray::integration {
@@ -191,6 +197,18 @@ int AllocateAndHang(const std::string& socket, std::uint64_t bytes) {
   SleepUntilKilled();
 }
 
+int ImportAndPause(const std::string& socket, const std::string& path, const std::string& prefix) {
+  auto client = ConnectTo(socket, "import-and-pause");
+  const FileTransferOptions options{
+      .prefix = prefix, .pool = {}, .parallelism = 0, .progress = [](std::uint64_t, std::uint64_t) {
+        std::printf("reading\n");
+        std::fflush(stdout);
+        SleepUntilKilled();
+      }};
+  (void)Check(ImportTensorFile(*client, path, options), "ImportTensorFile");
+  Fail("ImportTensorFile returned");
+}
+
 int WriteInto(const std::string& socket, const std::string& name) {
   auto client = ConnectTo(socket, "write-into");
   auto view = Check(client->Acquire(name, {.wait = kAcquireWait}), "Acquire");
@@ -252,6 +270,7 @@ int Usage() {
                "       hurray_test_agent wait-for SOCKET NAME\n"
                "       hurray_test_agent allocate-and-hang SOCKET BYTES\n"
                "       hurray_test_agent write-into SOCKET NAME\n"
+               "       hurray_test_agent import-and-pause SOCKET FILE PREFIX\n"
                "       hurray_test_agent stress SOCKET ID CYCLES\n");
   return 2;
 }
@@ -278,6 +297,9 @@ int Main(const std::vector<std::string>& args) {
     return AllocateAndHang(socket, ParseNumber(args[3], "BYTES"));
   }
   if (mode == "write-into" && args.size() == 4) return WriteInto(socket, args[3]);
+  if (mode == "import-and-pause" && args.size() == 5) {
+    return ImportAndPause(socket, args[3], args[4]);
+  }
   if (mode == "stress" && args.size() == 5) {
     return Stress(socket, ParseNumber(args[3], "ID"), ParseNumber(args[4], "CYCLES"));
   }

@@ -46,7 +46,8 @@ struct FileTransferSummary {
 // all become visible together, or none. Each tensor gets its own allocation, and its bytes
 // are read from the file straight into the pool's mapping. The errors of TensorFile::Open
 // (naming file, tensor and field), INVALID_ARGUMENT naming a tensor whose prefixed name is
-// not a valid tensor name or a file of more than Client::kMaxBatchPublish tensors,
+// not a valid tensor name (checked before anything is allocated), a file of no tensors or
+// of more than Client::kMaxBatchPublish tensors,
 // FAILED_PRECONDITION for a pool that is not a CPU pool, the errors of Allocate and
 // PublishBatch. On any error nothing is published and nothing stays allocated; the same
 // holds when the importing process dies at any instant (its session's allocations are
