@@ -176,9 +176,12 @@ Result<PreloadSummary> Import(Registry& registry, const PoolSet& pools,
 }  // namespace
 
 Result<PreloadSummary> PreloadFile(Registry& registry, const PoolSet& pools,
-                                   const Config::Preload& entry, std::stop_token stop) {
+                                   const Config::Preload& entry, const std::stop_token& stop) {
   auto imported = Import(registry, pools, entry, stop);
-  if (!imported) return std::unexpected(imported.error().WithContext(entry.path));
+  // TensorFile's and ReadFileRanges' errors name the file already; the others get it here.
+  if (!imported && imported.error().message().find(entry.path) == std::string::npos) {
+    return std::unexpected(imported.error().WithContext(entry.path));
+  }
   return imported;
 }
 

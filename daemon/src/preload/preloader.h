@@ -43,7 +43,7 @@ struct PreloadSummary {
 // nothing stays allocated.
 [[nodiscard]] Result<PreloadSummary> PreloadFile(Registry& registry, const PoolSet& pools,
                                                  const Config::Preload& entry,
-                                                 std::stop_token stop = {});
+                                                 const std::stop_token& stop = {});
 
 class Preloader {
  public:
