@@ -108,13 +108,17 @@ Status ReadChunk(int fd, std::string_view path, const Chunk& chunk,
 // Thread-safe.
 class ReadJob {
  public:
-  ReadJob(int fd, std::string_view path, std::vector<Chunk> chunks)
-      : fd_(fd), path_(path), chunks_(std::move(chunks)) {}
+  ReadJob(int fd, std::string_view path, std::vector<Chunk> chunks, std::stop_token stop)
+      : fd_(fd), path_(path), chunks_(std::move(chunks)), stop_(std::move(stop)) {}
 
-  // Takes chunks until none is left or a read failed.
+  // Takes chunks until none is left, a read failed or a stop is requested.
   void Work() {
     for (;;) {
       if (failed_.load(std::memory_order_relaxed)) return;
+      if (stop_.stop_requested()) {
+        Fail(CancelledError(fmt::format("{}: read stopped", path_)).error());
+        return;
+      }
       const std::size_t index = next_chunk_.fetch_add(1, std::memory_order_relaxed);
       if (index >= chunks_.size()) return;
       if (Status status = ReadChunk(fd_, path_, chunks_[index], bytes_done_); !status) {
@@ -167,6 +171,7 @@ class ReadJob {
   const int fd_;
   const std::string_view path_;
   const std::vector<Chunk> chunks_;
+  const std::stop_token stop_;
   std::atomic<std::size_t> next_chunk_{0};
   std::atomic<std::uint64_t> bytes_done_{0};
   std::atomic<bool> failed_{false};
@@ -190,7 +195,7 @@ std::size_t WorkerCount(const FileReadOptions& options, std::size_t chunk_count)
 Status ReadFileRanges(int fd, std::string_view path, std::span<const FileRange> ranges,
                       const FileReadOptions& options) {
   if (options.chunk_bytes == 0) return InvalidArgumentError("chunk_bytes: 0, must be at least 1");
-  ReadJob job(fd, path, SplitIntoChunks(ranges, options.chunk_bytes));
+  ReadJob job(fd, path, SplitIntoChunks(ranges, options.chunk_bytes), options.stop);
   const std::size_t workers = WorkerCount(options, job.chunk_count());
   if (workers <= 1 && !options.progress) {
     job.Work();  // Nothing to overlap and nothing to report: no thread is worth starting.

@@ -12,6 +12,7 @@
 
 #include "hurray/ipc/socket_path.h"
 #include "pool/cpu_pool.h"
+#include "registry/tensor_name.h"
 
 namespace hurray::daemon {
 namespace {
@@ -158,12 +159,61 @@ constexpr Setting kSettings[] = {
 // The tables a file may hold; their settings are in kSettings as "table.key".
 constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool"};
 
+// One [[preload]] table; `field` is "preload[i]".
+Result<Config::Preload> PreloadOf(const toml::table& table, const std::string& field) {
+  Config::Preload entry;
+  bool has_path = false;
+  for (const auto& [key_node, node] : table) {
+    const std::string key = fmt::format("{}.{}", field, key_node.str());
+    if (key_node.str() == "path") {
+      HURRAY_ASSIGN_OR_RETURN(entry.path, StringOf(node, key));
+      has_path = true;
+    } else if (key_node.str() == "prefix") {
+      HURRAY_ASSIGN_OR_RETURN(entry.prefix, StringOf(node, key));
+      HURRAY_RETURN_IF_ERROR(ValidatePreloadPrefix(entry.prefix, key));
+    } else if (key_node.str() == "pool") {
+      HURRAY_ASSIGN_OR_RETURN(entry.pool, StringOf(node, key));
+      if (entry.pool.empty()) return InvalidArgumentError(fmt::format("{} is empty", key));
+    } else if (key_node.str() == "required") {
+      HURRAY_ASSIGN_OR_RETURN(entry.required, BoolOf(node, key));
+    } else {
+      return InvalidArgumentError(fmt::format("unknown setting {}", key));
+    }
+  }
+  if (!has_path || entry.path.empty()) {
+    return InvalidArgumentError(fmt::format("{}.path is missing or empty", field));
+  }
+  return entry;
+}
+
+// The [[preload]] array of tables: it replaces any entries `config` had.
+Status ApplyPreload(Config& config, const toml::node& node) {
+  const auto* array = node.as_array();
+  if (array == nullptr) {
+    return InvalidArgumentError("preload must be an array of tables: [[preload]]");
+  }
+  std::vector<Config::Preload> entries;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    const std::string field = fmt::format("preload[{}]", i);
+    const auto* table = array->get(i)->as_table();
+    if (table == nullptr) return InvalidArgumentError(fmt::format("{} must be a table", field));
+    HURRAY_ASSIGN_OR_RETURN(Config::Preload entry, PreloadOf(*table, field));
+    entries.push_back(std::move(entry));
+  }
+  config.preload = std::move(entries);
+  return {};
+}
+
 // Applies the settings of `table`, the whole document when `table_name` is empty.
 Status ApplyTable(Config& config, const toml::table& table, std::string_view table_name) {
   for (const auto& [key_node, node] : table) {
     const std::string_view name = key_node.str();
     const std::string key =
         table_name.empty() ? std::string(name) : fmt::format("{}.{}", table_name, name);
+    if (table_name.empty() && name == "preload") {
+      HURRAY_RETURN_IF_ERROR(ApplyPreload(config, node));
+      continue;
+    }
     if (table_name.empty() && std::ranges::find(kTables, name) != std::end(kTables)) {
       const auto* inner = node.as_table();
       if (inner == nullptr) return InvalidArgumentError(fmt::format("{} must be a table", key));
@@ -267,6 +317,18 @@ Result<std::uint32_t> ParseFileMode(std::string_view text) {
   return mode;
 }
 
+Status ValidatePreloadPrefix(std::string_view prefix, std::string_view field) {
+  if (prefix.empty()) return {};
+  if (auto named = ValidateTensorName(fmt::format("{}x", prefix), "it, followed by a name,");
+      !named) {
+    return InvalidArgumentError(fmt::format(
+        "{} \"{}\" is not the start of a tensor name (\"namespace/\", then optionally more of "
+        "a name): {}",
+        field, prefix, named.error().message()));
+  }
+  return {};
+}
+
 Result<Config> ApplyToml(Config base, std::string_view toml_text, std::string_view source_name) {
   toml::table document;
   try {
@@ -335,6 +397,16 @@ std::string ToToml(const Config& config) {
                        {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
                        {"cpu_pool", std::move(pool)},
                        {"cuda_pool", std::move(cuda_pool)}};
+  if (!config.preload.empty()) {
+    toml::array preload;
+    for (const Config::Preload& entry : config.preload) {
+      preload.push_back(toml::table{{"path", entry.path},
+                                    {"prefix", entry.prefix},
+                                    {"pool", entry.pool},
+                                    {"required", entry.required}});
+    }
+    document.insert("preload", std::move(preload));
+  }
   std::ostringstream out;
   out << document << "\n";
   return out.str();

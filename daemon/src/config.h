@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hurray/error.h"
 #include "pool/huge_pages.h"
@@ -69,6 +70,22 @@ struct Config {
   // How long a stopping daemon lets gRPC calls in flight finish before it cancels them, in
   // milliseconds.
   std::uint32_t shutdown_grace_ms = 2000;
+
+  // A model file the daemon imports at start-up (a [[preload]] table), published all at once
+  // under `prefix` by the daemon's own session (daemon/src/preload/preloader.h).
+  struct Preload {
+    // A .safetensors file, a *.safetensors.index.json or a .hrry file; not empty.
+    std::string path;
+    // Prepended to each tensor's name in the file: empty, or the start of a tensor name
+    // ("llama/", "org/llama/v1-"; ValidatePreloadPrefix).
+    std::string prefix;
+    // The CPU pool to allocate in.
+    std::string pool = "cpu";
+    // True: a file that cannot be imported stops the daemon. False: it is logged and skipped.
+    bool required = true;
+  };
+  // In the file's order; imported one after the other.
+  std::vector<Preload> preload;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;
@@ -104,6 +121,11 @@ struct Invocation {
 
 // "0660", "755": permission bits in octal, at most 0777. INVALID_ARGUMENT otherwise.
 [[nodiscard]] Result<std::uint32_t> ParseFileMode(std::string_view text);
+
+// OK when `prefix` is empty or the start of a tensor name: a namespace and its '/', then
+// optionally more of a name ("llama/", "llama/layers.", "org/llama/v1-"), so that prefix +
+// "x" is a valid tensor name. INVALID_ARGUMENT naming `field` and the value otherwise.
+[[nodiscard]] Status ValidatePreloadPrefix(std::string_view prefix, std::string_view field);
 
 // The effective configuration as a TOML document (hurrayd --print-config).
 [[nodiscard]] std::string ToToml(const Config& config);

@@ -21,6 +21,7 @@
 #include "pool/cuda_devices.h"
 #include "pool/cuda_pool.h"
 #include "pool/pool_set.h"
+#include "preload/preloader.h"
 #include "registry/registry.h"
 #include "session/session_server.h"
 
@@ -169,7 +170,7 @@ Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(StartSessions());
   StartIo();
   Announce();
-  return {};
+  return StartPreload();
 }
 
 Status Daemon::PrepareSocketPaths() {
@@ -231,8 +232,16 @@ Status Daemon::StartGrpc() {
     return std::unexpected(
         ErrnoError(fmt::format("chmod {:04o}", config_.socket_mode), config_.socket_path, error));
   }
-  server_->GetHealthCheckService()->SetServingStatus(true);
+  // Until the preload is in, health says NOT_SERVING (the default health service answered
+  // SERVING for "" from BuildAndStart until this line).
+  SetServing(config_.preload.empty());
   return {};
+}
+
+void Daemon::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(std::string(v1::Exchange::service_full_name()), serving);
 }
 
 Status Daemon::StartSessions() {
@@ -270,6 +279,33 @@ void Daemon::Announce() {
   serving_ = true;
 }
 
+Status Daemon::StartPreload() {
+  if (config_.preload.empty()) return {};
+  sd_notify(0, "STATUS=preloading");
+  HURRAY_ASSIGN_OR_RETURN(
+      preloader_, Preloader::Start(
+                      *registry_, *pools_, config_.preload,
+                      {.loading =
+                           [](const Config::Preload& entry, std::size_t index, std::size_t count) {
+                             sd_notifyf(0, "STATUS=preloading %s (%zu of %zu) under \"%s\"",
+                                        entry.path.c_str(), index + 1, count, entry.prefix.c_str());
+                           },
+                       .done = [this](Status status) { OnPreloadDone(std::move(status)); }}));
+  return {};
+}
+
+void Daemon::OnPreloadDone(Status status) {
+  if (!status) {
+    preload_failure_ = status.error();
+    spdlog::critical("hurrayd stops: a required preload failed");
+    Stop();
+    return;
+  }
+  SetServing(true);
+  spdlog::info("preload done: health SERVING");
+  sd_notifyf(0, "STATUS=serving on %s", config_.socket_path.c_str());
+}
+
 void Daemon::WaitForSignal() {
   signals_->async_wait([this](const boost::system::error_code& error, int signal) {
     if (error) return;
@@ -285,9 +321,11 @@ void Daemon::WaitForSignal() {
   });
 }
 
-void Daemon::Wait() {
+Status Daemon::Wait() {
   stop_requested_.get_future().wait();
   Shutdown();
+  if (preload_failure_) return std::unexpected(*preload_failure_);
+  return {};
 }
 
 void Daemon::Stop() {
@@ -298,6 +336,7 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   sd_notify(0, "STOPPING=1");
+  StopPreload();  // First: its end touches the gRPC server's health.
   StopGrpc();
   StopSessions();
   // The sessions' unreached fences are poisoned as they end; this catches any left, so that
@@ -319,6 +358,12 @@ void Daemon::StopGrpc() {
   server_.reset();
   // Only a socket this server bound: a refused start must not unlink another daemon's.
   ::unlink(config_.socket_path.c_str());
+}
+
+void Daemon::StopPreload() {
+  if (!preloader_) return;
+  preloader_->Stop();
+  preloader_.reset();
 }
 
 // The session server unlinks its socket itself when it stops.

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,7 @@ namespace hurray::daemon {
 class CudaPool;
 class ExchangeService;
 class PoolSet;
+class Preloader;
 class Registry;
 class SessionServer;
 
@@ -32,15 +34,23 @@ class Daemon {
   // and starts serving: the CPU pool's segments exist, both sockets accept connections, and
   // READY=1 went to systemd (when run under it). ALREADY_EXISTS when another daemon
   // already serves a socket path. A failed start leaves nothing behind.
+  //
+  // With [[preload]] entries, the Preloader then imports them on its own thread: gRPC health
+  // (the overall status "" and "hurray.v1.Exchange") answers NOT_SERVING until every entry
+  // is in (or skipped), then SERVING; systemd's STATUS= names the file being loaded. A
+  // required entry that fails stops the daemon: Wait returns its error. Without entries,
+  // health is SERVING from the start.
   [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
 
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Blocks until Stop() or a SIGTERM/SIGINT, then shuts down cleanly: stops accepting,
-  // ends every session, removes the pool segments and unlinks both sockets.
-  void Wait();
+  // Blocks until Stop() or a SIGTERM/SIGINT, then shuts down cleanly: stops a preload in
+  // progress (nothing of its entry is published), stops accepting, ends every session,
+  // removes the pool segments and unlinks both sockets. The error of a required [[preload]]
+  // entry that failed (naming preload[i], the file, the tensor and the field); OK otherwise.
+  [[nodiscard]] Status Wait();
 
   // Asks Wait() to return. Idempotent.
   void Stop();
@@ -70,6 +80,12 @@ class Daemon {
   void StartIo();
   // The log line and READY=1 to systemd.
   void Announce();
+  // The Preloader of config_.preload, when there are entries.
+  Status StartPreload();
+  // Health for "" and "hurray.v1.Exchange".
+  void SetServing(bool serving);
+  // The Preloader's end: health SERVING, or (a required entry failed) the daemon stops.
+  void OnPreloadDone(Status status);
   // Handles SIGINT/SIGTERM (stop) and SIGHUP (ignored, logged), one signal at a time.
   void WaitForSignal();
   // Stops what is running: gRPC, then the sessions (the transports first, so that calls in
@@ -78,6 +94,7 @@ class Daemon {
   void Shutdown();
   // Ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.
   void StopGrpc();
+  void StopPreload();
   void StopSessions();
   void StopIo();
 
@@ -91,6 +108,9 @@ class Daemon {
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<SessionServer> session_server_;
+  std::unique_ptr<Preloader> preloader_;
+  // Set by the preloader's thread (OnPreloadDone), read after it is joined.
+  std::optional<Error> preload_failure_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   std::vector<std::thread> io_threads_;
   std::promise<void> stop_requested_;

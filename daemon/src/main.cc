@@ -21,6 +21,6 @@ int main(int argc, char** argv) {
   }
   auto daemon = hurray::daemon::Daemon::Start(std::move(invocation->config));
   if (!daemon) return Fail(daemon.error());
-  (*daemon)->Wait();
+  if (auto waited = (*daemon)->Wait(); !waited) return Fail(waited.error());
   return 0;
 }

@@ -88,6 +88,81 @@ TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
   EXPECT_NE(ToToml(config).find("huge_pages = 'auto'"), std::string::npos) << ToToml(config);
 }
 
+TEST(ConfigTest, NoPreloadUnlessEntriesAreGiven) {
+  EXPECT_TRUE(DefaultConfig().preload.empty());
+  EXPECT_EQ(ToToml(DefaultConfig()).find("preload"), std::string::npos);
+}
+
+TEST(ConfigTest, PreloadEntriesReadInOrderWithTheirDefaults) {
+  auto config = ApplyToml(DefaultConfig(), R"(
+[[preload]]
+path = "/models/llama.safetensors.index.json"
+prefix = "llama/"
+
+[[preload]]
+path = "/models/head.hrry"
+pool = "cpu"
+required = false
+)",
+                          "t");
+  ASSERT_OK(config);
+  ASSERT_EQ(config->preload.size(), 2u);
+  EXPECT_EQ(config->preload[0].path, "/models/llama.safetensors.index.json");
+  EXPECT_EQ(config->preload[0].prefix, "llama/");
+  EXPECT_EQ(config->preload[0].pool, "cpu");
+  EXPECT_TRUE(config->preload[0].required);
+  EXPECT_EQ(config->preload[1].path, "/models/head.hrry");
+  EXPECT_EQ(config->preload[1].prefix, "");
+  EXPECT_FALSE(config->preload[1].required);
+}
+
+TEST(ConfigTest, PrintedPreloadEntriesReadBackTheSame) {
+  Config config = DefaultConfig();
+  config.preload = {{.path = "/m/a.safetensors", .prefix = "a/", .pool = "cpu", .required = true},
+                    {.path = "/m/b.hrry", .prefix = "", .pool = "cpu", .required = false}};
+  const std::string printed = ToToml(config);
+  EXPECT_NE(printed.find("[[preload]]"), std::string::npos) << printed;
+  auto again = ApplyToml(Config{}, printed, "printed");
+  ASSERT_OK(again);
+  ASSERT_EQ(again->preload.size(), 2u);
+  EXPECT_EQ(again->preload[1].path, "/m/b.hrry");
+  EXPECT_FALSE(again->preload[1].required);
+  EXPECT_EQ(ToToml(*again), printed);
+}
+
+TEST(ConfigTest, PreloadMistakesNameTheEntryAndTheKey) {
+  const std::pair<const char*, const char*> kMistakes[] = {
+      {"[[preload]]\nprefix = \"a/\"", "preload[0].path is missing or empty"},
+      {"[[preload]]\npath = \"\"", "preload[0].path is missing or empty"},
+      {"[[preload]]\npath = \"f\"\n[[preload]]\npath = 1", "preload[1].path must be a string"},
+      {"[[preload]]\npath = \"f\"\nprefix = \"nonamespace\"",
+       "preload[0].prefix \"nonamespace\" is not the start of a tensor name"},
+      {"[[preload]]\npath = \"f\"\nprefix = \"a//\"", "preload[0].prefix \"a//\" is not"},
+      {"[[preload]]\npath = \"f\"\nprefix = \"a b/\"", "outside [A-Za-z0-9._-/]"},
+      {"[[preload]]\npath = \"f\"\npool = \"\"", "preload[0].pool is empty"},
+      {"[[preload]]\npath = \"f\"\nrequired = \"yes\"",
+       "preload[0].required must be true or false"},
+      {"[[preload]]\npath = \"f\"\nmandatory = true", "unknown setting preload[0].mandatory"},
+      {"preload = \"f\"", "preload must be an array of tables"},
+      {"preload = [1]", "preload[0] must be a table"},
+  };
+  for (const auto& [toml, words] : kMistakes) {
+    EXPECT_ERROR(ApplyToml(DefaultConfig(), toml, "t"), StatusCode::kInvalidArgument, {words})
+        << toml;
+  }
+}
+
+TEST(ConfigTest, PreloadPrefixesAreStartsOfTensorNames) {
+  for (const char* prefix : {"", "llama/", "llama/layers.", "org/llama/v1-"}) {
+    EXPECT_TRUE(ValidatePreloadPrefix(prefix, "prefix").has_value()) << prefix;
+  }
+  for (const char* prefix : {"llama", "/llama/", "llama//", "./", "a/../"}) {
+    EXPECT_ERROR(ValidatePreloadPrefix(prefix, "prefix"), StatusCode::kInvalidArgument,
+                 {"prefix", prefix})
+        << prefix;
+  }
+}
+
 TEST(ConfigTest, HugePagesAreOffUnlessAModeIsNamed) {
   EXPECT_EQ(DefaultConfig().cpu_pool.huge_pages, HugePages::kOff);
   const std::pair<std::string, HugePages> kModes[] = {{"off", HugePages::kOff},

@@ -69,7 +69,7 @@ TEST_F(DaemonTest, SocketsGetTheConfiguredModes) {
   EXPECT_EQ(ModeOf(directory_ + "/run"), 0700);
   EXPECT_EQ(SegmentCount(), 1);
   (*daemon)->Stop();
-  (*daemon)->Wait();
+  EXPECT_OK((*daemon)->Wait());
   EXPECT_EQ(ModeOf(config.socket_path), -1);
   EXPECT_EQ(ModeOf(SessionSocketPath(config.socket_path)), -1);
   EXPECT_EQ(SegmentCount(), 0);
@@ -88,7 +88,7 @@ TEST_F(DaemonTest, AFailedStartStopsWhatHadStarted) {
   auto daemon = Daemon::Start(config);
   ASSERT_OK(daemon);
   (*daemon)->Stop();
-  (*daemon)->Wait();
+  EXPECT_OK((*daemon)->Wait());
 }
 
 }  // namespace

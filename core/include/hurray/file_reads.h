@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <stop_token>
 #include <string_view>
 
 #include "hurray/error.h"
@@ -30,6 +31,8 @@ struct FileReadOptions {
   // Called on the calling thread with the bytes read so far, at least every ~100 ms and
   // once at the end; may be empty.
   std::function<void(std::uint64_t bytes_done)> progress;
+  // A stop requested through it ends the read between chunks: CANCELLED naming the file.
+  std::stop_token stop;
 };
 
 // Reads every range into its destination. `path` names the file in errors. The file's
