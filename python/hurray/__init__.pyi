@@ -5,7 +5,8 @@ the classes and functions; hurray._errors the exceptions, re-exported here.
 """
 
 import builtins
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, SupportsIndex
 
@@ -171,6 +172,13 @@ def from_hurray(obj: Any) -> Tensor:
 
 def from_numpy(array: npt.NDArray[Any], copy: bool | None = None) -> Tensor:
     """A Tensor over ``array`` (copy=False: never a copy, CopyRequiredError if needed)."""
+
+def save(path: str | os.PathLike[str], tensors: Mapping[str, Any] | Any) -> None:
+    """Writes tensors (name -> hurray.Tensor / ndarray / __hurray__ object, or one tensor,
+    stored as "tensor") to a .hrry file, every buffer in descriptor order."""
+
+def load(path: str | os.PathLike[str]) -> dict[str, Tensor]:
+    """The tensors of a .hrry file by name, every buffer read back and checked."""
 
 # --- The client ------------------------------------------------------------------------
 
@@ -338,6 +346,9 @@ class Client:
     def empty(self, shape: Shape, dtype: DTypeLike, pool: str = "cpu") -> WritableTensor: ...
     def allocate(self, descriptor: Descriptor, pool: str = "cpu") -> WritableTensor: ...
     def publish(self, name: str, obj: Any, pool: str = "cpu") -> int: ...
+    def publish_batch(self, tensors: Sequence[WritableTensor],
+                      names: Sequence[str]) -> builtins.list[int]:
+        """Publishes tensors[i] under names[i], all visible together or none; the versions."""
     def acquire(self, name: str, wait: float | None = None, version: int | None = None,
                 populate: bool = False) -> TensorView: ...
     def batch_acquire(self, names: Sequence[str] = (), prefix: str = "",

@@ -150,6 +150,16 @@ void BindClientClass(py::module_& module) {
           py::arg("name"), py::arg("obj"), py::arg("pool") = "cpu",
           "Copies `obj` (ndarray, CPU torch tensor, hurray.Tensor) once into `pool` and "
           "publishes it under `name`; returns the version.")
+      .def(
+          "publish_batch",
+          [](const PyClient& self, const std::vector<PyWritableTensor*>& tensors,
+             const std::vector<std::string>& names) {
+            return PyWritableTensor::PublishBatch(*self.Open(), tensors, names);
+          },
+          py::arg("tensors"), py::arg("names"),
+          "Publishes tensors[i] under names[i], all at once: every one becomes visible "
+          "together, or none does. Returns the versions; on error every tensor is still "
+          "yours.")
       .def("acquire", &Acquire, py::arg("name"), py::arg("wait") = py::none(),
            py::arg("version") = py::none(), py::arg("populate") = false,
            "Leases the published tensor `name` (waiting up to `wait` seconds for it).")
