@@ -71,6 +71,7 @@ void Save(const std::string& path, const std::vector<SavedTensor>& tensors) {
     std::vector<HeldBuffer> held;
     std::vector<std::span<const std::byte>> buffers;
     held.reserve(objects.size());
+    buffers.reserve(objects.size());
     for (std::size_t i = 0; i < objects.size(); ++i) {
       buffers.push_back(held.emplace_back(objects[i], name, i).bytes());
     }
@@ -97,7 +98,7 @@ std::pair<py::object, std::span<std::byte>> AlignedBytes(std::uint64_t byte_size
   const auto address = reinterpret_cast<std::uintptr_t>(raw.mutable_data());
   const auto offset = static_cast<py::ssize_t>((alignment - address % alignment) % alignment);
   py::object part = raw[py::slice(offset, offset + size, 1)];
-  return {std::move(part), {reinterpret_cast<std::byte*>(raw.mutable_data()) + offset, byte_size}};
+  return {part, {reinterpret_cast<std::byte*>(raw.mutable_data()) + offset, byte_size}};
 }
 
 // Every tensor of the .hrry file at `path` (FileReader::Open checks the whole layout), its
