@@ -49,6 +49,7 @@ struct CommandLine {
   std::string pool;  // Empty: the daemon's default pool.
   std::uint64_t version = 0;
   std::uint32_t wait_ms = 0;
+  hurray::ctl::TransferFlags transfer;
   CLI::App* ls = nullptr;
   CLI::App* describe = nullptr;
   CLI::App* stats = nullptr;
@@ -56,11 +57,40 @@ struct CommandLine {
   CLI::App* rm = nullptr;
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
+  CLI::App* import = nullptr;
+  CLI::App* save = nullptr;
+  CLI::App* load = nullptr;
 };
 
 // A command's --version option, bound to `version`.
 void AddVersionOption(CLI::App& command, std::uint64_t& version, const std::string& what) {
   command.add_option("--version", version, what)->type_name("N")->check(kVersionNumber);
+}
+
+// The file-transfer commands: import, save, load.
+void DefineTransferCommands(CLI::App& app, CommandLine& line) {
+  const std::string pool_help = "Pool to allocate from (default: the daemon's default, cpu)";
+  const std::string quiet_help = "No progress line on stderr";
+  line.import = app.add_subcommand(
+      "import", "Publish every tensor of a .safetensors file (or sharded index) at once");
+  line.import->add_option("FILE", line.file, "FILE.safetensors or MODEL.safetensors.index.json")
+      ->required();
+  line.import->add_option("--prefix", line.prefix, "Prepended to each tensor's name (model/)")
+      ->required();
+  line.import->add_option("--pool", line.pool, pool_help);
+  line.import->add_flag("--quiet", line.transfer.quiet, quiet_help);
+
+  line.save = app.add_subcommand("save", "Write every tensor under PREFIX to a .hrry file");
+  line.save->add_option("PREFIX", line.prefix, "Names starting with PREFIX")->required();
+  line.save->add_option("FILE", line.file, ".hrry file to write (replaced if it exists)")
+      ->required();
+  line.save->add_flag("--quiet", line.transfer.quiet, quiet_help);
+
+  line.load = app.add_subcommand("load", "Publish every tensor of a .hrry file at once");
+  line.load->add_option("FILE", line.file, ".hrry file to read")->required();
+  line.load->add_option("--prefix", line.prefix, "Prepended to each saved name (default: none)");
+  line.load->add_option("--pool", line.pool, pool_help);
+  line.load->add_flag("--quiet", line.transfer.quiet, quiet_help);
 }
 
 // Adds every command and option to `app`, bound to the fields of `line`.
@@ -101,6 +131,7 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
       ->add_option("--wait", line.wait_ms, "Wait up to MS milliseconds for the tensor to appear")
       ->type_name("MS")
       ->check(kUnsignedNumber);
+  DefineTransferCommands(app, line);
 }
 
 // Runs the command the line chose.
@@ -112,12 +143,18 @@ hurray::Status RunCommand(const CommandLine& line) {
   if (*line.watch) return WatchCommand(line.global, line.prefix);
   if (*line.rm) return RemoveCommand(line.global, line.name, line.version);
   if (*line.put) return PutCommand(line.global, line.name, line.file, line.pool);
+  if (*line.import)
+    return ImportCommand(line.global, line.transfer, line.file, line.prefix, line.pool);
+  if (*line.save) return SaveCommand(line.global, line.transfer, line.prefix, line.file);
+  if (*line.load) return LoadCommand(line.global, line.transfer, line.file, line.prefix, line.pool);
   return GetCommand(line.global, line.name, line.file, line.version,
                     std::chrono::milliseconds(line.wait_ms));
 }
 
 int Run(int argc, char** argv) {
-  CLI::App app{"hurrayctl: inspect hurrayd and move tensors between it and .npy files"};
+  CLI::App app{
+      "hurrayctl: inspect hurrayd and move tensors between it and .npy, .safetensors and "
+      ".hrry files"};
   CommandLine line;
   DefineCommands(app, line);
   try {

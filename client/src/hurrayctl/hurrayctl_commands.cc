@@ -22,11 +22,13 @@
 #include "connection.h"
 #include "hurray/client.h"
 #include "hurray/descriptor_codec.h"
+#include "hurray/file_transfer.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/exchange.pb.h"
 #include "hurrayctl/hurrayctl_format.h"
 #include "hurrayctl/npy.h"
+#include "hurrayctl/progress_line.h"
 #include "hurrayctl/reply_text.h"
 #include "inspection_calls.h"
 
@@ -79,6 +81,10 @@ class JsonObject {
   }
   JsonObject& Set(const std::string& key, std::uint64_t value) {
     (*fields_.mutable_fields())[key].set_number_value(static_cast<double>(value));
+    return *this;
+  }
+  JsonObject& Set(const std::string& key, double value) {
+    (*fields_.mutable_fields())[key].set_number_value(value);
     return *this;
   }
   [[nodiscard]] Status Print() const { return PrintJson(fields_); }
@@ -463,6 +469,79 @@ Status GetCommand(const GlobalOptions& options, std::string_view name, const std
   Print(fmt::format("wrote {} version {} to {} ({})\n", view->name(), view->version(), path,
                     FormatBytes(bytes)));
   return {};
+}
+
+namespace {
+
+// A transfer's options with its progress drawn on `line`.
+FileTransferOptions TransferOptions(std::string prefix, std::string pool, ProgressLine& line) {
+  return {
+      .prefix = std::move(prefix),
+      .pool = std::move(pool),
+      .parallelism = 0,
+      .progress = [&line](std::uint64_t done, std::uint64_t total) { line.Update(done, total); }};
+}
+
+// Prints what an import, save or load did ("imported", "saved", "loaded").
+Status PrintTransfer(const GlobalOptions& options, const TransferFlags& flags,
+                     std::string_view verb, const std::string& path, std::string_view prefix,
+                     const FileTransferSummary& summary) {
+  const double seconds = std::chrono::duration<double>(summary.elapsed).count();
+  const double gb_per_s = seconds > 0 ? static_cast<double>(summary.bytes) / seconds / 1e9 : 0.0;
+  if (options.json) {
+    return JsonObject()
+        .Set("file", path)
+        .Set("prefix", prefix)
+        .Set("tensors", static_cast<std::uint64_t>(summary.tensors))
+        .Set("bytes", summary.bytes)
+        .Set("seconds", seconds)
+        .Set("gb_per_s", gb_per_s)
+        .Print();
+  }
+  if (flags.quiet) return {};
+  Print(fmt::format("{} {} tensors ({}) in {:.3f} s, {:.2f} GB/s {} {}\n", verb, summary.tensors,
+                    FormatBytes(summary.bytes), seconds, gb_per_s, verb == "saved" ? "to" : "under",
+                    verb == "saved" ? path : prefix));
+  return {};
+}
+
+// Imports `path` (any TensorFile) under `prefix`, drawing progress, and prints the summary.
+Status Import(const GlobalOptions& options, const TransferFlags& flags, std::string_view verb,
+              const std::string& path, const std::string& prefix, const std::string& pool) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  ProgressLine line(stderr, !flags.quiet && ::isatty(STDERR_FILENO) == 1);
+  auto summary = ImportTensorFile(**client, path, TransferOptions(prefix, pool, line));
+  line.Clear();
+  if (!summary) return std::unexpected(summary.error());
+  return PrintTransfer(options, flags, verb, path, prefix, *summary);
+}
+
+}  // namespace
+
+Status ImportCommand(const GlobalOptions& options, const TransferFlags& flags,
+                     const std::string& path, const std::string& prefix, const std::string& pool) {
+  return Import(options, flags, "imported", path, prefix, pool);
+}
+
+Status SaveCommand(const GlobalOptions& options, const TransferFlags& flags,
+                   const std::string& prefix, const std::string& path) {
+  auto client = ConnectClient(options);
+  if (!client) return std::unexpected(client.error());
+  ProgressLine line(stderr, !flags.quiet && ::isatty(STDERR_FILENO) == 1);
+  auto summary = SaveTensors(**client, prefix, path, TransferOptions(prefix, {}, line));
+  line.Clear();
+  if (!summary) return std::unexpected(summary.error());
+  return PrintTransfer(options, flags, "saved", path, prefix, *summary);
+}
+
+Status LoadCommand(const GlobalOptions& options, const TransferFlags& flags,
+                   const std::string& path, const std::string& prefix, const std::string& pool) {
+  if (!path.ends_with(".hrry")) {
+    return InvalidArgumentError(fmt::format(
+        "{}: load reads .hrry files (named *.hrry); import reads .safetensors files", path));
+  }
+  return Import(options, flags, "loaded", path, prefix, pool);
 }
 
 }  // namespace hurray::ctl

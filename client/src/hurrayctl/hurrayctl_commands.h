@@ -66,4 +66,31 @@ struct GlobalOptions {
                                 const std::string& path, std::uint64_t version,
                                 std::chrono::milliseconds wait);
 
+// What import, save and load are told beyond the global options.
+struct TransferFlags {
+  // No progress line. (Off a terminal there is none anyway.)
+  bool quiet = false;
+};
+
+// `import FILE|INDEX.json --prefix P [--pool P]`: ImportTensorFile of a .safetensors file or
+// a sharded model's *.safetensors.index.json, every tensor published at once under
+// prefix + its name. On a terminal (stderr) and without `quiet`, a progress line on stderr
+// while the bytes move. Prints "imported N tensors (SIZE) in S s, R GB/s under PREFIX", or
+// the summary {"file", "prefix", "tensors", "bytes", "seconds", "gb_per_s"} (GB: 10^9 bytes).
+[[nodiscard]] Status ImportCommand(const GlobalOptions& options, const TransferFlags& flags,
+                                   const std::string& path, const std::string& prefix,
+                                   const std::string& pool);
+
+// `save PREFIX FILE`: SaveTensors: every tensor under `prefix`, leased together, written to
+// the .hrry file FILE under its full name. Progress and output as import's ("saved ...").
+[[nodiscard]] Status SaveCommand(const GlobalOptions& options, const TransferFlags& flags,
+                                 const std::string& prefix, const std::string& path);
+
+// `load FILE [--prefix P] [--pool P]`: ImportTensorFile of a .hrry file (INVALID_ARGUMENT for
+// a FILE not named *.hrry), its tensors published at once under prefix + their saved names.
+// Progress and output as import's ("loaded ...").
+[[nodiscard]] Status LoadCommand(const GlobalOptions& options, const TransferFlags& flags,
+                                 const std::string& path, const std::string& prefix,
+                                 const std::string& pool);
+
 }  // namespace hurray::ctl

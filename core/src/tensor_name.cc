@@ -1,10 +1,10 @@
-#include "registry/tensor_name.h"
+#include "hurray/tensor_name.h"
 
 #include <fmt/format.h>
 
 #include <string>
 
-namespace hurray::daemon {
+namespace hurray {
 namespace {
 
 bool IsNameCharacter(char c) {
@@ -61,4 +61,4 @@ Status ValidateTensorName(std::string_view name, std::string_view field) {
   return {};
 }
 
-}  // namespace hurray::daemon
+}  // namespace hurray
