@@ -6,7 +6,7 @@ the classes and functions; hurray._errors the exceptions, re-exported here.
 
 import builtins
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, SupportsIndex
 
@@ -349,6 +349,18 @@ class Client:
     def publish_batch(self, tensors: Sequence[WritableTensor],
                       names: Sequence[str]) -> builtins.list[int]:
         """Publishes tensors[i] under names[i], all visible together or none; the versions."""
+    def import_safetensors(self, path: str | os.PathLike[str], prefix: str,
+                           pool: str | None = None,
+                           progress: Callable[[int, int], object] | None = None
+                           ) -> dict[str, int | float]:
+        """Publishes every tensor of a .safetensors file (or *.safetensors.index.json) under
+        prefix + its name, all at once; {"tensors", "bytes", "seconds"}."""
+    def load(self, path: str | os.PathLike[str], prefix: str = "", pool: str | None = None,
+             progress: Callable[[int, int], object] | None = None) -> dict[str, int | float]:
+        """Publishes every tensor of a .hrry file under prefix + its saved name, all at once."""
+    def save(self, prefix: str, path: str | os.PathLike[str],
+             progress: Callable[[int, int], object] | None = None) -> dict[str, int | float]:
+        """Writes every tensor published under prefix to a .hrry file, as one set."""
     def acquire(self, name: str, wait: float | None = None, version: int | None = None,
                 populate: bool = False) -> TensorView: ...
     def batch_acquire(self, names: Sequence[str] = (), prefix: str = "",
