@@ -152,3 +152,21 @@ def test_an_exception_in_progress_is_raised_after_the_import(tmp_path, client):
         client.import_safetensors(path, prefix="raised/", progress=progress)
     assert len(calls) == 1
     _delete_all(client, "raised/")
+
+
+def test_a_sharded_model_is_imported_through_its_index(tmp_path, client):
+    model = _model()
+    names = list(model)
+    shards = {"model-1.safetensors": names[:4], "model-2.safetensors": names[4:]}
+    weight_map = {}
+    for shard, shard_names in shards.items():
+        write_safetensors(tmp_path / shard, {name: model[name] for name in shard_names})
+        weight_map.update({name: shard for name in shard_names})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    assert client.import_safetensors(index, prefix="sharded/")["tensors"] == len(model)
+    with client.batch_acquire(prefix="sharded/") as views:
+        for view in views:
+            assert bytes(view.buffer(0)) == model[view.name.removeprefix("sharded/")][1].tobytes()
+    assert len(views) == len(model)
+    _delete_all(client, "sharded/")
