@@ -5,7 +5,8 @@ the classes and functions; hurray._errors the exceptions, re-exported here.
 """
 
 import builtins
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, SupportsIndex
 
@@ -171,6 +172,13 @@ def from_hurray(obj: Any) -> Tensor:
 
 def from_numpy(array: npt.NDArray[Any], copy: bool | None = None) -> Tensor:
     """A Tensor over ``array`` (copy=False: never a copy, CopyRequiredError if needed)."""
+
+def save(path: str | os.PathLike[str], tensors: Mapping[str, Any] | Any) -> None:
+    """Writes tensors (name -> hurray.Tensor / ndarray / __hurray__ object, or one tensor,
+    stored as "tensor") to a .hrry file, every buffer in descriptor order."""
+
+def load(path: str | os.PathLike[str]) -> dict[str, Tensor]:
+    """The tensors of a .hrry file by name, every buffer read back and checked."""
 
 # --- The client ------------------------------------------------------------------------
 
@@ -338,6 +346,21 @@ class Client:
     def empty(self, shape: Shape, dtype: DTypeLike, pool: str = "cpu") -> WritableTensor: ...
     def allocate(self, descriptor: Descriptor, pool: str = "cpu") -> WritableTensor: ...
     def publish(self, name: str, obj: Any, pool: str = "cpu") -> int: ...
+    def publish_batch(self, tensors: Sequence[WritableTensor],
+                      names: Sequence[str]) -> builtins.list[int]:
+        """Publishes tensors[i] under names[i], all visible together or none; the versions."""
+    def import_safetensors(self, path: str | os.PathLike[str], prefix: str,
+                           pool: str | None = None,
+                           progress: Callable[[int, int], object] | None = None
+                           ) -> dict[str, int | float]:
+        """Publishes every tensor of a .safetensors file (or *.safetensors.index.json) under
+        prefix + its name, all at once; {"tensors", "bytes", "seconds"}."""
+    def load(self, path: str | os.PathLike[str], prefix: str = "", pool: str | None = None,
+             progress: Callable[[int, int], object] | None = None) -> dict[str, int | float]:
+        """Publishes every tensor of a .hrry file under prefix + its saved name, all at once."""
+    def save(self, prefix: str, path: str | os.PathLike[str],
+             progress: Callable[[int, int], object] | None = None) -> dict[str, int | float]:
+        """Writes every tensor published under prefix to a .hrry file, as one set."""
     def acquire(self, name: str, wait: float | None = None, version: int | None = None,
                 populate: bool = False) -> TensorView: ...
     def batch_acquire(self, names: Sequence[str] = (), prefix: str = "",

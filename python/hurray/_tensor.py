@@ -48,7 +48,9 @@ def _byte_buffer(source, required, copy, what):
                 f"{what} is not contiguous (strides {view.strides}); copy=False forbids "
                 "the copy that would make it so")
         return _aligned_copy(view.tobytes(), view.nbytes, required)
-    view = view.cast("B") if view.ndim != 1 or view.format != "B" else view
+    if view.ndim != 1 or view.format != "B":
+        # memoryview.cast refuses a shape with a zero in it: an empty buffer is b"".
+        view = view.cast("B") if view.nbytes else memoryview(b"")
     alignment = _alignment(_address(view), view.nbytes)
     if copy is True or (view.nbytes and alignment < required):
         if copy is False:

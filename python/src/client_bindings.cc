@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "client_files.h"
 #include "client_inspection.h"
 #include "client_tensors.h"
 #include "errors.h"
@@ -150,6 +151,46 @@ void BindClientClass(py::module_& module) {
           py::arg("name"), py::arg("obj"), py::arg("pool") = "cpu",
           "Copies `obj` (ndarray, CPU torch tensor, hurray.Tensor) once into `pool` and "
           "publishes it under `name`; returns the version.")
+      .def(
+          "publish_batch",
+          [](const PyClient& self, const std::vector<PyWritableTensor*>& tensors,
+             const std::vector<std::string>& names) {
+            return PyWritableTensor::PublishBatch(*self.Open(), tensors, names);
+          },
+          py::arg("tensors"), py::arg("names"),
+          "Publishes tensors[i] under names[i], all at once: every one becomes visible "
+          "together, or none does. Returns the versions; on error every tensor is still "
+          "yours.")
+      .def(
+          "import_safetensors",
+          [](const PyClient& self, const py::object& path, const std::string& prefix,
+             const std::optional<std::string>& pool, const py::object& progress) {
+            return ImportFile(*self.Open(), path, ImportedFormat::kSafetensors, prefix, pool,
+                              progress);
+          },
+          py::arg("path"), py::arg("prefix"), py::arg("pool") = py::none(),
+          py::arg("progress") = py::none(),
+          "Publishes every tensor of a .safetensors file (or a sharded model's "
+          "*.safetensors.index.json) under prefix + its name, all at once, read straight into "
+          "`pool`. progress(bytes_done, bytes_total) is called as bytes move. Returns "
+          "{'tensors', 'bytes', 'seconds'}; on error nothing is published or left allocated.")
+      .def(
+          "load",
+          [](const PyClient& self, const py::object& path, const std::string& prefix,
+             const std::optional<std::string>& pool, const py::object& progress) {
+            return ImportFile(*self.Open(), path, ImportedFormat::kHrry, prefix, pool, progress);
+          },
+          py::arg("path"), py::arg("prefix") = "", py::arg("pool") = py::none(),
+          py::arg("progress") = py::none(),
+          "Publishes every tensor of a .hrry file under prefix + its saved name, all at once, "
+          "as import_safetensors does. Returns {'tensors', 'bytes', 'seconds'}.")
+      .def(
+          "save",
+          [](const PyClient& self, const std::string& prefix, const py::object& path,
+             const py::object& progress) { return SaveFile(*self.Open(), prefix, path, progress); },
+          py::arg("prefix"), py::arg("path"), py::arg("progress") = py::none(),
+          "Writes every tensor published under `prefix` (one consistent set) to a .hrry file "
+          "at `path`, under their full names. Returns {'tensors', 'bytes', 'seconds'}.")
       .def("acquire", &Acquire, py::arg("name"), py::arg("wait") = py::none(),
            py::arg("version") = py::none(), py::arg("populate") = false,
            "Leases the published tensor `name` (waiting up to `wait` seconds for it).")

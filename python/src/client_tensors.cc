@@ -4,7 +4,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 
 #include "client_arrays.h"
@@ -294,6 +296,47 @@ PublishedTensor PyWritableTensor::Publish(const std::string& name,
   PublishedTensor value = ValueOrRaise(std::move(published));
   done_ = true;
   return value;
+}
+
+std::vector<std::uint64_t> PyWritableTensor::PublishBatch(
+    Client& client, const std::vector<PyWritableTensor*>& tensors,
+    const std::vector<std::string>& names) {
+  std::unordered_map<const PyWritableTensor*, std::size_t> positions;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i] == nullptr) {
+      throw py::type_error(fmt::format("tensors[{}] is None, not a WritableTensor", i));
+    }
+    if (tensors[i]->done_) {
+      throw PythonError("BufferError",
+                        fmt::format("tensors[{}] was already published or cancelled", i));
+    }
+    if (const auto [at, inserted] = positions.emplace(tensors[i], i); !inserted) {
+      throw ToPython(InvalidArgumentError(
+                         fmt::format("tensors[{}] is tensors[{}] listed again", i, at->second))
+                         .error());
+    }
+  }
+  std::vector<PyWritableTensor*> lock_order = tensors;
+  std::ranges::sort(lock_order);  // One order for every caller: no deadlock.
+  Result<std::vector<PublishedTensor>> published = [&] {
+    const py::gil_scoped_release release;
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(lock_order.size());
+    for (PyWritableTensor* tensor : lock_order) locks.emplace_back(tensor->mutex_);
+    std::vector<WritableTensor> batch;
+    batch.reserve(tensors.size());
+    for (PyWritableTensor* tensor : tensors) batch.push_back(std::move(tensor->tensor_));
+    Result<std::vector<PublishedTensor>> result = client.PublishBatch(batch, names);
+    // Back to their objects: empty once published, still the caller's on error.
+    for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i]->tensor_ = std::move(batch[i]);
+    return result;
+  }();
+  std::vector<PublishedTensor> versions = ValueOrRaise(std::move(published));
+  for (PyWritableTensor* tensor : tensors) tensor->done_ = true;
+  std::vector<std::uint64_t> out;
+  out.reserve(versions.size());
+  for (const PublishedTensor& version : versions) out.push_back(version.version);
+  return out;
 }
 
 void PyWritableTensor::Cancel() {

@@ -5,6 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,9 +32,18 @@ class PyWritableTensor {
   void Cancel();
   [[nodiscard]] bool done() const { return done_; }
 
+  // Publishes tensors[i] under names[i] as one Client::PublishBatch of `client`: all become
+  // visible together, or none does; returns the versions in order. hurray.BufferError for a
+  // tensor already published or cancelled, InvalidArgumentError for one listed twice, then
+  // the errors of PublishBatch, each naming the first offender; on error every tensor is
+  // still the caller's. Releases the GIL.
+  [[nodiscard]] static std::vector<std::uint64_t> PublishBatch(
+      Client& client, const std::vector<PyWritableTensor*>& tensors,
+      const std::vector<std::string>& names);
+
  private:
   std::shared_ptr<Client> client_;
-  std::mutex mutex_;  // Serializes Publish and Cancel, which run without the GIL.
+  std::mutex mutex_;  // Serializes Publish, PublishBatch and Cancel, which run without the GIL.
   WritableTensor tensor_;
   bool done_ = false;  // Published or cancelled; guarded by the GIL.
 };

@@ -10,6 +10,7 @@ void BindFormat(pybind11::module_& module) {
   BindDTypes(module);
   BindDescriptor(module);
   BindCapsule(module);
+  BindFile(module);
 }
 
 }  // namespace hurray::python

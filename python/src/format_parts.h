@@ -20,6 +20,10 @@ void BindDescriptor(pybind11::module_& module);
 // pure-Python hurray.Tensor) calls. format_capsule.cc.
 void BindCapsule(pybind11::module_& module);
 
+// _save and _load, the C++ half of hurray.save / hurray.load (python/hurray/_file.py).
+// format_file.cc.
+void BindFile(pybind11::module_& module);
+
 // The module's one hurray.DType object of `type` (hurray.float32 for kFloat32). Needs the GIL.
 [[nodiscard]] pybind11::object DTypeObject(ElementType type);
 
