@@ -60,12 +60,15 @@ int RunBenchmark(const Options& options) {
   report.SetSectionTitle(7,
                          "GPU exchange: acquire+map of device memory (1 GiB; a 1,000-tensor "
                          "set) vs cudaMemcpy of the same bytes");
+  report.SetSectionTitle(8,
+                         "Model files: a safetensors model imported from the page cache, "
+                         "and a .hrry load (issue 11: import <= 1.3x cat)");
 
   struct Step {
     int section;
     std::function<Status()> run;
   };
-  // Sections 1-4 share one daemon; 6 restarts it with huge pages; 5 and 7 need fresh ones.
+  // Sections 1-4 share one daemon; 6 restarts it with huge pages; 5, 7 and 8 need fresh ones.
   const Step steps[] = {
       {1, [&] { return RunSizeIndependence(harness, SectionRun{.section = 1}); }},
       {2, [&] { return RunGettingTheBytes(harness, SectionRun{.section = 2}); }},
@@ -74,6 +77,7 @@ int RunBenchmark(const Options& options) {
       {6, [&] { return RunHugePages(harness); }},
       {5, [&] { return RunScaleAndMemory(harness); }},
       {7, [&] { return RunGpu(harness); }},
+      {8, [&] { return RunModelFiles(harness); }},
   };
   int failures = 0;
   for (const Step& step : steps) {

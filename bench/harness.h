@@ -46,6 +46,11 @@ class Harness {
   [[nodiscard]] Report& report() { return report_; }
   [[nodiscard]] const PlacementCpus& cpus() const { return cpus_; }
   [[nodiscard]] std::uint64_t pool_capacity_bytes() const { return pool_capacity_bytes_; }
+  // "<temporary directory>/<name>": for a section's files (on the directory's file system,
+  // not in /dev/shm).
+  [[nodiscard]] std::string WorkPath(std::string_view name) const {
+    return work_directory_.Path(name);
+  }
 
   // The hurrayd under test, started on first use (in the current placement) on a socket in
   // the temporary directory, with a shared-memory prefix of its own. A daemon with a

@@ -62,6 +62,10 @@ struct Scale {
   int model_tensor_count = 0;
   std::uint64_t model_total_bytes = 0;
   int model_repetitions = 0;
+  // Section 8: the model-like .safetensors file (bytes, tensors) and runs of each figure.
+  std::uint64_t file_bytes = 0;
+  int file_tensor_count = 0;
+  int file_repetitions = 0;
 };
 
 [[nodiscard]] Scale ScaleFor(bool quick);

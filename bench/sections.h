@@ -10,6 +10,7 @@
 //   5 section_scale.cc       100k tensors: daemon memory, list, describe; a model-like set
 //   6 section_huge_pages.cc  sections 1-2 again with huge pages (when hurrayd has them)
 //   7 section_gpu.cc         GPU exchange: acquire+map of device memory vs cudaMemcpy
+//   8 section_files.cc       model files: safetensors import and .hrry load vs cat, naive
 //   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
 #pragma once
 
@@ -38,6 +39,7 @@ struct SectionRun {
 [[nodiscard]] Status RunHugePages(Harness& harness);
 // Adds a note and measures nothing when this process sees no CUDA device.
 [[nodiscard]] Status RunGpu(Harness& harness);
+[[nodiscard]] Status RunModelFiles(Harness& harness);
 
 // Adds the peer's reference figures (constants, not measured here) beside ours.
 void AddPeerReferences(Harness& harness);
@@ -58,5 +60,9 @@ void AddPeerReferences(Harness& harness);
 [[nodiscard]] int GpuPublishRole(const WorkerArgs& args);
 [[nodiscard]] int GpuAcquireRole(const WorkerArgs& args);
 [[nodiscard]] int GpuCopyRole(const WorkerArgs& args);
+[[nodiscard]] int FilesCatRole(const WorkerArgs& args);
+[[nodiscard]] int FilesImportRole(const WorkerArgs& args);
+[[nodiscard]] int FilesSaveRole(const WorkerArgs& args);
+[[nodiscard]] int FilesBatchAcquireRole(const WorkerArgs& args);
 
 }  // namespace hurray::bench

@@ -36,6 +36,10 @@ constexpr Role kRoles[] = {
     {"gpu-publish", GpuPublishRole},
     {"gpu-acquire", GpuAcquireRole},
     {"gpu-copy", GpuCopyRole},
+    {"files-cat", FilesCatRole},
+    {"files-import", FilesImportRole},
+    {"files-save", FilesSaveRole},
+    {"files-batch", FilesBatchAcquireRole},
 };
 
 }  // namespace
