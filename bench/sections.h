@@ -64,5 +64,6 @@ void AddPeerReferences(Harness& harness);
 [[nodiscard]] int FilesImportRole(const WorkerArgs& args);
 [[nodiscard]] int FilesSaveRole(const WorkerArgs& args);
 [[nodiscard]] int FilesBatchAcquireRole(const WorkerArgs& args);
+[[nodiscard]] int FilesPopulateRole(const WorkerArgs& args);
 
 }  // namespace hurray::bench

@@ -40,6 +40,7 @@ constexpr Role kRoles[] = {
     {"files-import", FilesImportRole},
     {"files-save", FilesSaveRole},
     {"files-batch", FilesBatchAcquireRole},
+    {"files-populate", FilesPopulateRole},
 };
 
 }  // namespace

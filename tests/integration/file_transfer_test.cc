@@ -7,6 +7,7 @@
 #include "hurray/file_transfer.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
@@ -344,6 +345,29 @@ TEST_F(FileTransferTest, LoadRefusesAFileNotNamedHrry) {
   const CtlOutcome outcome = RunCtl({"load", Path("model.safetensors")});
   EXPECT_EQ(outcome.status, 1 << 8);
   EXPECT_NE(outcome.err.find("load reads .hrry files"), std::string::npos) << outcome.err;
+}
+
+// hurrayd itself, started with a [[preload]] entry whose file is broken: it exits non-zero
+// and says which file, tensor and field.
+TEST_F(FileTransferTest, DaemonWithABrokenRequiredPreloadExitsNamingTensorAndField) {
+  const std::string broken =
+      std::string(HURRAY_SAFETENSORS_FIXTURES) + "/byte_length_mismatch.safetensors";
+  const std::string config = Path("preload.toml");
+  ASSERT_OK(testing::WriteFileBytes(
+      config, fmt::format("socket = \"{}\"\n[cpu_pool]\ncapacity = \"16MiB\"\n"
+                          "[[preload]]\npath = \"{}\"\nprefix = \"broken/\"\n",
+                          Path("hurrayd.sock"), broken)));
+  const std::string err_path = Path("hurrayd.stderr");
+  ASSERT_OK_AND_ASSIGN(ChildProcess daemon,
+                       ChildProcess::Start({daemon_options().binary, "--config", config},
+                                           {.stderr_path = err_path}));
+  const std::optional<int> status = daemon.Wait(60s);
+  ASSERT_TRUE(status.has_value()) << "hurrayd kept running with a broken required preload";
+  EXPECT_NE(*status, 0) << testing::DescribeWaitStatus(*status);
+  const std::string err = ReadWholeFile(err_path);
+  EXPECT_NE(err.find(broken), std::string::npos) << err;
+  EXPECT_NE(err.find("tensor \"t\""), std::string::npos) << err;
+  EXPECT_NE(err.find("data_offsets"), std::string::npos) << err;
 }
 
 TEST_F(FileTransferTest, ImporterKilledMidWayPublishesNothingAndFreesEverything) {
