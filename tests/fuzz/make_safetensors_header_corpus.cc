@@ -5,8 +5,9 @@
 // parsed before it is written; the run fails if a valid_ file is refused or another accepted,
 // and prints the error each broken one gets.
 //
-// Usage: make_safetensors_header_corpus tests/fuzz/corpus/safetensors_header tests/fixtures/safetensors
-// Existing files of the same name are overwritten; others are left alone.
+// Usage: make_safetensors_header_corpus tests/fuzz/corpus/safetensors_header
+// tests/fixtures/safetensors Existing files of the same name are overwritten; others are left
+// alone.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>

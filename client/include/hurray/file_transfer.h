@@ -52,8 +52,7 @@ struct FileTransferSummary {
 // PublishBatch. On any error nothing is published and nothing stays allocated; the same
 // holds when the importing process dies at any instant (its session's allocations are
 // freed).
-[[nodiscard]] Result<FileTransferSummary> ImportTensorFile(Client& client,
-                                                           const std::string& path,
+[[nodiscard]] Result<FileTransferSummary> ImportTensorFile(Client& client, const std::string& path,
                                                            const FileTransferOptions& options = {});
 
 // Writes every tensor published under `prefix` (their latest versions, leased together with
