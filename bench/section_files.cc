@@ -48,7 +48,7 @@ constexpr int kSection = 8;
 constexpr auto kWorkerTimeout = seconds(600);
 constexpr double kNanosecondsToMilliseconds = 1e-6;
 // Of every 5 tensors, 4 are matrices sharing the bytes and 1 is a norm vector of 16 KiB.
-constexpr std::uint64_t kNormBytes = 16 * 1024;
+constexpr std::uint64_t kNormBytes = std::uint64_t{16} * 1024;
 
 // The model-like file's tensors: `count` of them, `total_bytes` in all, bf16.
 std::vector<testing::SafetensorsTensorSpec> ModelTensors(std::uint64_t count,

@@ -8,7 +8,9 @@
  * asserts something the library could get wrong; the first failure prints where, what, and
  * hurray_last_error_message(), and exits non-zero.
  */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, rmdir, unlink */
+/* POSIX 2008 for mkdtemp, rmdir, unlink; the feature-test macro is spelled as POSIX names
+ * it. NOLINTNEXTLINE(bugprone-reserved-identifier) */
+#define _POSIX_C_SOURCE 200809L
 
 #include <stdint.h>
 #include <stdio.h>

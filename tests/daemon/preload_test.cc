@@ -107,9 +107,9 @@ TEST_F(PreloadTest, PreloadedTensorsAreServedByteForByte) {
   ASSERT_OK_AND_ASSIGN(auto views, client->BatchAcquire({}, "llama/"));
   ASSERT_EQ(views.size(), tensors_.size());
   std::map<std::string, std::vector<std::byte>> served;
-  for (std::size_t i = 0; i < views.size(); ++i) {
-    const auto bytes = views[i].buffer(0);
-    served[views[i].name()] = std::vector<std::byte>(bytes.begin(), bytes.end());
+  for (const TensorView& view : views) {
+    const auto bytes = view.buffer(0);
+    served[view.name()] = std::vector<std::byte>(bytes.begin(), bytes.end());
   }
   for (const SafetensorsTensorSpec& tensor : tensors_) {
     EXPECT_EQ(served["llama/" + tensor.name], tensor.bytes) << tensor.name;

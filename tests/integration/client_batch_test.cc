@@ -228,11 +228,7 @@ TEST_P(ClientBatchChannelTest, ReleasesEveryLeaseInOneCall) {
   EXPECT_EQ(Leases(), 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothChannels, ClientBatchChannelTest,
-                         ::testing::Values(HotPath::kSessionSocket, HotPath::kGrpc),
-                         [](const ::testing::TestParamInfo<HotPath>& param) {
-                           return param.param == HotPath::kSessionSocket ? "SessionSocket" : "Grpc";
-                         });
+HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS(ClientBatchChannelTest);
 
 // ---- AcquireOptions::populate ----------------------------------------------------------
 

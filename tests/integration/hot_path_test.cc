@@ -66,11 +66,7 @@ TEST_P(HotPathTest, ErrorsAreTheSameOnBothChannels) {
   ExpectEverythingReturned();
 }
 
-INSTANTIATE_TEST_SUITE_P(BothChannels, HotPathTest,
-                         ::testing::Values(HotPath::kSessionSocket, HotPath::kGrpc),
-                         [](const ::testing::TestParamInfo<HotPath>& param) {
-                           return param.param == HotPath::kSessionSocket ? "SessionSocket" : "Grpc";
-                         });
+HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS(HotPathTest);
 
 }  // namespace
 }  // namespace hurray::integration

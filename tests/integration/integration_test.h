@@ -93,4 +93,16 @@ class IntegrationTest : public ::testing::Test {
 // "used_bytes=.. allocations=.. pending=.. leases=.. tensors=.. versions=.. sessions=..".
 [[nodiscard]] std::string Summary(const DaemonStats& stats);
 
+// Runs a parameterized suite over both channels of the hot path (Client::Options::hot_path),
+// its tests named .../SessionSocket and .../Grpc.
+#define HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS(suite)                                                \
+  INSTANTIATE_TEST_SUITE_P(                                                                        \
+      BothChannels, suite,                                                                         \
+      ::testing::Values(::hurray::Client::Options::HotPath::kSessionSocket,                        \
+                        ::hurray::Client::Options::HotPath::kGrpc),                                \
+      [](const ::testing::TestParamInfo<::hurray::Client::Options::HotPath>& param) {              \
+        return param.param == ::hurray::Client::Options::HotPath::kSessionSocket ? "SessionSocket" \
+                                                                                 : "Grpc";         \
+      })
+
 }  // namespace hurray::integration

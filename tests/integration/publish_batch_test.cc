@@ -199,11 +199,7 @@ TEST_P(PublishBatchTest, ARacingConsumerNeverSeesAPartOfASet) {
   EXPECT_GT(acquired_sets.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothChannels, PublishBatchTest,
-                         ::testing::Values(HotPath::kSessionSocket, HotPath::kGrpc),
-                         [](const ::testing::TestParamInfo<HotPath>& param) {
-                           return param.param == HotPath::kSessionSocket ? "SessionSocket" : "Grpc";
-                         });
+HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS(PublishBatchTest);
 
 }  // namespace
 }  // namespace hurray::integration
