@@ -1,5 +1,6 @@
 """Fixtures of the client's tests: a real hurrayd ($HURRAY_TEST_HURRAYD) per test module."""
 
+import glob
 import os
 import subprocess
 import sys
@@ -25,7 +26,8 @@ class Daemon:
         self.log_path = directory / "hurrayd.log"
         config = directory / "hurrayd.toml"
         # A segment prefix of its own, so that parallel daemons never share /dev/shm names.
-        config.write_text(f'[cpu_pool]\nshm_prefix = "pytest-{os.getpid()}-{id(self)}"\n')
+        self.shm_prefix = f"pytest-{os.getpid()}-{id(self)}"
+        config.write_text(f'[cpu_pool]\nshm_prefix = "{self.shm_prefix}"\n')
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [binary, "--socket", self.socket, "--cpu-pool-capacity", "64MiB",
@@ -71,6 +73,10 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # A daemon that did not stop cleanly leaves its segments behind: remove them, as the
+        # C++ tests' DaemonProcess does.
+        for leftover in glob.glob(f"/dev/shm/{self.shm_prefix}-*"):
+            os.unlink(leftover)
 
 
 @pytest.fixture(scope="module")
