@@ -22,11 +22,8 @@ using ::hurray::testing::ChildProcess;
 using ::hurray::testing::DescribeWaitStatus;
 using std::chrono::seconds;
 
-// The TOML value that turns cpu_pool.huge_pages on, when `hurrayd_path --print-config`
-// shows that option (another change adds it): `"MODE"` (`mode`, e.g. "auto": whichever
-// huge pages the host allows, with the daemon's own fallback) when it prints a string,
-// `true` when it prints a boolean. nullopt when the daemon has no such option. INTERNAL
-// when the binary cannot be run.
+}  // namespace
+
 Result<std::optional<std::string>> HugePagesSetting(const std::string& hurrayd_path,
                                                     const std::string& mode) {
   auto child = ChildProcess::Start({hurrayd_path, "--print-config"}, {});
@@ -51,8 +48,6 @@ Result<std::optional<std::string>> HugePagesSetting(const std::string& hurrayd_p
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 Status RunHugePages(Harness& harness) {
   constexpr int kSection = 6;

@@ -14,6 +14,7 @@
 //   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "harness.h"
@@ -40,6 +41,13 @@ struct SectionRun {
 // Adds a note and measures nothing when this process sees no CUDA device.
 [[nodiscard]] Status RunGpu(Harness& harness);
 [[nodiscard]] Status RunModelFiles(Harness& harness);
+
+// The TOML value that turns cpu_pool.huge_pages on, when `hurrayd_path --print-config`
+// shows that option: `"MODE"` (`mode`, e.g. "auto": whichever huge pages the host allows,
+// with the daemon's own fallback) when it prints a string, `true` when it prints a boolean.
+// nullopt when the daemon has no such option. INTERNAL when the binary cannot be run.
+[[nodiscard]] Result<std::optional<std::string>> HugePagesSetting(const std::string& hurrayd_path,
+                                                                  const std::string& mode);
 
 // Adds the peer's reference figures (constants, not measured here) beside ours.
 void AddPeerReferences(Harness& harness);
