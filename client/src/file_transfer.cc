@@ -8,16 +8,16 @@
 
 #include "hurray/file_writer.h"
 #include "hurray/tensor_file.h"
-#include "hurray/tensor_name.h"
 
 namespace hurray {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The names the file's tensors are published under, each checked.
-Result<std::vector<std::string>> PrefixedNames(const TensorFile& file, const std::string& path,
-                                               const std::string& prefix) {
+// The names the file's tensors are published under, each checked, as one PublishBatch can
+// carry them.
+Result<std::vector<std::string>> BatchNames(const TensorFile& file, const std::string& path,
+                                            const std::string& prefix) {
   const std::span<const TensorFile::Tensor> tensors = file.tensors();
   if (tensors.empty())
     return InvalidArgumentError(fmt::format("{}: the file has no tensors", path));
@@ -25,14 +25,8 @@ Result<std::vector<std::string>> PrefixedNames(const TensorFile& file, const std
     return InvalidArgumentError(fmt::format("{}: {} tensors, above the {} one import publishes",
                                             path, tensors.size(), Client::kMaxBatchPublish));
   }
-  std::vector<std::string> names;
-  names.reserve(tensors.size());
-  for (const TensorFile::Tensor& tensor : tensors) {
-    names.push_back(prefix + tensor.name);
-    HURRAY_RETURN_IF_ERROR(ValidateTensorName(
-        names.back(),
-        fmt::format("{}: tensor \"{}\" under prefix \"{}\": name", path, tensor.name, prefix)));
-  }
+  auto names = file.PrefixedNames(prefix);
+  if (!names) return std::unexpected(names.error().WithContext(path));
   return names;
 }
 
@@ -69,7 +63,7 @@ Result<FileTransferSummary> ImportTensorFile(Client& client, const std::string& 
   const Clock::time_point start = Clock::now();
   HURRAY_ASSIGN_OR_RETURN(const TensorFile file, TensorFile::Open(path));
   HURRAY_ASSIGN_OR_RETURN(const std::vector<std::string> names,
-                          PrefixedNames(file, path, options.prefix));
+                          BatchNames(file, path, options.prefix));
   HURRAY_ASSIGN_OR_RETURN(std::vector<WritableTensor> allocations,
                           AllocateAll(client, file, options.pool));
   std::vector<std::vector<std::span<std::byte>>> destinations(allocations.size());

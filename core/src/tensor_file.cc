@@ -13,6 +13,7 @@
 #include "hurray/errno_error.h"
 #include "hurray/file_reader.h"
 #include "hurray/safetensors.h"
+#include "hurray/tensor_name.h"
 
 namespace hurray {
 namespace {
@@ -179,6 +180,18 @@ TensorFile::~TensorFile() = default;
 TensorFile::Format TensorFile::format() const { return state_->format; }
 std::span<const TensorFile::Tensor> TensorFile::tensors() const { return state_->tensors; }
 std::uint64_t TensorFile::total_bytes() const { return state_->total_bytes; }
+
+Result<std::vector<std::string>> TensorFile::PrefixedNames(std::string_view prefix) const {
+  std::vector<std::string> names;
+  names.reserve(state_->tensors.size());
+  for (const Tensor& tensor : state_->tensors) {
+    std::string name = fmt::format("{}{}", prefix, tensor.name);
+    HURRAY_RETURN_IF_ERROR(ValidateTensorName(
+        name, fmt::format(R"(tensor "{}" under prefix "{}": name)", tensor.name, prefix)));
+    names.push_back(std::move(name));
+  }
+  return names;
+}
 
 Status TensorFile::Read(std::span<const std::vector<std::span<std::byte>>> destinations,
                         const FileReadOptions& options) const {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hurray/error.h"
@@ -49,6 +50,11 @@ class TensorFile {
   [[nodiscard]] std::span<const Tensor> tensors() const;
   // Bytes of every tensor's buffers together.
   [[nodiscard]] std::uint64_t total_bytes() const;
+
+  // The names the tensors are published under: `prefix` + each one's name, in tensors()
+  // order, each checked as a tensor name (tensor_name.h). INVALID_ARGUMENT naming the first
+  // tensor whose prefixed name is not one, and the prefix.
+  [[nodiscard]] Result<std::vector<std::string>> PrefixedNames(std::string_view prefix) const;
 
   // Reads every tensor: destinations[i][j] receives buffer j of tensors()[i] and must be
   // exactly its byte_size (INVALID_ARGUMENT naming tensor and buffer before anything is read,

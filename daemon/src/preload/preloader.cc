@@ -17,7 +17,6 @@
 #include "hurray/errno_error.h"
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/tensor_file.h"
-#include "registry/tensor_name.h"
 
 namespace hurray::daemon {
 namespace {
@@ -84,19 +83,6 @@ Status CheckPool(const PoolSet& pools, const std::string& name) {
   return {};
 }
 
-// The published names, each checked before anything is allocated.
-Result<std::vector<std::string>> PrefixedNames(const TensorFile& file, const std::string& prefix) {
-  std::vector<std::string> names;
-  names.reserve(file.tensors().size());
-  for (const TensorFile::Tensor& tensor : file.tensors()) {
-    std::string name = prefix + tensor.name;
-    HURRAY_RETURN_IF_ERROR(
-        ValidateTensorName(name, fmt::format("tensor \"{}\": prefixed name", tensor.name)));
-    names.push_back(std::move(name));
-  }
-  return names;
-}
-
 // Where each tensor's buffers are: allocations made, their segments mapped.
 struct Placement {
   std::vector<std::uint64_t> allocation_ids;
@@ -157,7 +143,7 @@ Result<PreloadSummary> Import(Registry& registry, const PoolSet& pools,
                               const Config::Preload& entry, const std::stop_token& stop) {
   HURRAY_RETURN_IF_ERROR(CheckPool(pools, entry.pool));
   HURRAY_ASSIGN_OR_RETURN(const TensorFile file, TensorFile::Open(entry.path));
-  HURRAY_ASSIGN_OR_RETURN(const std::vector<std::string> names, PrefixedNames(file, entry.prefix));
+  HURRAY_ASSIGN_OR_RETURN(const std::vector<std::string> names, file.PrefixedNames(entry.prefix));
   spdlog::info("preload: reading {} tensors, {} MiB, from {} under \"{}\"", names.size(),
                file.total_bytes() >> 20, entry.path, entry.prefix);
   HURRAY_ASSIGN_OR_RETURN(
