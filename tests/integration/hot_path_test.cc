@@ -7,17 +7,7 @@
 namespace hurray::integration {
 namespace {
 
-using HotPath = Client::Options::HotPath;
-
-class HotPathTest : public IntegrationTest, public ::testing::WithParamInterface<HotPath> {
- protected:
-  std::unique_ptr<Client> ConnectWithHotPath(std::string_view name) {
-    auto connected = Client::Connect(
-        {.socket_path = socket(), .client_name = std::string(name), .hot_path = GetParam()});
-    EXPECT_OK(connected);
-    return connected ? std::move(*connected) : nullptr;
-  }
-};
+class HotPathTest : public BothChannelsTest {};
 
 TEST_P(HotPathTest, ExchangesATensorAndReturnsEveryByte) {
   auto producer = ConnectWithHotPath("hot-producer");

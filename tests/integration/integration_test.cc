@@ -23,6 +23,13 @@
 
 namespace hurray::integration {
 
+std::unique_ptr<Client> BothChannelsTest::ConnectWithHotPath(std::string_view name) {
+  auto connected = Client::Connect(
+      {.socket_path = socket(), .client_name = std::string(name), .hot_path = GetParam()});
+  EXPECT_OK(connected);
+  return connected ? std::move(*connected) : nullptr;
+}
+
 DaemonProcess::Options IntegrationTest::daemon_options() const {
   return {.binary = HURRAYD_PATH, .name = "hurray-it"};
 }

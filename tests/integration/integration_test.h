@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hurray/client.h"
@@ -92,6 +93,15 @@ class IntegrationTest : public ::testing::Test {
 
 // "used_bytes=.. allocations=.. pending=.. leases=.. tensors=.. versions=.. sessions=..".
 [[nodiscard]] std::string Summary(const DaemonStats& stats);
+
+// A suite run over both channels of the hot path (see HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS).
+class BothChannelsTest : public IntegrationTest,
+                         public ::testing::WithParamInterface<Client::Options::HotPath> {
+ protected:
+  // A client of the test's daemon whose hot path is the test's parameter; null (and a
+  // failure recorded) when it cannot connect.
+  std::unique_ptr<Client> ConnectWithHotPath(std::string_view name);
+};
 
 // Runs a parameterized suite over both channels of the hot path (Client::Options::hot_path),
 // its tests named .../SessionSocket and .../Grpc.

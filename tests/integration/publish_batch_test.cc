@@ -14,8 +14,6 @@
 namespace hurray::integration {
 namespace {
 
-using HotPath = Client::Options::HotPath;
-
 constexpr std::uint64_t kSeed = 5000;
 
 std::string SetName(std::string_view prefix, std::size_t index) {
@@ -24,15 +22,8 @@ std::string SetName(std::string_view prefix, std::size_t index) {
   return std::string(prefix) + suffix;
 }
 
-class PublishBatchTest : public IntegrationTest, public ::testing::WithParamInterface<HotPath> {
+class PublishBatchTest : public BothChannelsTest {
  protected:
-  std::unique_ptr<Client> ConnectWithHotPath(std::string_view name) {
-    auto connected = Client::Connect(
-        {.socket_path = socket(), .client_name = std::string(name), .hot_path = GetParam()});
-    EXPECT_OK(connected);
-    return connected ? std::move(*connected) : nullptr;
-  }
-
   // `count` tensors of `bytes` bytes, each filled with the pattern of kSeed + its index.
   static std::vector<WritableTensor> AllocateFilled(Client& client, std::size_t count,
                                                     std::uint64_t bytes = 256) {
