@@ -14,6 +14,7 @@
 #include <chrono>
 
 #include "exchange_service.h"
+#include "grpc/health/v1/health.pb.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
@@ -207,6 +208,11 @@ void Daemon::ReleaseIdleSlabsEvery(std::chrono::milliseconds period) {
 
 Status Daemon::StartGrpc() {
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's default health service answers grpc.health.v1 without protobuf's generated code,
+  // so nothing would put health.proto in the descriptor pool that reflection serves, and
+  // grpcurl could list the service but not call it. Naming one of its messages links the
+  // generated file, which registers it.
+  static_cast<void>(grpc::health::v1::HealthCheckRequest::descriptor());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(fmt::format("unix:{}", config_.socket_path),
@@ -336,6 +342,8 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   sd_notify(0, "STOPPING=1");
+  // Health watchers see the stop begin, not only the server going away.
+  if (server_) SetServing(false);
   StopPreload();  // First: its end touches the gRPC server's health.
   StopGrpc();
   StopSessions();

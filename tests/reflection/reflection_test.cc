@@ -28,6 +28,7 @@
 namespace hurray::integration {
 namespace {
 
+using google::protobuf::Message;
 using google::protobuf::UnknownField;
 using google::protobuf::UnknownFieldSet;
 using ::hurray::testing::DaemonProcess;
@@ -120,7 +121,8 @@ class ReflectionTest : public ::testing::Test {
     EXPECT_TRUE(status.ok()) << status.error_message();
     auto fields = std::make_unique<UnknownFieldSet>();
     EXPECT_TRUE(fields->ParseFromString(FromByteBuffer(response)));
-    EXPECT_TRUE(Fields(*fields, kErrorResponse).empty()) << "reflection error response";
+    EXPECT_TRUE(Fields(*fields, kErrorResponse).empty())
+        << "reflection error response to a request of " << request.size() << " bytes";
     return fields;
   }
 
@@ -161,9 +163,76 @@ class ReflectionTest : public ::testing::Test {
     }
   }
 
+  // Empty request and response messages of `method` ("package.Service.Method"), built from
+  // pool_ alone; null when pool_ does not know the method.
+  std::pair<std::unique_ptr<Message>, std::unique_ptr<Message>> NewMessages(
+      const std::string& method) {
+    const auto* found = pool_.FindMethodByName(method);
+    if (found == nullptr) {
+      ADD_FAILURE() << method << " is not in the descriptors the daemon sent";
+      return {};
+    }
+    return {std::unique_ptr<Message>(factory_.GetPrototype(found->input_type())->New()),
+            std::unique_ptr<Message>(factory_.GetPrototype(found->output_type())->New())};
+  }
+
+  // A unary call of `path` ("/package.Service/Method") with a dynamic request; the reply is
+  // parsed into `response`.
+  grpc::Status CallUnary(const std::string& path, const Message& request, Message& response) {
+    grpc::GenericStub stub(channel_);
+    grpc::ClientContext context;
+    grpc::CompletionQueue queue;
+    auto call =
+        stub.PrepareUnaryCall(&context, path, ToByteBuffer(request.SerializeAsString()), &queue);
+    call->StartCall();
+    grpc::ByteBuffer reply;
+    grpc::Status status;
+    call->Finish(&reply, &status, reinterpret_cast<void*>(1));
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(queue.Next(&tag, &ok) && ok);
+    if (status.ok()) {
+      EXPECT_TRUE(response.ParseFromString(FromByteBuffer(reply))) << path;
+    }
+    return status;
+  }
+
+  // The first message of the server stream `path` opened with `request`, parsed into
+  // `response`; the call is then cancelled.
+  bool ReadFirstOfStream(const std::string& path, const Message& request, Message& response) {
+    grpc::GenericStub stub(channel_);
+    grpc::ClientContext context;
+    grpc::CompletionQueue queue;
+    auto call = stub.PrepareCall(&context, path, &queue);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    bool read = queue.Next(&tag, &ok) && ok;
+    call->Write(ToByteBuffer(request.SerializeAsString()), grpc::WriteOptions().set_last_message(),
+                reinterpret_cast<void*>(2));
+    read = read && queue.Next(&tag, &ok) && ok;
+    grpc::ByteBuffer first;
+    call->Read(&first, reinterpret_cast<void*>(3));
+    read = read && queue.Next(&tag, &ok) && ok;
+    context.TryCancel();
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    while (queue.Next(&tag, &ok) && reinterpret_cast<std::intptr_t>(tag) != 4) {
+    }
+    return read && response.ParseFromString(FromByteBuffer(first));
+  }
+
+  // The name of the enum value in `message`'s field `field`.
+  static std::string EnumName(const Message& message, const std::string& field) {
+    const auto* descriptor = message.GetDescriptor()->FindFieldByName(field);
+    if (descriptor == nullptr) return "<no field " + field + ">";
+    return message.GetReflection()->GetEnum(message, descriptor)->name();
+  }
+
   std::unique_ptr<DaemonProcess> daemon_;
   std::shared_ptr<grpc::Channel> channel_;
   google::protobuf::DescriptorPool pool_;  // Only what the daemon sent.
+  google::protobuf::DynamicMessageFactory factory_{&pool_};
 };
 
 TEST_F(ReflectionTest, ListsTheServices) {
@@ -171,6 +240,47 @@ TEST_F(ReflectionTest, ListsTheServices) {
   EXPECT_TRUE(services.contains("hurray.v1.Exchange"));
   EXPECT_TRUE(services.contains("grpc.health.v1.Health"));
   EXPECT_TRUE(services.contains("grpc.reflection.v1alpha.ServerReflection"));
+}
+
+// grpcurl describes a service by asking for the file that holds it: every service the
+// daemon lists must come back whole, or grpcurl cannot call it.
+TEST_F(ReflectionTest, DescribesEveryListedService) {
+  const std::set<std::string> services = ListServices();
+  ASSERT_FALSE(services.empty());
+  for (const std::string& name : services) {
+    AddFile(StringField(kFileContainingSymbol, name), name);
+    const auto* service = pool_.FindServiceByName(name);
+    ASSERT_NE(service, nullptr) << name << ": reflection did not describe it";
+    EXPECT_GT(service->method_count(), 0) << name;
+  }
+}
+
+// `grpcurl -plaintext -unix SOCK grpc.health.v1.Health/Check`, with nothing but reflection.
+TEST_F(ReflectionTest, ChecksHealthWithDynamicMessages) {
+  AddFile(StringField(kFileContainingSymbol, "grpc.health.v1.Health"), "grpc.health.v1.Health");
+  for (const std::string service : {"", "hurray.v1.Exchange"}) {
+    auto [request, response] = NewMessages("grpc.health.v1.Health.Check");
+    ASSERT_NE(request, nullptr);
+    request->GetReflection()->SetString(
+        request.get(), request->GetDescriptor()->FindFieldByName("service"), service);
+    const grpc::Status status = CallUnary("/grpc.health.v1.Health/Check", *request, *response);
+    ASSERT_TRUE(status.ok()) << "\"" << service << "\": " << status.error_message();
+    EXPECT_EQ(EnumName(*response, "status"), "SERVING") << "\"" << service << "\"";
+  }
+  auto [request, response] = NewMessages("grpc.health.v1.Health.Check");
+  request->GetReflection()->SetString(
+      request.get(), request->GetDescriptor()->FindFieldByName("service"), "no.such.Service");
+  EXPECT_EQ(CallUnary("/grpc.health.v1.Health/Check", *request, *response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// Health/Watch, the streaming probe: its first message is the status now.
+TEST_F(ReflectionTest, WatchesHealthWithDynamicMessages) {
+  AddFile(StringField(kFileContainingSymbol, "grpc.health.v1.Health"), "grpc.health.v1.Health");
+  auto [request, response] = NewMessages("grpc.health.v1.Health.Watch");
+  ASSERT_NE(request, nullptr);
+  ASSERT_TRUE(ReadFirstOfStream("/grpc.health.v1.Health/Watch", *request, *response));
+  EXPECT_EQ(EnumName(*response, "status"), "SERVING");
 }
 
 TEST_F(ReflectionTest, DescribesTheExchangeServiceWithNoProtoFiles) {
@@ -195,28 +305,10 @@ TEST_F(ReflectionTest, DescribesTheExchangeServiceWithNoProtoFiles) {
 
 TEST_F(ReflectionTest, CallsStatsWithDynamicMessages) {
   AddFile(StringField(kFileContainingSymbol, "hurray.v1.Exchange"), "hurray.v1.Exchange");
-  const auto* method = pool_.FindMethodByName("hurray.v1.Exchange.Stats");
-  ASSERT_NE(method, nullptr);
-  google::protobuf::DynamicMessageFactory factory(&pool_);
-  std::unique_ptr<google::protobuf::Message> request(
-      factory.GetPrototype(method->input_type())->New());
-  std::unique_ptr<google::protobuf::Message> response(
-      factory.GetPrototype(method->output_type())->New());
-
-  grpc::GenericStub stub(channel_);
-  grpc::ClientContext context;
-  grpc::CompletionQueue queue;
-  auto call = stub.PrepareUnaryCall(&context, "/hurray.v1.Exchange/Stats",
-                                    ToByteBuffer(request->SerializeAsString()), &queue);
-  call->StartCall();
-  grpc::ByteBuffer reply;
-  grpc::Status status;
-  call->Finish(&reply, &status, reinterpret_cast<void*>(1));
-  void* tag = nullptr;
-  bool ok = false;
-  ASSERT_TRUE(queue.Next(&tag, &ok));
-  ASSERT_TRUE(ok && status.ok()) << status.error_message();
-  ASSERT_TRUE(response->ParseFromString(FromByteBuffer(reply)));
+  auto [request, response] = NewMessages("hurray.v1.Exchange.Stats");
+  ASSERT_NE(request, nullptr);
+  const grpc::Status status = CallUnary("/hurray.v1.Exchange/Stats", *request, *response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
 
   const auto* reflection = response->GetReflection();
   const auto* pools = response->GetDescriptor()->FindFieldByName("pools");
