@@ -98,6 +98,11 @@ Result<std::string> LogLevelOf(const toml::node& node, const std::string& key) {
   return Named(key, ParseLogLevel(text));
 }
 
+Result<LogFormat> LogFormatOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
+  return Named(key, ParseLogFormat(text));
+}
+
 Result<HugePages> HugePagesOf(const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
   return Named(key, ParseHugePages(text));
@@ -134,6 +139,7 @@ constexpr Setting kSettings[] = {
     {"socket", Assign<&Config::socket_path, StringOf>},
     {"tcp_address", Assign<&Config::tcp_address, StringOf>},
     {"log_level", Assign<&Config::log_level, LogLevelOf>},
+    {"log_format", Assign<&Config::log_format, LogFormatOf>},
     {"socket_mode", Assign<&Config::socket_mode, ModeOf>},
     {"session_socket_mode", Assign<&Config::session_socket_mode, ModeOf>},
     {"socket_directory_mode", Assign<&Config::socket_directory_mode, ModeOf>},
@@ -385,6 +391,7 @@ std::string ToToml(const Config& config) {
   toml::table document{{"socket", config.socket_path},
                        {"tcp_address", config.tcp_address},
                        {"log_level", config.log_level},
+                       {"log_format", std::string(LogFormatName(config.log_format))},
                        {"socket_mode", mode(config.socket_mode)},
                        {"session_socket_mode", mode(config.session_socket_mode)},
                        {"socket_directory_mode", mode(config.socket_directory_mode)},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "logging.h"
 #include "pool/huge_pages.h"
 
 namespace hurray::daemon {
@@ -21,6 +22,9 @@ struct Config {
   std::string tcp_address;
   // trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
+  // text, or json (one object per line; logging.h). Under systemd's journal, either without
+  // timestamps of its own.
+  LogFormat log_format = LogFormat::kText;
 
   // Permission bits (at most 0777) of the gRPC socket, of the session socket, and of the
   // sockets' directory when the daemon creates it.

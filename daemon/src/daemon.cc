@@ -18,6 +18,7 @@
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
+#include "logging.h"
 #include "pool/cpu_pool.h"
 #include "pool/cuda_devices.h"
 #include "pool/cuda_pool.h"
@@ -146,7 +147,8 @@ Result<std::vector<CudaPool*>> AddCudaPools(const Config::CudaPool& config, Pool
 Daemon::Daemon(Config config) : config_(std::move(config)), epoch_(NewEpoch()) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  ConfigureLogging(
+      {.format = config.log_format, .level = config.log_level, .journal = StdoutIsJournal()});
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(config)));
   if (auto started = daemon->StartParts(); !started) {
     daemon->Shutdown();

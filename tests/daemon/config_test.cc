@@ -37,6 +37,7 @@ TEST(ConfigTest, TomlOverridesDefaults) {
   auto config = ApplyToml(DefaultConfig(), R"(
       socket = "/tmp/x/d.sock"
       log_level = "debug"
+      log_format = "json"
       session_quota = "1GiB"
       max_wait_ms = 5000
       [cpu_pool]
@@ -48,6 +49,7 @@ TEST(ConfigTest, TomlOverridesDefaults) {
   ASSERT_OK(config);
   EXPECT_EQ(config->socket_path, "/tmp/x/d.sock");
   EXPECT_EQ(config->log_level, "debug");
+  EXPECT_EQ(config->log_format, LogFormat::kJson);
   EXPECT_EQ(config->session_quota_bytes, std::uint64_t{1} << 30);
   EXPECT_EQ(config->max_wait_ms, 5000u);
   EXPECT_EQ(config->cpu_pool.capacity_bytes, std::uint64_t{256} << 20);
@@ -286,6 +288,7 @@ TEST(ConfigTest, DaemonLimitsOutOfRangeNameTheKey) {
       {"socket_directory_mode = \"\"", "socket_directory_mode: \"\" is not an octal mode"},
       {"socket_directory_mode = true", "socket_directory_mode must be a mode"},
       {"log_level = \"loud\"", "log_level: \"loud\" is not a level"},
+      {"log_format = \"xml\"", "log_format: \"xml\" is not a log format: text or json"},
       {"\"cpu_pool.capacity\" = 1", "unknown setting cpu_pool.capacity"},
   };
   for (const auto& [toml, words] : kMistakes) {

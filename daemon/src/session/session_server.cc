@@ -36,11 +36,24 @@
 #include "hurray/ipc/unique_fd.h"
 #include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
+#include "logging.h"
 
 namespace hurray::daemon {
 namespace {
 
 using boost::asio::local::stream_protocol;
+
+// The tensor a request names, for its log lines; empty for requests that name none.
+std::string_view TensorNameOf(const v1::SessionMessage& request) {
+  switch (request.body_case()) {
+    case v1::SessionMessage::kPublish:
+      return request.publish().name();
+    case v1::SessionMessage::kAcquire:
+      return request.acquire().name();
+    default:
+      return {};
+  }
+}
 
 // The session protocol's name of a segment kind.
 v1::SegmentKind ToProto(SegmentKind kind) {
@@ -409,9 +422,12 @@ void SessionServer::Core::RemoveSocketFile() const {
 // ---- Connection ----
 
 void SessionServer::Connection::Run() {
+  const LogContext log_context({.pid = peer_.pid, .uid = peer_.uid});
   spdlog::debug("session connection {}: connected (pid {}, uid {}, gid {})", id_, peer_.pid,
                 peer_.uid, peer_.gid);
   const std::string reason = Serve();
+  const LogContext session_log_context(
+      {.session = session_id_.value_or(0), .pid = peer_.pid, .uid = peer_.uid});
   spdlog::debug("session connection {} (pid {}): closed: {}", id_, peer_.pid, reason);
   // Before the socket closes, so that a client that sees the end of stream finds its
   // leases and allocations already returned.
@@ -466,6 +482,10 @@ SessionServer::Connection::Reply SessionServer::Connection::Handle(Frame frame) 
                                          "hurray.v1.SessionMessage",
                                          frame.payload.size()));
   }
+  const LogContext log_context({.session = session_id_.value_or(0),
+                                .pid = peer_.pid,
+                                .uid = peer_.uid,
+                                .tensor = TensorNameOf(request)});
   if (session_id_) return HandleRequest(*session_id_, request);
   return HandleHello(request);
 }
