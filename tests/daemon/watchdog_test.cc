@@ -27,14 +27,14 @@ constexpr milliseconds kObservation{400};
 // A probe whose answer the test sets; a hanging probe blocks until its deadline and fails.
 class FakeProbe final : public ServingProbe {
  public:
-  Status Probe(steady_clock::time_point deadline) override {
+  [[nodiscard]] Status Probe(steady_clock::time_point deadline) override {
     probes_.fetch_add(1);
     if (!hangs_.load()) return {};
     std::this_thread::sleep_until(deadline);
     return DeadlineExceededError("the fake probe hangs");
   }
   void SetHangs(bool hangs) { hangs_.store(hangs); }
-  int probes() const { return probes_.load(); }
+  [[nodiscard]] int probes() const { return probes_.load(); }
 
  private:
   std::atomic<bool> hangs_{false};

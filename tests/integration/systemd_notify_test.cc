@@ -52,7 +52,7 @@ class NotifySocket {
   }
 
   // The next datagram, waiting until `deadline`; nullopt when none came.
-  std::optional<Notification> Receive(steady_clock::time_point deadline) const {
+  [[nodiscard]] std::optional<Notification> Receive(steady_clock::time_point deadline) const {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady_clock::now());
     pollfd ready{.fd = fd_.get(), .events = POLLIN, .revents = 0};
     if (::poll(&ready, 1, static_cast<int>(std::max(left.count(), std::int64_t{0}))) <= 0) {
