@@ -160,6 +160,7 @@ constexpr Setting kSettings[] = {
     {"cuda_pool.slab_size", AssignCudaPool<&Config::CudaPool::slab_bytes, PositiveSizeOf>},
     {"cuda_pool.idle_slab_release_ms",
      AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"socket_group", Assign<&Config::socket_group, StringOf>},
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
@@ -403,7 +404,8 @@ std::string ToToml(const Config& config) {
                        {"io_threads", integer(config.io_threads)},
                        {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
                        {"cpu_pool", std::move(pool)},
-                       {"cuda_pool", std::move(cuda_pool)}};
+                       {"cuda_pool", std::move(cuda_pool)},
+                       {"socket_group", config.socket_group}};
   if (!config.preload.empty()) {
     toml::array preload;
     for (const Config::Preload& entry : config.preload) {

@@ -90,6 +90,11 @@ struct Config {
   };
   // In the file's order; imported one after the other.
   std::vector<Preload> preload;
+
+  // The group both sockets (and the sockets' directory, when the daemon creates it) get, so
+  // that its members may connect (with socket_mode's group bits); empty: the daemon's own
+  // group. The daemon must be in it (or root): Daemon::Start refuses otherwise.
+  std::string socket_group;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;

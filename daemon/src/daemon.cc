@@ -12,6 +12,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 
 #include "exchange_service.h"
 #include "grpc/health/v1/health.pb.h"
@@ -25,7 +26,10 @@
 #include "pool/pool_set.h"
 #include "preload/preloader.h"
 #include "registry/registry.h"
+#include "serving_probe.h"
 #include "session/session_server.h"
+#include "socket_group.h"
+#include "watchdog.h"
 
 #if HURRAY_HAVE_CUDA
 #include "hurray/cuda/driver.h"
@@ -173,16 +177,28 @@ Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(StartSessions());
   StartIo();
   Announce();
+  StartWatchdog();
   return StartPreload();
 }
 
 Status Daemon::PrepareSocketPaths() {
+  if (!config_.socket_group.empty()) {
+    HURRAY_ASSIGN_OR_RETURN(socket_group_, ResolveSocketGroup(config_.socket_group));
+  }
+  const std::string directory = std::filesystem::path(config_.socket_path).parent_path().string();
+  std::error_code unused;
+  const bool directory_existed = directory.empty() || std::filesystem::exists(directory, unused);
   for (const std::string& path : {config_.socket_path, SessionSocketPath(config_.socket_path)}) {
     HURRAY_ASSIGN_OR_RETURN(const bool removed_stale,
                             PrepareSocketPath(path, config_.socket_directory_mode));
     if (removed_stale) spdlog::info("removed the stale socket {} of a daemon that is gone", path);
   }
-  return {};
+  return directory_existed ? Status() : ApplySocketGroup(directory);
+}
+
+Status Daemon::ApplySocketGroup(const std::string& path) const {
+  if (!socket_group_) return {};
+  return GiveSocketGroup(path, *socket_group_);
 }
 
 // The daemon's pools: the CPU pool, and the CUDA pools. A pool that fails leaves none
@@ -240,6 +256,10 @@ Status Daemon::StartGrpc() {
     return std::unexpected(
         ErrnoError(fmt::format("chmod {:04o}", config_.socket_mode), config_.socket_path, error));
   }
+  if (auto grouped = ApplySocketGroup(config_.socket_path); !grouped) {
+    StopGrpc();
+    return grouped;
+  }
   // Until the preload is in, health says NOT_SERVING (the default health service answered
   // SERVING for "" from BuildAndStart until this line).
   SetServing(config_.preload.empty());
@@ -257,7 +277,7 @@ Status Daemon::StartSessions() {
       session_server_,
       SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *registry_, epoch_,
                             config_.session_socket_mode, config_.socket_directory_mode));
-  return {};
+  return ApplySocketGroup(session_server_->socket_path());
 }
 
 void Daemon::StartIo() {
@@ -285,6 +305,21 @@ void Daemon::Announce() {
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%lu", config_.socket_path.c_str(),
              static_cast<unsigned long>(::getpid()));
   serving_ = true;
+}
+
+void Daemon::StartWatchdog() {
+  const std::optional<std::chrono::microseconds> interval = SystemdWatchdogInterval();
+  if (!interval) return;
+  serving_probe_ = std::make_unique<EventLoopRegistryProbe>(io_, *registry_);
+  watchdog_ =
+      Watchdog::Start(*serving_probe_, {.interval = *interval, .ping = SendSystemdWatchdogPing});
+  spdlog::info("watchdog: WATCHDOG=1 every {} ms while the registry and the event loop answer",
+               std::chrono::duration_cast<std::chrono::milliseconds>(*interval / 2).count());
+}
+
+void Daemon::StopWatchdog() {
+  watchdog_.reset();
+  serving_probe_.reset();
 }
 
 Status Daemon::StartPreload() {
@@ -343,6 +378,7 @@ void Daemon::Stop() {
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  StopWatchdog();
   sd_notify(0, "STOPPING=1");
   // Health watchers see the stop begin, not only the server going away.
   if (server_) SetServing(false);

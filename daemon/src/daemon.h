@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "hurray/error.h"
+#include "socket_group.h"
 
 namespace grpc {
 class Server;
@@ -26,7 +27,9 @@ class ExchangeService;
 class PoolSet;
 class Preloader;
 class Registry;
+class ServingProbe;
 class SessionServer;
+class Watchdog;
 
 class Daemon {
  public:
@@ -82,6 +85,12 @@ class Daemon {
   void Announce();
   // The Preloader of config_.preload, when there are entries.
   Status StartPreload();
+  // Under systemd with WatchdogSec=: the Watchdog, probing the registry through the io
+  // threads (EventLoopRegistryProbe). After READY=1; stopped before STOPPING=1.
+  void StartWatchdog();
+  void StopWatchdog();
+  // socket_group given to `path`; nothing when the setting is empty.
+  [[nodiscard]] Status ApplySocketGroup(const std::string& path) const;
   // Health for "" and "hurray.v1.Exchange".
   void SetServing(bool serving);
   // The Preloader's end: health SERVING, or (a required entry failed) the daemon stops.
@@ -111,6 +120,9 @@ class Daemon {
   std::unique_ptr<Preloader> preloader_;
   // Set by the preloader's thread (OnPreloadDone), read after it is joined.
   std::optional<Error> preload_failure_;
+  std::optional<SocketGroup> socket_group_;  // Of config_.socket_group, when set.
+  std::unique_ptr<ServingProbe> serving_probe_;
+  std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   std::vector<std::thread> io_threads_;
   std::promise<void> stop_requested_;

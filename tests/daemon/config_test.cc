@@ -297,6 +297,17 @@ TEST(ConfigTest, DaemonLimitsOutOfRangeNameTheKey) {
   }
 }
 
+TEST(ConfigTest, SocketGroupIsEmptyByDefaultAndReadFromToml) {
+  EXPECT_EQ(DefaultConfig().socket_group, "");
+  auto config = ApplyToml(DefaultConfig(), "socket_group = \"inference\"", "inline");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->socket_group, "inference");
+  EXPECT_NE(ToToml(*config).find("socket_group = 'inference'"), std::string::npos)
+      << ToToml(*config);
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "socket_group = 7", "t"), StatusCode::kInvalidArgument,
+               {"socket_group must be a string"});
+}
+
 TEST(ConfigTest, FileModesAreOctal) {
   EXPECT_EQ(ParseFileMode("0660").value(), 0660u);
   EXPECT_EQ(ParseFileMode("755").value(), 0755u);

@@ -2,13 +2,16 @@
 // midway stops what it had started.
 #include "daemon.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hurray/ipc/socket_path.h"
 #include "testing/status_matchers.h"
@@ -40,6 +43,27 @@ class DaemonTest : public ::testing::Test {
     struct stat info{};
     if (::lstat(path.c_str(), &info) != 0) return -1;
     return static_cast<int>(info.st_mode & 0777);
+  }
+
+  // The group of `path`, or nullopt when it does not exist.
+  static std::optional<gid_t> GroupOf(const std::string& path) {
+    struct stat info{};
+    if (::lstat(path.c_str(), &info) != 0) return std::nullopt;
+    return info.st_gid;
+  }
+
+  // A group other than this process's own that it may give its files: a supplementary
+  // group, or (as root) group 1. nullopt when there is none.
+  static std::optional<group> OtherGroup() {
+    std::vector<gid_t> gids(static_cast<std::size_t>(std::max(::getgroups(0, nullptr), 0)));
+    gids.resize(static_cast<std::size_t>(
+        std::max(::getgroups(static_cast<int>(gids.size()), gids.data()), 0)));
+    if (::geteuid() == 0) gids.push_back(1);
+    for (const gid_t gid : gids) {
+      if (gid == ::getegid()) continue;
+      if (const group* entry = ::getgrgid(gid); entry != nullptr) return *entry;
+    }
+    return std::nullopt;
   }
 
   // The pool segments in /dev/shm with this test's prefix.
@@ -89,6 +113,30 @@ TEST_F(DaemonTest, AFailedStartStopsWhatHadStarted) {
   ASSERT_OK(daemon);
   (*daemon)->Stop();
   EXPECT_OK((*daemon)->Wait());
+}
+
+TEST_F(DaemonTest, SocketsAndTheirNewDirectoryGetTheSocketGroup) {
+  const std::optional<group> other = OtherGroup();
+  if (!other) GTEST_SKIP() << "this process is in no group but its own, and is not root";
+  Config config = SmallConfig();
+  config.socket_group = other->gr_name;
+  auto daemon = Daemon::Start(config);
+  ASSERT_OK(daemon);
+  EXPECT_EQ(GroupOf(config.socket_path), other->gr_gid);
+  EXPECT_EQ(GroupOf(SessionSocketPath(config.socket_path)), other->gr_gid);
+  EXPECT_EQ(GroupOf(directory_ + "/run"), other->gr_gid);  // The daemon made it.
+  EXPECT_NE(GroupOf(directory_), other->gr_gid);           // It did not make this one.
+  (*daemon)->Stop();
+  EXPECT_OK((*daemon)->Wait());
+}
+
+TEST_F(DaemonTest, UnknownSocketGroupRefusesTheStartBeforeAnyPool) {
+  Config config = SmallConfig();
+  config.socket_group = "hurray-no-such-group";
+  EXPECT_ERROR(Daemon::Start(config), StatusCode::kFailedPrecondition,
+               {"socket_group", "no group \"hurray-no-such-group\""});
+  EXPECT_EQ(SegmentCount(), 0);
+  EXPECT_EQ(ModeOf(config.socket_path), -1);
 }
 
 }  // namespace
