@@ -361,9 +361,9 @@ TEST_F(HurrayctlTest, UnreachableDaemonIsUnavailable) {
   // The same words from the commands that go through the full client.
   ASSERT_OK_AND_ASSIGN(Process rm_process,
                        Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "rm", "test/x"}));
-  Finished put = Wait(rm_process);
-  EXPECT_EQ(put.exit_code, 1);
-  EXPECT_TRUE(Contains(put.err, "no hurrayd answers at " + Path("nobody.sock"))) << put.err;
+  Finished rm = Wait(rm_process);
+  EXPECT_EQ(rm.exit_code, 1);
+  EXPECT_TRUE(Contains(rm.err, "no hurrayd answers at " + Path("nobody.sock"))) << rm.err;
 }
 
 // The keys of every JSON object in `json`, in the order they appear.

@@ -64,7 +64,7 @@ std::string UnreachableDaemonMessage(std::string_view socket_path, std::string_v
 // socket, or nobody listening on it); other errors as they are.
 Error ExplainConnectError(const Error& error, const std::string& socket_path) {
   if (error.code() != StatusCode::kUnavailable) return error;
-  return Error(StatusCode::kUnavailable, UnreachableDaemonMessage(socket_path, error.message()));
+  return {StatusCode::kUnavailable, UnreachableDaemonMessage(socket_path, error.message())};
 }
 
 Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
@@ -134,7 +134,9 @@ class JsonObject {
       HURRAY_ASSIGN_OR_RETURN(const std::string key_json, JsonText(key_value));
       HURRAY_ASSIGN_OR_RETURN(const std::string value_json, JsonText(value));
       if (json.size() > 1) json += ',';
-      json += key_json + ':' + value_json;
+      json += key_json;
+      json += ':';
+      json += value_json;
     }
     json += "}\n";
     ::hurray::ctl::Print(json);
