@@ -28,8 +28,12 @@ std::string RenderTensors(const v1::ListResponse& tensors, std::int64_t now_nano
   std::vector<const v1::TensorSummary*> newest(tensors.tensors().size());
   std::ranges::transform(tensors.tensors(), newest.begin(),
                          [](const v1::TensorSummary& summary) { return &summary; });
-  std::ranges::stable_sort(newest, [](const v1::TensorSummary* a, const v1::TensorSummary* b) {
-    return a->published_at_ns() > b->published_at_ns();
+  // Newest first; names order tensors published in the same nanosecond.
+  std::ranges::sort(newest, [](const v1::TensorSummary* a, const v1::TensorSummary* b) {
+    if (a->published_at_ns() != b->published_at_ns()) {
+      return a->published_at_ns() > b->published_at_ns();
+    }
+    return a->name() < b->name();
   });
   const std::size_t fit = rows < 1 ? 0 : rows - 1;
   const std::size_t shown = newest.size() <= fit ? newest.size() : (fit > 0 ? fit - 1 : 0);
