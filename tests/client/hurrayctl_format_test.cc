@@ -34,6 +34,16 @@ TEST(FormatDurationTest, ShowsTheLargestUnitsNeeded) {
   EXPECT_EQ(FormatDuration(439387), "5d 02h 03m 07s");
 }
 
+TEST(FormatAgeTest, CountsBackFromNow) {
+  constexpr std::int64_t kSecond = 1'000'000'000;
+  const std::int64_t now = 1'700'000'000 * kSecond;
+  EXPECT_EQ(FormatAge(now, now), "0s ago");
+  EXPECT_EQ(FormatAge(now - 192 * kSecond, now), "3m 12s ago");
+  EXPECT_EQ(FormatAge(now - 7387 * kSecond - kSecond / 2, now), "2h 03m 07s ago");
+  EXPECT_EQ(FormatAge(now + 5 * kSecond, now), "0s ago");
+  EXPECT_EQ(FormatAge(0, now), "-");
+}
+
 TEST(FormatShapeTest, MatchesTensorDescriptorToString) {
   EXPECT_EQ(FormatShape(std::vector<std::uint64_t>{}), "[]");
   EXPECT_EQ(FormatShape(std::vector<std::uint64_t>{3}), "[3]");

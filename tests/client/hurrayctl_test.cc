@@ -350,7 +350,77 @@ TEST_F(HurrayctlTest, UnreachableDaemonIsUnavailable) {
                        Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "stats"}));
   Finished stats = Wait(process);
   EXPECT_EQ(stats.exit_code, 1);
-  EXPECT_TRUE(Contains(stats.err, "hurrayctl: UNAVAILABLE: ")) << stats.err;
+  EXPECT_TRUE(Contains(stats.err, "hurrayctl: UNAVAILABLE: no hurrayd answers at " +
+                                      Path("nobody.sock") + " (connect "))
+      << stats.err;
+  EXPECT_TRUE(Contains(stats.err, "No such file or directory")) << stats.err;
+  EXPECT_TRUE(Contains(stats.err, "). Is it running?")) << stats.err;
+  EXPECT_TRUE(Contains(stats.err, "Start it with `hurrayd`")) << stats.err;
+  EXPECT_TRUE(Contains(stats.err, "--socket PATH or $HURRAY_SOCKET")) << stats.err;
+
+  // The same words from the commands that go through the full client.
+  ASSERT_OK_AND_ASSIGN(Process rm_process,
+                       Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "rm", "test/x"}));
+  Finished rm = Wait(rm_process);
+  EXPECT_EQ(rm.exit_code, 1);
+  EXPECT_TRUE(Contains(rm.err, "no hurrayd answers at " + Path("nobody.sock"))) << rm.err;
+}
+
+// The keys of every JSON object in `json`, in the order they appear.
+std::vector<std::string> JsonKeys(const std::string& json) {
+  std::vector<std::string> keys;
+  for (std::size_t at = json.find("\":"); at != std::string::npos; at = json.find("\":", at + 1)) {
+    const std::size_t start = json.rfind('"', at - 1);
+    keys.push_back(json.substr(start + 1, at - start - 1));
+  }
+  return keys;
+}
+
+TEST_F(HurrayctlTest, JsonKeysComeInTheSameOrderEveryRun) {
+  WriteFile(Path("v.npy"), NpyFileBytes(ElementType::kInt16, {5}, std::string(10, '\x01')));
+  Finished first_put = Ctl({"--json", "put", "test/a", Path("v.npy")});
+  Finished second_put = Ctl({"--json", "put", "test/b", Path("v.npy")});
+  ASSERT_EQ(first_put.exit_code, 0) << first_put.err;
+  ASSERT_EQ(second_put.exit_code, 0) << second_put.err;
+  EXPECT_EQ(JsonKeys(first_put.out), (std::vector<std::string>{"bytes", "name", "version"}))
+      << first_put.out;
+  EXPECT_EQ(JsonKeys(second_put.out), JsonKeys(first_put.out));
+
+  Finished get = Ctl({"--json", "get", "test/a", Path("out.npy")});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(JsonKeys(get.out), (std::vector<std::string>{"bytes", "file", "name", "version"}))
+      << get.out;
+
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"--json", "stats"}, std::vector<std::string>{"--json", "ls"},
+        std::vector<std::string>{"--json", "describe", "test/a"}}) {
+    Finished first = Ctl(command);
+    Finished second = Ctl(command);
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    EXPECT_FALSE(JsonKeys(first.out).empty()) << first.out;
+    EXPECT_EQ(JsonKeys(second.out), JsonKeys(first.out)) << first.out << second.out;
+  }
+}
+
+TEST_F(HurrayctlTest, TopRefusesWhenStdoutIsNotATerminal) {
+  Finished top = Ctl({"top"});
+  EXPECT_EQ(top.exit_code, 1);
+  EXPECT_TRUE(Contains(top.err,
+                       "hurrayctl: FAILED_PRECONDITION: top draws a live view on a "
+                       "terminal, and stdout is not one"))
+      << top.err;
+  EXPECT_EQ(Ctl({"top", "--interval", "0"}).exit_code, 2);
+}
+
+TEST_F(HurrayctlTest, ListShowsAges) {
+  WriteFile(Path("v.npy"), NpyFileBytes(ElementType::kInt16, {5}, std::string(10, '\x01')));
+  ASSERT_EQ(Ctl({"put", "test/aged", Path("v.npy")}).exit_code, 0);
+  Finished ls = Ctl({"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_TRUE(Contains(ls.out, "s ago")) << ls.out;
+  Finished describe = Ctl({"describe", "test/aged"});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  EXPECT_TRUE(Contains(describe.out, "s ago)")) << describe.out;
 }
 
 TEST_F(HurrayctlTest, UsesHurraySocketWhenNoSocketIsGiven) {

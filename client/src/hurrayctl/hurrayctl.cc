@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -49,11 +50,13 @@ struct CommandLine {
   std::string pool;  // Empty: the daemon's default pool.
   std::uint64_t version = 0;
   std::uint32_t wait_ms = 0;
+  double interval_seconds = 1.0;  // top's refresh interval.
   hurray::ctl::TransferFlags transfer;
   CLI::App* ls = nullptr;
   CLI::App* describe = nullptr;
   CLI::App* stats = nullptr;
   CLI::App* watch = nullptr;
+  CLI::App* top = nullptr;
   CLI::App* rm = nullptr;
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
@@ -113,6 +116,12 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
   line.watch = app.add_subcommand("watch", "Print publish and delete events until interrupted");
   line.watch->add_option("PREFIX", line.prefix, "Only names starting with PREFIX");
 
+  line.top = app.add_subcommand("top", "Live view of pools, tensors and sessions (q quits)");
+  line.top->add_option("--interval", line.interval_seconds, "Seconds between refreshes")
+      ->type_name("SECONDS")
+      ->default_val(1.0)
+      ->check(CLI::Range(0.1, 3600.0));
+
   line.rm = app.add_subcommand("rm", "Delete a tensor (every version, or one)");
   line.rm->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
   AddVersionOption(*line.rm, line.version, "Only this version (default: every version)");
@@ -122,6 +131,7 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
   line.put->add_option("FILE", line.file, ".npy file to read")->required();
   line.put->add_option("--pool", line.pool,
                        "Pool to allocate from (default: the daemon's default, cpu)");
+  line.put->add_flag("--quiet", line.transfer.quiet, "No progress line on stderr");
 
   line.get = app.add_subcommand("get", "Write a tensor to a .npy file");
   line.get->add_option("NAME", line.name, "Tensor name (namespace/name)")->required();
@@ -131,6 +141,7 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
       ->add_option("--wait", line.wait_ms, "Wait up to MS milliseconds for the tensor to appear")
       ->type_name("MS")
       ->check(kUnsignedNumber);
+  line.get->add_flag("--quiet", line.transfer.quiet, "No progress line on stderr");
   DefineTransferCommands(app, line);
 }
 
@@ -141,13 +152,17 @@ hurray::Status RunCommand(const CommandLine& line) {
   if (*line.describe) return DescribeCommand(line.global, line.name, line.version);
   if (*line.stats) return StatsCommand(line.global);
   if (*line.watch) return WatchCommand(line.global, line.prefix);
+  if (*line.top) {
+    return TopCommand(line.global,
+                      std::chrono::milliseconds(std::llround(line.interval_seconds * 1000)));
+  }
   if (*line.rm) return RemoveCommand(line.global, line.name, line.version);
-  if (*line.put) return PutCommand(line.global, line.name, line.file, line.pool);
+  if (*line.put) return PutCommand(line.global, line.transfer, line.name, line.file, line.pool);
   if (*line.import)
     return ImportCommand(line.global, line.transfer, line.file, line.prefix, line.pool);
   if (*line.save) return SaveCommand(line.global, line.transfer, line.prefix, line.file);
   if (*line.load) return LoadCommand(line.global, line.transfer, line.file, line.prefix, line.pool);
-  return GetCommand(line.global, line.name, line.file, line.version,
+  return GetCommand(line.global, line.transfer, line.name, line.file, line.version,
                     std::chrono::milliseconds(line.wait_ms));
 }
 

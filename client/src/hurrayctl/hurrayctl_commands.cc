@@ -4,15 +4,19 @@
 #include <fmt/format.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -24,12 +28,15 @@
 #include "hurray/descriptor_codec.h"
 #include "hurray/file_transfer.h"
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/exchange.pb.h"
 #include "hurrayctl/hurrayctl_format.h"
 #include "hurrayctl/npy.h"
 #include "hurrayctl/progress_line.h"
 #include "hurrayctl/reply_text.h"
+#include "hurrayctl/terminal_screen.h"
+#include "hurrayctl/top_screen.h"
 #include "inspection_calls.h"
 
 namespace hurray::ctl {
@@ -40,24 +47,50 @@ using google::protobuf::Message;
 
 constexpr std::string_view kClientName = "hurrayctl";
 
-Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
-  return Client::Connect(
-      Client::Options{.socket_path = options.socket_path, .client_name = std::string(kClientName)});
+// The socket a command connects to: --socket, else the client's default.
+std::string SocketPathOf(const GlobalOptions& options) {
+  return options.socket_path.empty() ? DefaultClientSocketPath() : options.socket_path;
 }
 
-// A connection for ls, describe, stats and watch. They print the daemon's replies as they
+// What hurrayctl says when no daemon answers at `socket_path`; `cause` is the connect error.
+std::string UnreachableDaemonMessage(std::string_view socket_path, std::string_view cause) {
+  return fmt::format(
+      "no hurrayd answers at {} ({}). Is it running? Start it with `hurrayd` (or `systemctl "
+      "start hurrayd`), or point at another socket with --socket PATH or $HURRAY_SOCKET.",
+      socket_path, cause);
+}
+
+// A failure to connect, in words a newcomer acts on when no daemon answers (UNAVAILABLE: no
+// socket, or nobody listening on it); other errors as they are.
+Error ExplainConnectError(const Error& error, const std::string& socket_path) {
+  if (error.code() != StatusCode::kUnavailable) return error;
+  return {StatusCode::kUnavailable, UnreachableDaemonMessage(socket_path, error.message())};
+}
+
+Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
+  const std::string socket_path = SocketPathOf(options);
+  auto client = Client::Connect(
+      Client::Options{.socket_path = socket_path, .client_name = std::string(kClientName)});
+  if (!client) return std::unexpected(ExplainConnectError(client.error(), socket_path));
+  return client;
+}
+
+// A connection for ls, describe, stats, watch and top. They print the daemon's replies as they
 // come (--json is protobuf's mapping of the reply), so they use the client module's calls
 // that return the replies (inspection_calls.h), not Client's, which convert them.
 Result<std::shared_ptr<Connection>> ConnectForReplies(const GlobalOptions& options) {
-  return Connection::Open(options.socket_path, kClientName, /*use_session_socket=*/true);
+  const std::string socket_path = SocketPathOf(options);
+  auto connection = Connection::Open(socket_path, kClientName, /*use_session_socket=*/true);
+  if (!connection) return std::unexpected(ExplainConnectError(connection.error(), socket_path));
+  return connection;
 }
 
 // Writes `text` to stdout; write errors surface when main flushes stdout.
 void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
-// One line of protobuf's JSON mapping: proto field names, fields at their defaults included
-// (so scripts always find them).
-Status PrintJson(const Message& message) {
+// Protobuf's JSON mapping of `message` on one line: proto field names, in field number order,
+// fields at their defaults included (so scripts always find them).
+Result<std::string> JsonText(const Message& message) {
   google::protobuf::util::JsonPrintOptions json_options;
   json_options.preserve_proto_field_names = true;
   json_options.always_print_primitive_fields = true;
@@ -66,41 +99,75 @@ Status PrintJson(const Message& message) {
   if (!status.ok()) {
     return InternalError(fmt::format("MessageToJsonString: {}", std::string(status.message())));
   }
+  return json;
+}
+
+Status PrintJson(const Message& message) {
+  HURRAY_ASSIGN_OR_RETURN(std::string json, JsonText(message));
   json += '\n';
   Print(json);
   return {};
 }
 
-// A small JSON object for put, get and rm, built as a google.protobuf.Struct so that the
-// printer does the escaping. Numbers are doubles: exact below 2^53.
+// A small JSON object for put, get, rm and the transfers, its keys printed in sorted order so
+// that every run prints the same text. Values are google.protobuf.Values, so that protobuf's
+// printer does the escaping; numbers are doubles: exact below 2^53.
 class JsonObject {
  public:
   JsonObject& Set(const std::string& key, std::string_view value) {
-    (*fields_.mutable_fields())[key].set_string_value(std::string(value));
+    fields_[key].set_string_value(std::string(value));
     return *this;
   }
   JsonObject& Set(const std::string& key, std::uint64_t value) {
-    (*fields_.mutable_fields())[key].set_number_value(static_cast<double>(value));
+    fields_[key].set_number_value(static_cast<double>(value));
     return *this;
   }
   JsonObject& Set(const std::string& key, double value) {
-    (*fields_.mutable_fields())[key].set_number_value(value);
+    fields_[key].set_number_value(value);
     return *this;
   }
-  [[nodiscard]] Status Print() const { return PrintJson(fields_); }
+  [[nodiscard]] Status Print() const {
+    std::string json = "{";
+    for (const auto& [key, value] : fields_) {
+      google::protobuf::Value key_value;
+      key_value.set_string_value(key);
+      HURRAY_ASSIGN_OR_RETURN(const std::string key_json, JsonText(key_value));
+      HURRAY_ASSIGN_OR_RETURN(const std::string value_json, JsonText(value));
+      if (json.size() > 1) json += ',';
+      json += key_json;
+      json += ':';
+      json += value_json;
+    }
+    json += "}\n";
+    ::hurray::ctl::Print(json);
+    return {};
+  }
 
  private:
-  google::protobuf::Struct fields_;
+  std::map<std::string, google::protobuf::Value> fields_;  // Sorted by key.
 };
 
-// Fills `bytes` from `fd` at `offset`. DATA_LOSS when the file ends first (it shrank after
-// its size was read).
-Status ReadFully(int fd, std::span<std::byte> bytes, std::uint64_t offset,
-                 const std::string& path) {
+// Bytes read or written per call, and so between updates of a progress line.
+constexpr std::uint64_t kTransferChunkBytes = std::uint64_t{16} << 20;
+// put and get draw a progress line for data of at least this size only: smaller ones are done
+// before a line could be read.
+constexpr std::uint64_t kProgressMinBytes = std::uint64_t{64} << 20;
+
+// A progress line on stderr for `bytes` moved by put or get: drawn when stderr is a terminal,
+// `flags` do not say quiet and the data is large.
+ProgressLine DataProgressLine(const TransferFlags& flags, std::uint64_t bytes) {
+  return {stderr, !flags.quiet && bytes >= kProgressMinBytes && ::isatty(STDERR_FILENO) == 1};
+}
+
+// Fills `bytes` from `fd` at `offset`, updating `progress` (when given) as chunks arrive.
+// DATA_LOSS when the file ends first (it shrank after its size was read).
+Status ReadFully(int fd, std::span<std::byte> bytes, std::uint64_t offset, const std::string& path,
+                 ProgressLine* progress = nullptr) {
   std::uint64_t done = 0;
   while (done < bytes.size()) {
+    const std::uint64_t chunk = std::min<std::uint64_t>(bytes.size() - done, kTransferChunkBytes);
     const ssize_t count =
-        ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+        ::pread(fd, bytes.data() + done, chunk, static_cast<off_t>(offset + done));
     if (count < 0) {
       if (errno == EINTR) continue;
       return std::unexpected(ErrnoError("pread", path, errno));
@@ -111,31 +178,26 @@ Status ReadFully(int fd, std::span<std::byte> bytes, std::uint64_t offset,
                                                    path, offset + done, offset + bytes.size())));
     }
     done += static_cast<std::uint64_t>(count);
+    if (progress != nullptr) progress->Update(done, bytes.size());
   }
   return {};
 }
 
-Status WriteFully(int fd, std::span<const std::byte> bytes, const std::string& path) {
+// Writes all of `bytes` to `fd`, updating `progress` (when given) as chunks leave.
+Status WriteFully(int fd, std::span<const std::byte> bytes, const std::string& path,
+                  ProgressLine* progress = nullptr) {
   std::uint64_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t count = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const std::uint64_t chunk = std::min<std::uint64_t>(bytes.size() - done, kTransferChunkBytes);
+    const ssize_t count = ::write(fd, bytes.data() + done, chunk);
     if (count < 0) {
       if (errno == EINTR) continue;
       return std::unexpected(ErrnoError("write", path, errno));
     }
     done += static_cast<std::uint64_t>(count);
+    if (progress != nullptr) progress->Update(done, bytes.size());
   }
   return {};
-}
-
-// The lower-case name of a hurray.v1.ElementType value, or "type N" for an unknown one.
-std::string ElementTypeLabel(int value) {
-  if (value > 0 && value <= 0xff) {
-    if (auto type = ElementTypeFromTag(static_cast<std::uint8_t>(value))) {
-      return std::string(ElementTypeName(*type));
-    }
-  }
-  return fmt::format("type {}", value);
 }
 
 std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
@@ -149,6 +211,24 @@ std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
     default:
       return fmt::format("event {}", static_cast<int>(kind));
   }
+}
+
+// Every published name under `prefix`, all pages merged into one reply.
+Result<v1::ListResponse> ListAll(Connection& connection, std::string_view prefix) {
+  v1::ListResponse all;
+  std::string page_token;
+  do {
+    auto page = client_internal::CallList(connection, prefix, /*page_size=*/1000, page_token);
+    if (!page) return std::unexpected(page.error());
+    if (!page->next_page_token().empty() && page->next_page_token() == page_token) {
+      return InternalError(
+          fmt::format("List: the daemon returned page token \"{}\" again", page_token));
+    }
+    for (auto& summary : *page->mutable_tensors()) *all.add_tensors() = std::move(summary);
+    all.set_daemon_epoch(page->daemon_epoch());
+    page_token = page->next_page_token();
+  } while (!page_token.empty());
+  return all;
 }
 
 // Whether dense `strides` (in elements) describe the row-major contiguous order of `shape`.
@@ -205,29 +285,11 @@ Result<std::span<const std::byte>> NpyData(const TensorView& view) {
 
 Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
   HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
-  v1::ListResponse all;
-  std::string page_token;
-  do {
-    auto page = client_internal::CallList(*connection, prefix, /*page_size=*/1000, page_token);
-    if (!page) return std::unexpected(page.error());
-    if (!page->next_page_token().empty() && page->next_page_token() == page_token) {
-      return InternalError(
-          fmt::format("List: the daemon returned page token \"{}\" again", page_token));
-    }
-    for (auto& summary : *page->mutable_tensors()) *all.add_tensors() = std::move(summary);
-    all.set_daemon_epoch(page->daemon_epoch());
-    page_token = page->next_page_token();
-  } while (!page_token.empty());
-
+  HURRAY_ASSIGN_OR_RETURN(const v1::ListResponse all, ListAll(*connection, prefix));
   if (options.json) return PrintJson(all);
-  TextTable table({"NAME", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"});
-  for (const v1::TensorSummary& summary : all.tensors()) {
-    const std::vector<std::uint64_t> shape(summary.shape().begin(), summary.shape().end());
-    table.AddRow({summary.name(), fmt::to_string(summary.latest_version()),
-                  ElementTypeLabel(summary.element_type()), FormatShape(shape),
-                  FormatBytes(summary.byte_size()), fmt::to_string(summary.lease_count()),
-                  FormatTimestamp(summary.published_at_ns())});
-  }
+  TextTable table(TensorColumns());
+  const std::int64_t now = UnixNanosNow();
+  for (const v1::TensorSummary& summary : all.tensors()) table.AddRow(TensorRow(summary, now));
   Print(table.Render());
   return {};
 }
@@ -239,6 +301,7 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
   if (options.json) return PrintJson(*response);
 
   const v1::TensorInfo& tensor = response->tensor();
+  const std::int64_t now = UnixNanosNow();
   auto descriptor = DescriptorFromProto(tensor.tensor_descriptor());
   if (!descriptor) {
     return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
@@ -247,10 +310,11 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
       "name:       {}\n"
       "version:    {}\n"
       "pool:       {}\n"
-      "published:  {}\n"
+      "published:  {} ({})\n"
       "{}"
       "descriptor:\n",
       tensor.name(), tensor.version(), tensor.pool(), FormatTimestamp(tensor.published_at_ns()),
+      FormatAge(tensor.published_at_ns(), now),
       RenderDeviceAndHandoff(tensor, descriptor->device_tag()));
   const std::string rendered = descriptor->ToString();
   std::size_t start = 0;
@@ -273,7 +337,7 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
   TextTable versions({"VERSION", "LEASES", "SIZE", "PUBLISHED", "STATE"});
   for (const v1::VersionInfo& info : response->versions()) {
     versions.AddRow({fmt::to_string(info.version()), fmt::to_string(info.lease_count()),
-                     FormatBytes(info.byte_size()), FormatTimestamp(info.published_at_ns()),
+                     FormatBytes(info.byte_size()), FormatAge(info.published_at_ns(), now),
                      info.superseded() ? "superseded" : "current"});
   }
   text += versions.Render("  ");
@@ -298,15 +362,7 @@ Status StatsCommand(const GlobalOptions& options) {
       FormatDuration(stats->uptime_seconds()), stats->daemon_epoch(), stats->session_count(),
       stats->lease_count(), stats->tensor_count(), stats->version_count(),
       stats->pending_allocation_count());
-  TextTable pools({"POOL", "KIND", "CAPACITY", "USED", "LARGEST FREE", "FRAGMENTATION", "SEGMENTS",
-                   "ALLOCATIONS"});
-  for (const v1::PoolStats& pool : stats->pools()) {
-    pools.AddRow({pool.name(), pool.kind(), FormatBytes(pool.capacity_bytes()),
-                  FormatBytes(pool.used_bytes()), FormatBytes(pool.largest_free_bytes()),
-                  FormatPercent(pool.fragmentation()), fmt::to_string(pool.segment_count()),
-                  fmt::to_string(pool.allocation_count())});
-  }
-  text += pools.Render("  ");
+  text += RenderPoolTable(*stats, "  ");
   text += RenderCudaPools(*stats);
   Print(text);
   return {};
@@ -332,9 +388,7 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
     if (json) {
       (void)PrintJson(event);
     } else {
-      const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch());
-      Print(fmt::format("{} {} {} version {}\n", FormatTimestamp(now.count()),
+      Print(fmt::format("{} {} {} version {}\n", FormatTimestamp(UnixNanosNow()),
                         WatchKindLabel(event.kind()), event.name(), event.version()));
     }
     std::fflush(stdout);
@@ -377,8 +431,8 @@ Status RemoveCommand(const GlobalOptions& options, std::string_view name, std::u
   return {};
 }
 
-Status PutCommand(const GlobalOptions& options, std::string_view name, const std::string& path,
-                  std::string_view pool) {
+Status PutCommand(const GlobalOptions& options, const TransferFlags& flags, std::string_view name,
+                  const std::string& path, std::string_view pool) {
   UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) return std::unexpected(ErrnoError("open", path, errno));
   struct stat status{};
@@ -415,7 +469,10 @@ Status PutCommand(const GlobalOptions& options, std::string_view name, const std
     return InternalError(fmt::format("Allocate: buffer 0 has {} bytes; the file holds {}",
                                      data.size(), header->data_bytes));
   }
-  if (auto read = ReadFully(file.get(), data, header->data_offset, path); !read) return read;
+  ProgressLine progress = DataProgressLine(flags, data.size());
+  auto read = ReadFully(file.get(), data, header->data_offset, path, &progress);
+  progress.Clear();
+  if (!read) return read;
   auto published = tensor->Publish(name);
   if (!published) return std::unexpected(published.error());
   if (options.json) {
@@ -430,8 +487,8 @@ Status PutCommand(const GlobalOptions& options, std::string_view name, const std
   return {};
 }
 
-Status GetCommand(const GlobalOptions& options, std::string_view name, const std::string& path,
-                  std::uint64_t version, std::chrono::milliseconds wait) {
+Status GetCommand(const GlobalOptions& options, const TransferFlags& flags, std::string_view name,
+                  const std::string& path, std::uint64_t version, std::chrono::milliseconds wait) {
   auto client = ConnectClient(options);
   if (!client) return std::unexpected(client.error());
   auto view = (*client)->Acquire(name, AcquireOptions{.version = version, .wait = wait});
@@ -444,7 +501,10 @@ Status GetCommand(const GlobalOptions& options, std::string_view name, const std
   UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
   if (!file) return std::unexpected(ErrnoError("open", path, errno));
   Status written = WriteFully(file.get(), std::as_bytes(std::span(*header)), path);
-  if (written) written = WriteFully(file.get(), *data, path);
+  if (written) {
+    ProgressLine progress = DataProgressLine(flags, data->size());
+    written = WriteFully(file.get(), *data, path, &progress);
+  }
   if (written && ::close(file.Release()) != 0) {
     written = std::unexpected(ErrnoError("close", path, errno));
   }
@@ -542,6 +602,63 @@ Status LoadCommand(const GlobalOptions& options, const TransferFlags& flags,
         "{}: load reads .hrry files (named *.hrry); import reads .safetensors files", path));
   }
   return Import(options, flags, "loaded", path, prefix, pool);
+}
+
+namespace {
+
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (before the client starts threads,
+// which inherit the mask) and returns a signalfd that reads them, so that top ends through
+// its own loop and restores the terminal.
+Result<UniqueFd> TerminationSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  if (const int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
+    return std::unexpected(ErrnoError("pthread_sigmask", "", error));
+  }
+  UniqueFd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC));
+  if (!signal_fd) return std::unexpected(ErrnoError("signalfd", "", errno));
+  return signal_fd;
+}
+
+// Waits up to `interval` for a key on stdin or a signal on `signal_fd`. True when top should
+// end: q, Q or Ctrl-C typed, or a termination signal; false on any other key or the timeout.
+Result<bool> WaitForQuit(int signal_fd, std::chrono::milliseconds interval) {
+  std::array<pollfd, 2> watched = {pollfd{.fd = STDIN_FILENO, .events = POLLIN, .revents = 0},
+                                   pollfd{.fd = signal_fd, .events = POLLIN, .revents = 0}};
+  const int ready = ::poll(watched.data(), watched.size(), static_cast<int>(interval.count()));
+  if (ready < 0) {
+    if (errno == EINTR) return false;
+    return std::unexpected(ErrnoError("poll", "stdin", errno));
+  }
+  if (watched[1].revents != 0) return true;
+  if (watched[0].revents == 0) return false;
+  std::array<char, 64> keys{};
+  const ssize_t count = ::read(STDIN_FILENO, keys.data(), keys.size());
+  if (count <= 0) return count == 0;  // The terminal went away: end.
+  constexpr char kControlC = 3;
+  return std::ranges::any_of(std::span(keys.data(), static_cast<std::size_t>(count)),
+                             [](char key) { return key == 'q' || key == 'Q' || key == kControlC; });
+}
+
+}  // namespace
+
+Status TopCommand(const GlobalOptions& options, std::chrono::milliseconds interval) {
+  HURRAY_ASSIGN_OR_RETURN(const UniqueFd signal_fd, TerminationSignals());
+  HURRAY_ASSIGN_OR_RETURN(const TerminalScreen screen,
+                          TerminalScreen::Enter(STDIN_FILENO, STDOUT_FILENO));
+  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
+  const double interval_seconds = std::chrono::duration<double>(interval).count();
+  while (true) {
+    HURRAY_ASSIGN_OR_RETURN(const v1::StatsResponse stats, client_internal::CallStats(*connection));
+    HURRAY_ASSIGN_OR_RETURN(const v1::ListResponse tensors, ListAll(*connection, ""));
+    HURRAY_RETURN_IF_ERROR(screen.Draw(
+        RenderTopScreen(stats, tensors, UnixNanosNow(), interval_seconds, screen.Size())));
+    HURRAY_ASSIGN_OR_RETURN(const bool quit, WaitForQuit(signal_fd.get(), interval));
+    if (quit) return {};
+  }
 }
 
 }  // namespace hurray::ctl

@@ -2,8 +2,10 @@
 // describe, stats and watch print, the client module's calls behind it), does its work and
 // prints its result to stdout: text for people, or with `json` one JSON document (protobuf's
 // JSON mapping with proto field names for daemon replies). Errors are returned, never
-// printed; the caller reports them. Not thread-safe: the commands write to stdout, and
-// WatchCommand changes the process's signal mask.
+// printed; the caller reports them. When no daemon answers at the socket (none there, or
+// nobody listening), the error is UNAVAILABLE with a message that names the socket tried and
+// says how to start hurrayd or point at another socket. Not thread-safe: the commands write to
+// stdout, and WatchCommand changes the process's signal mask.
 #pragma once
 
 #include <chrono>
@@ -23,12 +25,12 @@ struct GlobalOptions {
 };
 
 // `ls [PREFIX]`: every published name under `prefix` (all pages) with its latest version:
-// a table NAME VERSION TYPE SHAPE SIZE LEASES PUBLISHED, or the pages merged into one
-// hurray.v1.ListResponse.
+// a table NAME VERSION TYPE SHAPE SIZE LEASES PUBLISHED (an age: "3m 07s ago"), or the pages
+// merged into one hurray.v1.ListResponse.
 [[nodiscard]] Status ListCommand(const GlobalOptions& options, std::string_view prefix);
 
 // `describe NAME [--version N]`: one version (0: the latest) with its descriptor, buffer
-// locations and the name's live versions; or the hurray.v1.DescribeResponse.
+// locations and the name's live versions (with their ages); or the hurray.v1.DescribeResponse.
 [[nodiscard]] Status DescribeCommand(const GlobalOptions& options, std::string_view name,
                                      std::uint64_t version);
 
@@ -43,40 +45,55 @@ struct GlobalOptions {
 // mask and the signals reach this call's sigwait.
 [[nodiscard]] Status WatchCommand(const GlobalOptions& options, std::string_view prefix);
 
+// `top [--interval D]`: a live view of the daemon (RenderTopScreen: pools, tensors newest
+// first, sessions, leases) on the terminal's alternate screen, redrawn in place every
+// `interval` (or at once on a key) until q, Q or Ctrl-C is typed or SIGINT, SIGTERM or SIGHUP
+// arrives; the terminal is restored either way. FAILED_PRECONDITION when stdout or stdin is
+// not a terminal; a failing call to the daemon ends it with that error (terminal restored).
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, as watch does.
+[[nodiscard]] Status TopCommand(const GlobalOptions& options, std::chrono::milliseconds interval);
+
 // `rm NAME [--version N]`: deletes one version, or every version when `version` is 0.
-// Prints how many were deleted, or {"name", "version", "versions_deleted"}.
+// Prints how many were deleted, or {"name", "version", "versions_deleted"}. Every JSON object
+// these commands build themselves (rm, put, get, import, save, load) has its keys in sorted
+// order; daemon replies keep protobuf's field-number order. Either way two runs print the
+// same keys in the same order.
 [[nodiscard]] Status RemoveCommand(const GlobalOptions& options, std::string_view name,
                                    std::uint64_t version);
 
+// What put, get, import, save and load are told beyond the global options.
+struct TransferFlags {
+  // No progress line. (Off a terminal there is none anyway.)
+  bool quiet = false;
+};
+
 // `put NAME FILE.npy`: reads the .npy header, allocates a dense tensor of its type and shape
 // in `pool`, reads the file's data straight into the tensor's buffer and publishes it.
-// Prints the name and version, or {"name", "version", "bytes"}. INVALID_ARGUMENT (naming the
-// file) for a file that is not a supported .npy file; errno-derived codes for I/O errors.
-[[nodiscard]] Status PutCommand(const GlobalOptions& options, std::string_view name,
-                                const std::string& path, std::string_view pool);
+// On a terminal (stderr), without `quiet` and for 64 MiB of data or more, a progress line on
+// stderr while it reads. Prints the name and version, or {"bytes", "name", "version"}.
+// INVALID_ARGUMENT (naming the file) for a file that is not a supported .npy file;
+// errno-derived codes for I/O errors.
+[[nodiscard]] Status PutCommand(const GlobalOptions& options, const TransferFlags& flags,
+                                std::string_view name, const std::string& path,
+                                std::string_view pool);
 
 // `get NAME FILE.npy [--version N] [--wait MS]`: acquires the tensor (waiting up to `wait`
 // for it to be published) and writes a .npy header followed straight by the tensor's
 // buffer. FAILED_PRECONDITION for tensors a .npy file cannot hold: not dense row-major,
 // quantized, not on the CPU, or of a type without a NumPy dtype. The file is created or
 // truncated only once the tensor was acquired and checked, and removed if writing fails
-// (unless it is not a regular file: FILE may be /dev/stdout or a pipe). Prints the name, version
-// and file, or {"name", "version", "file", "bytes"}.
-[[nodiscard]] Status GetCommand(const GlobalOptions& options, std::string_view name,
-                                const std::string& path, std::uint64_t version,
-                                std::chrono::milliseconds wait);
-
-// What import, save and load are told beyond the global options.
-struct TransferFlags {
-  // No progress line. (Off a terminal there is none anyway.)
-  bool quiet = false;
-};
+// (unless it is not a regular file: FILE may be /dev/stdout or a pipe). A progress line as
+// put's while it writes. Prints the name, version and file, or
+// {"bytes", "file", "name", "version"}.
+[[nodiscard]] Status GetCommand(const GlobalOptions& options, const TransferFlags& flags,
+                                std::string_view name, const std::string& path,
+                                std::uint64_t version, std::chrono::milliseconds wait);
 
 // `import FILE|INDEX.json --prefix P [--pool P]`: ImportTensorFile of a .safetensors file or
 // a sharded model's *.safetensors.index.json, every tensor published at once under
 // prefix + its name. On a terminal (stderr) and without `quiet`, a progress line on stderr
 // while the bytes move. Prints "imported N tensors (SIZE) in S s, R GB/s under PREFIX", or
-// the summary {"file", "prefix", "tensors", "bytes", "seconds", "gb_per_s"} (GB: 10^9 bytes).
+// the summary {"bytes", "file", "gb_per_s", "prefix", "seconds", "tensors"} (GB: 10^9 bytes).
 [[nodiscard]] Status ImportCommand(const GlobalOptions& options, const TransferFlags& flags,
                                    const std::string& path, const std::string& prefix,
                                    const std::string& pool);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 
@@ -60,6 +61,18 @@ std::string FormatDuration(std::uint64_t seconds) {
     std::snprintf(text.data(), text.size(), "%llus", static_cast<unsigned long long>(rest));
   }
   return text.data();
+}
+
+std::string FormatAge(std::int64_t then_nanos, std::int64_t now_nanos) {
+  if (then_nanos <= 0) return "-";
+  const std::int64_t elapsed = now_nanos > then_nanos ? now_nanos - then_nanos : 0;
+  return FormatDuration(static_cast<std::uint64_t>(elapsed / 1'000'000'000)) + " ago";
+}
+
+std::int64_t UnixNanosNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string FormatShape(std::span<const std::uint64_t> shape) {

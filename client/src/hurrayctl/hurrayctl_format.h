@@ -20,6 +20,14 @@ namespace hurray::ctl {
 // A duration in seconds: "42s", "3m 07s", "2h 03m 07s", "5d 02h 03m 07s".
 [[nodiscard]] std::string FormatDuration(std::uint64_t seconds);
 
+// How long before `now_nanos` `then_nanos` was (both nanoseconds since the Unix epoch), as
+// FormatDuration writes it followed by " ago": "42s ago", "3m 07s ago"; "-" when `then_nanos`
+// is 0 or less. A time after `now_nanos` (clocks of two hosts) reads "0s ago".
+[[nodiscard]] std::string FormatAge(std::int64_t then_nanos, std::int64_t now_nanos);
+
+// Nanoseconds since the Unix epoch now, by the system clock.
+[[nodiscard]] std::int64_t UnixNanosNow();
+
 // A shape as TensorDescriptor::ToString writes it: "[3, 4]"; "[]" for a scalar.
 [[nodiscard]] std::string FormatShape(std::span<const std::uint64_t> shape);
 

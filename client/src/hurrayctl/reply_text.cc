@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "hurray/element_type.h"
 #include "hurrayctl/hurrayctl_format.h"
 
 namespace hurray::ctl {
@@ -13,6 +14,42 @@ std::string SyncModeLabel(std::uint32_t value) {
     }
   }
   return fmt::format("sync mode {}", value);
+}
+
+std::string ElementTypeLabel(int value) {
+  if (value > 0 && value <= 0xff) {
+    if (auto type = ElementTypeFromTag(static_cast<std::uint8_t>(value))) {
+      return std::string(ElementTypeName(*type));
+    }
+  }
+  return fmt::format("type {}", value);
+}
+
+std::vector<std::string> TensorColumns() {
+  return {"NAME", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"};
+}
+
+std::vector<std::string> TensorRow(const v1::TensorSummary& summary, std::int64_t now_nanos) {
+  const std::vector<std::uint64_t> shape(summary.shape().begin(), summary.shape().end());
+  return {summary.name(),
+          fmt::to_string(summary.latest_version()),
+          ElementTypeLabel(summary.element_type()),
+          FormatShape(shape),
+          FormatBytes(summary.byte_size()),
+          fmt::to_string(summary.lease_count()),
+          FormatAge(summary.published_at_ns(), now_nanos)};
+}
+
+std::string RenderPoolTable(const v1::StatsResponse& stats, std::string_view indent) {
+  TextTable pools({"POOL", "KIND", "CAPACITY", "USED", "LARGEST FREE", "FRAGMENTATION", "SEGMENTS",
+                   "ALLOCATIONS"});
+  for (const v1::PoolStats& pool : stats.pools()) {
+    pools.AddRow({pool.name(), pool.kind(), FormatBytes(pool.capacity_bytes()),
+                  FormatBytes(pool.used_bytes()), FormatBytes(pool.largest_free_bytes()),
+                  FormatPercent(pool.fragmentation()), fmt::to_string(pool.segment_count()),
+                  fmt::to_string(pool.allocation_count())});
+  }
+  return pools.Render(indent);
 }
 
 std::string RenderCudaPools(const v1::StatsResponse& stats) {
