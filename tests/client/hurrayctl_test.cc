@@ -345,6 +345,30 @@ TEST_F(HurrayctlTest, UsageErrorsExitTwo) {
   EXPECT_TRUE(Contains(help.out, "put")) << help.out;
 }
 
+// The probe an operator (or a Kubernetes exec probe) runs: grpc.health.v1 Check, its answer
+// in words and in the exit status.
+TEST_F(HurrayctlTest, HealthSaysServingAndExitsByIt) {
+  Finished daemon = Ctl({"health"});
+  EXPECT_EQ(daemon.exit_code, 0) << daemon.err;
+  EXPECT_EQ(daemon.out, "SERVING\n");
+  Finished exchange = Ctl({"health", "hurray.v1.Exchange"});
+  EXPECT_EQ(exchange.exit_code, 0) << exchange.err;
+  EXPECT_EQ(exchange.out, "SERVING\n");
+  Finished json = Ctl({"--json", "health"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(ParseJson(json.out).fields().at("status").string_value(), "SERVING");
+
+  Finished unknown = Ctl({"health", "no.such.Service"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(Contains(unknown.err, "hurrayctl: NOT_FOUND")) << unknown.err;
+
+  ASSERT_OK_AND_ASSIGN(Process process,
+                       Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "health"}));
+  Finished nobody = Wait(process);
+  EXPECT_EQ(nobody.exit_code, 1);
+  EXPECT_TRUE(Contains(nobody.err, "no hurrayd answers at " + Path("nobody.sock"))) << nobody.err;
+}
+
 TEST_F(HurrayctlTest, UnreachableDaemonIsUnavailable) {
   ASSERT_OK_AND_ASSIGN(Process process,
                        Spawn({HURRAYCTL_PATH, "--socket", Path("nobody.sock"), "stats"}));

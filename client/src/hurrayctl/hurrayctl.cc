@@ -55,6 +55,7 @@ struct CommandLine {
   CLI::App* ls = nullptr;
   CLI::App* describe = nullptr;
   CLI::App* stats = nullptr;
+  CLI::App* health = nullptr;
   CLI::App* watch = nullptr;
   CLI::App* top = nullptr;
   CLI::App* rm = nullptr;
@@ -113,6 +114,10 @@ void DefineCommands(CLI::App& app, CommandLine& line) {
 
   line.stats = app.add_subcommand("stats", "Pools, sessions, leases and tensors");
 
+  line.health =
+      app.add_subcommand("health", "Whether the daemon serves (exit status 0 only when SERVING)");
+  line.health->add_option("SERVICE", line.name, "A gRPC service (default: the daemon as a whole)");
+
   line.watch = app.add_subcommand("watch", "Print publish and delete events until interrupted");
   line.watch->add_option("PREFIX", line.prefix, "Only names starting with PREFIX");
 
@@ -151,6 +156,7 @@ hurray::Status RunCommand(const CommandLine& line) {
   if (*line.ls) return ListCommand(line.global, line.prefix);
   if (*line.describe) return DescribeCommand(line.global, line.name, line.version);
   if (*line.stats) return StatsCommand(line.global);
+  if (*line.health) return HealthCommand(line.global, line.name);
   if (*line.watch) return WatchCommand(line.global, line.prefix);
   if (*line.top) {
     return TopCommand(line.global,

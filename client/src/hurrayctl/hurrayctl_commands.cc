@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "hurray/client.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/file_transfer.h"
@@ -365,6 +366,33 @@ Status StatsCommand(const GlobalOptions& options) {
   text += RenderPoolTable(*stats, "  ");
   text += RenderCudaPools(*stats);
   Print(text);
+  return {};
+}
+
+Status HealthCommand(const GlobalOptions& options, const std::string& service) {
+  namespace health = grpc::health::v1;
+  const std::string socket_path = SocketPathOf(options);
+  const auto stub = health::Health::NewStub(
+      grpc::CreateChannel("unix:" + socket_path, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  health::HealthCheckRequest request;
+  request.set_service(service);
+  health::HealthCheckResponse response;
+  if (const grpc::Status status = stub->Check(&context, request, &response); !status.ok()) {
+    return std::unexpected(
+        ExplainConnectError(client_internal::FromGrpcStatus(status, "health check"), socket_path));
+  }
+  if (options.json) {
+    HURRAY_RETURN_IF_ERROR(PrintJson(response));
+  } else {
+    Print(fmt::format("{}\n", health::HealthCheckResponse::ServingStatus_Name(response.status())));
+  }
+  if (response.status() != health::HealthCheckResponse::SERVING) {
+    return UnavailableError(
+        fmt::format("{} at {} is {}", service.empty() ? "hurrayd" : service, socket_path,
+                    health::HealthCheckResponse::ServingStatus_Name(response.status())));
+  }
   return {};
 }
 

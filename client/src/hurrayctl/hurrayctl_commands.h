@@ -38,6 +38,12 @@ struct GlobalOptions {
 // tensors; or the hurray.v1.StatsResponse.
 [[nodiscard]] Status StatsCommand(const GlobalOptions& options);
 
+// `health [SERVICE]`: the daemon's grpc.health.v1 status for `service` ("": the daemon as a
+// whole; "hurray.v1.Exchange"): SERVING, NOT_SERVING (starting, preloading, stopping), or
+// {"status": ...}. UNAVAILABLE when it is not SERVING, so that a probe's exit status says it
+// (exec probes, scripts); NOT_FOUND for a service the daemon does not have.
+[[nodiscard]] Status HealthCommand(const GlobalOptions& options, const std::string& service);
+
 // `watch [PREFIX]`: prints one line per publish or delete under `prefix` (with `json`, one
 // hurray.v1.WatchEvent object per line), flushed at once, until SIGINT or SIGTERM (OK) or
 // until the daemon ends the stream (OK, or the stream's error). Blocks SIGINT, SIGTERM and
