@@ -35,6 +35,8 @@ namespace {
 
 // The most often the daemon looks for idle slabs.
 constexpr std::chrono::milliseconds kMinSlabCheck{100};
+// The most often systemd's STATUS= tells how far the CPU pool's reservation got.
+constexpr std::chrono::seconds kReservingStatusPeriod{1};
 
 std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -42,8 +44,9 @@ std::uint64_t NewEpoch() {
                                         .count());
 }
 
-// The CPU pool the configuration describes, with the huge pages the host can give it.
-Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
+// The CPU pool the configuration describes, with the huge pages the host can give it; its
+// memory is reserved later, in the background (Daemon::StartReserving).
+Result<std::unique_ptr<CpuPool>> CreateCpuPool(const Config::CpuPool& config) {
   // Explicit or transparent that the host cannot honour stops the start; only auto falls
   // back, and says why.
   auto huge_pages =
@@ -56,7 +59,8 @@ Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
                                                .page_size = config.page_size,
                                                .shm_prefix = config.shm_prefix,
                                                .first_segment_id = 1,
-                                               .huge_pages = huge_pages->backing});
+                                               .huge_pages = huge_pages->backing,
+                                               .reserve_in_background = true});
   if (!pool) return std::unexpected(pool.error().WithContext("cpu_pool"));
   for (std::uint32_t i = 0; i < (*pool)->segment_count(); ++i) {
     const std::uint64_t segment = (*pool)->first_segment_id() + i;
@@ -64,7 +68,7 @@ Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
                  (*pool)->SegmentPath(segment).value_or("?"),
                  (*pool)->SegmentSize(segment).value_or(0) >> 20);
   }
-  return std::unique_ptr<Pool>(std::move(*pool));
+  return std::move(*pool);
 }
 
 // No CUDA pools, and the one log line and the allocation errors that say why.
@@ -170,7 +174,7 @@ Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(StartSessions());
   StartIo();
   Announce();
-  return StartPreload();
+  return StartReserving();
 }
 
 Status Daemon::PrepareSocketPaths() {
@@ -186,7 +190,8 @@ Status Daemon::PrepareSocketPaths() {
 // behind: the pools already made are destroyed with the set.
 Status Daemon::CreatePools() {
   auto pools = std::make_unique<PoolSet>();
-  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<Pool> cpu_pool, CreateCpuPool(config_.cpu_pool));
+  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<CpuPool> cpu_pool, CreateCpuPool(config_.cpu_pool));
+  cpu_pool_ = cpu_pool.get();
   pools->Add(std::move(cpu_pool));
   auto cuda_pools = AddCudaPools(config_.cuda_pool, *pools);
   if (!cuda_pools) return std::unexpected(cuda_pools.error().WithContext("cuda_pool"));
@@ -274,9 +279,52 @@ void Daemon::Announce() {
   spdlog::info("hurrayd serving gRPC on unix:{}, sessions on {}, cpu pool {} MiB, epoch {}",
                config_.socket_path, session_server_->socket_path(), usage.capacity_bytes >> 20,
                epoch_);
-  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%lu", config_.socket_path.c_str(),
+  sd_notifyf(0, "READY=1\nSTATUS=%s\nMAINPID=%lu", ReservingStatus(0, usage.capacity_bytes).c_str(),
              static_cast<unsigned long>(::getpid()));
   serving_ = true;
+}
+
+std::string Daemon::ReservingStatus(std::uint64_t reserved_bytes,
+                                    std::uint64_t capacity_bytes) const {
+  return fmt::format("serving on {}; reserving cpu pool: {}", config_.socket_path,
+                     FormatPartOf(reserved_bytes, capacity_bytes));
+}
+
+Status Daemon::StartReserving() {
+  const auto started = std::chrono::steady_clock::now();
+  return cpu_pool_->StartReserving(
+      {.progress =
+           [this, last_status = started](std::uint64_t reserved, std::uint64_t capacity) mutable {
+             const auto now = std::chrono::steady_clock::now();
+             if (now - last_status < kReservingStatusPeriod) return;
+             last_status = now;
+             sd_notifyf(0, "STATUS=%s", ReservingStatus(reserved, capacity).c_str());
+           },
+       .done = [this, started](Status status) { OnReserved(std::move(status), started); }});
+}
+
+void Daemon::OnReserved(Status status, std::chrono::steady_clock::time_point started) {
+  const PoolUsage usage = cpu_pool_->Usage();
+  const auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started);
+  if (status) {
+    spdlog::info("cpu pool: all {} MiB reserved in {:.1f} s", usage.reserved_bytes >> 20,
+                 took.count());
+  } else {
+    sd_notifyf(0, "STATUS=serving on %s; cpu pool reserved only %s: %s",
+               config_.socket_path.c_str(),
+               FormatPartOf(usage.reserved_bytes, usage.capacity_bytes).c_str(),
+               status.error().message().c_str());
+  }
+  // The preload allocates big tensors: it starts once the pool is as big as it gets.
+  if (Status preload = StartPreload(); !preload) {
+    preload_failure_ = preload.error();
+    spdlog::critical("hurrayd stops: the preload could not start: {}", preload.error().message());
+    Stop();
+    return;
+  }
+  if (config_.preload.empty() && status) {
+    sd_notifyf(0, "STATUS=serving on %s", config_.socket_path.c_str());
+  }
 }
 
 Status Daemon::StartPreload() {
@@ -336,7 +384,9 @@ void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   sd_notify(0, "STOPPING=1");
-  StopPreload();  // First: its end touches the gRPC server's health.
+  // First: its end starts the preload.
+  if (cpu_pool_ != nullptr) cpu_pool_->StopReserving();
+  StopPreload();  // Next: its end touches the gRPC server's health.
   StopGrpc();
   StopSessions();
   // The sessions' unreached fences are poisoned as they end; this catches any left, so that
@@ -347,6 +397,7 @@ void Daemon::Shutdown() {
   registry_.reset();
   slab_release_timer_.reset();
   cuda_pools_.clear();
+  cpu_pool_ = nullptr;
   pools_.reset();  // Removes the segments and releases the slabs.
   if (serving_) spdlog::info("hurrayd stopped");
 }
