@@ -447,7 +447,7 @@ std::unique_ptr<CpuPool> BackgroundPool(GatedReserveStep& step, std::promise<Sta
   Result<std::unique_ptr<CpuPool>> pool = CpuPool::Create(
       CpuPool::Options{.capacity_bytes = 16 * kPage,
                        .shm_prefix = TestPrefix(),
-                       .reserve_in_background = true,
+                       .reserve_at_create_bytes = 0,
                        .reserve_chunk_bytes = 4 * kPage,
                        .reserve_step = [&step](const ShmSegment&, std::uint64_t offset,
                                                std::uint64_t) { return step(offset); }});
@@ -531,7 +531,7 @@ TEST(CpuPoolReserveTest, BackgroundReservationBacksEverySegmentWithPages) {
       CpuPool::Create(CpuPool::Options{.capacity_bytes = capacity,
                                        .segment_bytes = 2 * kMiB,
                                        .shm_prefix = TestPrefix(),
-                                       .reserve_in_background = true,
+                                       .reserve_at_create_bytes = 0,
                                        .reserve_chunk_bytes = kMiB,
                                        .reserve_threads = 2});
   ASSERT_OK(created);
@@ -556,6 +556,24 @@ TEST(CpuPoolReserveTest, BackgroundReservationBacksEverySegmentWithPages) {
     EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, 2 * kMiB) << segment;
   }
   EXPECT_OK(pool.Allocate(2 * kMiB));
+}
+
+TEST(CpuPoolReserveTest, CreateReservesTheFirstBytesAskedForAndServesThemAtOnce) {
+  Result<std::unique_ptr<CpuPool>> created =
+      CpuPool::Create(CpuPool::Options{.capacity_bytes = 8 * kMiB,
+                                       .segment_bytes = 2 * kMiB,
+                                       .shm_prefix = TestPrefix(),
+                                       .reserve_at_create_bytes = 3 * kMiB,
+                                       .reserve_chunk_bytes = kMiB});
+  ASSERT_OK(created);
+  CpuPool& pool = **created;
+  EXPECT_TRUE(pool.reserving());
+  EXPECT_EQ(pool.Usage().reserved_bytes, 3 * kMiB);
+  ASSERT_OK_AND_ASSIGN(const PoolRange whole, pool.Allocate(2 * kMiB));
+  ASSERT_OK_AND_ASSIGN(const PoolRange part, pool.Allocate(kMiB));
+  EXPECT_EQ(whole.segment_id, 1u);
+  EXPECT_EQ(part.segment_id, 2u);
+  EXPECT_ERROR(pool.Allocate(kPage), StatusCode::kUnavailable, {"3.0 of 8.0 MiB reserved"});
 }
 
 TEST(CpuPoolReserveTest, FormatPartOfPicksTheUnitOfTheWhole) {

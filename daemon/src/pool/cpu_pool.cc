@@ -181,14 +181,11 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   HURRAY_RETURN_IF_ERROR(CheckShmRoom(options, plan.capacity, where));
   HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments, CreateSegments(options, plan, where));
   const HugePageBacking backing = options.huge_pages;
+  const std::uint64_t reserve_at_create = options.reserve_at_create_bytes;
   std::unique_ptr<CpuPool> pool(
       new CpuPool(std::move(options), plan.capacity, std::move(segments)));
-  if (!pool->reserve_in_background_) {
-    pool->active_reservers_ = 1;
-    pool->ReserveSegments(std::stop_token());
-    if (pool->reserve_failure_) {
-      return std::unexpected(WithHugePagesFree(*pool->reserve_failure_, backing));
-    }
+  if (Status reserved = pool->ReserveAtCreate(reserve_at_create); !reserved) {
+    return std::unexpected(WithHugePagesFree(reserved.error(), backing));
   }
   return pool;
 }
@@ -201,7 +198,6 @@ CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment
       first_segment_id_(options.first_segment_id),
       max_segment_bytes_(segments.front().size()),
       segments_(std::move(segments)),
-      reserve_in_background_(options.reserve_in_background),
       reserve_chunk_bytes_(
           internal::CheckedRoundUp(options.reserve_chunk_bytes, page_size_).value_or(page_size_)),
       reserve_threads_(ReserveThreads(options.reserve_threads, segments_.size())),
@@ -217,6 +213,20 @@ CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment
 }
 
 CpuPool::~CpuPool() { StopReserving(); }
+
+Status CpuPool::ReserveAtCreate(std::uint64_t bytes) {
+  for (std::size_t index = 0; index < segments_.size() && bytes > 0; ++index) {
+    const std::uint64_t end = std::min(bytes, segments_[index].size());
+    if (Status reserved = ReserveSegment(index, end, std::stop_token()); !reserved) {
+      return std::unexpected(reserved.error().WithContext(
+          fmt::format("pool {}: segment {}", name_, first_segment_id_ + index)));
+    }
+    bytes -= end;
+  }
+  const std::lock_guard lock(mutex_);
+  reserving_ = reserved_bytes_ < capacity_;
+  return {};
+}
 
 Status CpuPool::StartReserving(ReserveCallbacks callbacks) {
   callbacks_ = std::move(callbacks);
@@ -250,7 +260,7 @@ void CpuPool::ReserveSegments(const std::stop_token& stop) {
   while (!stop.stop_requested() && !reserve_failed_) {
     const std::size_t index = next_segment_++;
     if (index >= segments_.size()) break;
-    if (Status reserved = ReserveSegment(index, stop); !reserved) {
+    if (Status reserved = ReserveSegment(index, segments_[index].size(), stop); !reserved) {
       RecordFailure(reserved.error().WithContext(
           fmt::format("pool {}: segment {}", name_, first_segment_id_ + index)));
     }
@@ -258,9 +268,14 @@ void CpuPool::ReserveSegments(const std::stop_token& stop) {
   if (--active_reservers_ == 0) FinishReserving(stop);
 }
 
-Status CpuPool::ReserveSegment(std::size_t index, const std::stop_token& stop) {
+Status CpuPool::ReserveSegment(std::size_t index, std::uint64_t end, const std::stop_token& stop) {
   const ShmSegment& segment = segments_[index];
-  for (std::uint64_t offset = 0; offset < segment.size();) {
+  std::uint64_t offset = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    offset = allocators_[index].usable_bytes();
+  }
+  while (offset < end) {
     if (stop.stop_requested() || reserve_failed_) return {};
     const std::uint64_t length = std::min(reserve_chunk_bytes_, segment.size() - offset);
     HURRAY_RETURN_IF_ERROR(reserve_step_(segment, offset, length));
@@ -283,13 +298,10 @@ void CpuPool::RecordFailure(Error error) {
   reserve_failed_ = true;
   const std::lock_guard lock(mutex_);
   if (reserve_failure_) return;
-  if (reserve_in_background_) {
-    spdlog::error(
-        "pool {}: reserving its memory stopped at {} reserved ({} of {} bytes): {}; the pool "
-        "serves with the reserved part",
-        name_, FormatPartOf(reserved_bytes_, capacity_), reserved_bytes_, capacity_,
-        error.message());
-  }
+  spdlog::error(
+      "pool {}: reserving its memory stopped at {} reserved ({} of {} bytes): {}; the pool "
+      "serves with the reserved part",
+      name_, FormatPartOf(reserved_bytes_, capacity_), reserved_bytes_, capacity_, error.message());
   reserve_failure_ = std::move(error);
 }
 

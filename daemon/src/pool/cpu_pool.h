@@ -28,9 +28,9 @@ namespace hurray::daemon {
 // size rounded up to page_size.
 //
 // Only reserved memory (fallocate) is ever handed out, so that no client touching a buffer
-// can get SIGBUS. Reserving takes about a second per GB, so a pool may instead be created
-// with nothing reserved (Options::reserve_in_background) and reserve its segments on
-// threads of its own (StartReserving), in chunks from the start of each segment, several
+// can get SIGBUS. Reserving takes about a second per GB, so Create may reserve only a first
+// part (Options::reserve_at_create_bytes) and leave the rest to threads of the pool's own
+// (StartReserving), which reserve in chunks from the start of each segment, several
 // segments at once: each segment's free space grows as its chunks are reserved. While that
 // runs, an allocation that does not fit what is reserved fails with UNAVAILABLE (retry);
 // when it fails (a full /dev/shm), the pool keeps and serves what it reserved.
@@ -65,9 +65,10 @@ class CpuPool final : public Pool {
     // Explicit: hugetlbfs_directory must be a hugetlbfs mount whose page size is
     // huge_pages.page_size.
     HugePageBacking huge_pages;
-    // false: Create reserves every page before it returns. true: Create reserves nothing,
-    // and StartReserving does it in the background.
-    bool reserve_in_background = false;
+    // Bytes Create reserves before it returns, from the start of the first segment on, in
+    // whole chunks; StartReserving reserves the rest in the background. All of them unless
+    // said otherwise.
+    std::uint64_t reserve_at_create_bytes = UINT64_MAX;
     // Bytes reserved per step: a multiple of page_size (rounded up), > 0. Stopping the
     // reservation waits for the steps in progress.
     std::uint64_t reserve_chunk_bytes = std::uint64_t{64} << 20;
@@ -104,15 +105,16 @@ class CpuPool final : public Pool {
   // StopReserving().
   ~CpuPool() override;
 
-  // With reserve_in_background: starts reserving the segments on new threads. Call at most
-  // once. RESOURCE_EXHAUSTED when a thread cannot be started (nothing is then reserving).
+  // Starts reserving what Create left unreserved on new threads (done is called at once
+  // when nothing is left). Call at most once. RESOURCE_EXHAUSTED when a thread cannot be started
+  // (nothing is then reserving).
   [[nodiscard]] Status StartReserving(ReserveCallbacks callbacks);
 
   // Ends a reservation in progress after the steps under way (the pool keeps what is
   // reserved) and waits for its threads. Idempotent; a no-op when none runs.
   void StopReserving();
 
-  // Whether the background reservation has yet to end (complete or fail).
+  // Whether the reservation has yet to end (complete or fail).
   [[nodiscard]] bool reserving() const;
 
   [[nodiscard]] std::string_view name() const override { return name_; }
@@ -160,9 +162,12 @@ class CpuPool final : public Pool {
   // A reserving thread: takes the next segment not yet begun and reserves it, until none is
   // left, the reservation failed or `stop` is requested; the last thread out ends it.
   void ReserveSegments(const std::stop_token& stop);
-  // Reserves segments_[index] chunk by chunk, growing its allocator's free space.
-  Status ReserveSegment(std::size_t index, const std::stop_token& stop);
-  // Keeps the first failure, logged once in the background, and stops the other threads.
+  // Create's part: the first `bytes` of the pool, from segment to segment.
+  Status ReserveAtCreate(std::uint64_t bytes);
+  // Reserves segments_[index] chunk by chunk from the end of its reserved part until it
+  // reaches `end` (or a chunk's end beyond it), growing its allocator's free space.
+  Status ReserveSegment(std::size_t index, std::uint64_t end, const std::stop_token& stop);
+  // Keeps the first failure of the threads, logged once, and stops the other threads.
   void RecordFailure(Error error);
   // The end of the reservation: reserving() false, then callbacks_.done unless stopped.
   void FinishReserving(const std::stop_token& stop);
@@ -181,7 +186,6 @@ class CpuPool final : public Pool {
   const std::uint64_t max_segment_bytes_;
   const std::vector<ShmSegment> segments_;
 
-  const bool reserve_in_background_;
   const std::uint64_t reserve_chunk_bytes_;
   const std::uint32_t reserve_threads_;
   const std::function<Status(const ShmSegment&, std::uint64_t, std::uint64_t)> reserve_step_;
