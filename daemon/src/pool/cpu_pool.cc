@@ -316,11 +316,10 @@ void CpuPool::FinishReserving(const std::stop_token& stop) {
 }
 
 Error CpuPool::StillReservingErrorLocked() const {
-  return Error(
-      StatusCode::kUnavailable,
-      fmt::format("pool {} is still reserving its memory: {} reserved ({} of {} "
-                  "bytes); retry",
-                  name_, FormatPartOf(reserved_bytes_, capacity_), reserved_bytes_, capacity_));
+  return {StatusCode::kUnavailable,
+          fmt::format("pool {} is still reserving its memory: {} reserved ({} of {} "
+                      "bytes); retry",
+                      name_, FormatPartOf(reserved_bytes_, capacity_), reserved_bytes_, capacity_)};
 }
 
 std::optional<std::size_t> CpuPool::IndexOf(std::uint64_t segment_id) const {
