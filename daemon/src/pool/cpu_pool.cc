@@ -105,8 +105,8 @@ Result<SegmentPlan> PlanSegments(const CpuPool::Options& options, const std::str
 }
 
 // An explicit huge-page pool that runs out says how many huge pages are free.
-Error WithHugePagesFree(Error error, const HugePageBacking& backing) {
-  if (backing.mode != HugePages::kExplicit || error.code() != StatusCode::kResourceExhausted) {
+Error WithHugePagesFree(Error error, HugePages mode) {
+  if (mode != HugePages::kExplicit || error.code() != StatusCode::kResourceExhausted) {
     return error;
   }
   const std::optional<std::uint64_t> free =
@@ -180,12 +180,11 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   }
   HURRAY_RETURN_IF_ERROR(CheckShmRoom(options, plan.capacity, where));
   HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments, CreateSegments(options, plan, where));
-  const HugePageBacking backing = options.huge_pages;
   const std::uint64_t reserve_at_create = options.reserve_at_create_bytes;
   std::unique_ptr<CpuPool> pool(
       new CpuPool(std::move(options), plan.capacity, std::move(segments)));
   if (Status reserved = pool->ReserveAtCreate(reserve_at_create); !reserved) {
-    return std::unexpected(WithHugePagesFree(reserved.error(), backing));
+    return std::unexpected(WithHugePagesFree(reserved.error(), pool->huge_pages_));
   }
   return pool;
 }
@@ -295,6 +294,7 @@ Status CpuPool::ReserveSegment(std::size_t index, std::uint64_t end, const std::
 }
 
 void CpuPool::RecordFailure(Error error) {
+  error = WithHugePagesFree(std::move(error), huge_pages_);
   reserve_failed_ = true;
   const std::lock_guard lock(mutex_);
   if (reserve_failure_) return;
