@@ -11,6 +11,7 @@
 //   6 section_huge_pages.cc  sections 1-2 again with huge pages (when hurrayd has them)
 //   7 section_gpu.cc         GPU exchange: acquire+map of device memory vs cudaMemcpy
 //   8 section_files.cc       model files: safetensors import and .hrry load vs cat, naive
+//   9 section_startup.cc     time to serving: hurrayd with a 1, 8, 16 GiB pool vs fallocate
 //   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
 #pragma once
 
@@ -41,6 +42,8 @@ struct SectionRun {
 // Adds a note and measures nothing when this process sees no CUDA device.
 [[nodiscard]] Status RunGpu(Harness& harness);
 [[nodiscard]] Status RunModelFiles(Harness& harness);
+// Stops the harness's daemon first: each size starts one of its own.
+[[nodiscard]] Status RunTimeToServing(Harness& harness);
 
 // The TOML value that turns cpu_pool.huge_pages on, when `hurrayd_path --print-config`
 // shows that option: `"MODE"` (`mode`, e.g. "auto": whichever huge pages the host allows,

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
+#include <string_view>
 
 #include "process.h"
 
@@ -26,15 +28,21 @@ std::string CpuModel() {
   return "unknown";
 }
 
-std::string MemoryTotal() {
+// The value of /proc/meminfo's `key` ("MemTotal:") in bytes, if present.
+std::optional<std::uint64_t> MeminfoBytes(std::string_view key) {
   std::ifstream meminfo("/proc/meminfo");
   std::string name;
   std::uint64_t kib = 0;
   while (meminfo >> name >> kib) {
-    if (name == "MemTotal:") return FormatBytes(kib * 1024);
+    if (name == key) return kib * 1024;
     meminfo.ignore(256, '\n');
   }
-  return "unknown";
+  return std::nullopt;
+}
+
+std::string MemoryTotal() {
+  const std::optional<std::uint64_t> total = MeminfoBytes("MemTotal:");
+  return total ? FormatBytes(*total) : "unknown";
 }
 
 std::string Kernel() {
@@ -76,6 +84,8 @@ std::vector<std::pair<std::string, std::string>> DescribeMachine() {
       {"load_average_at_start", LoadAverages()},
   };
 }
+
+std::uint64_t MemAvailableBytes() { return MeminfoBytes("MemAvailable:").value_or(0); }
 
 std::uint64_t DevShmFreeBytes() {
   struct statvfs info{};

@@ -16,6 +16,9 @@ namespace hurray::bench {
 // Bytes free in /dev/shm (statvfs); 0 when it cannot be read.
 [[nodiscard]] std::uint64_t DevShmFreeBytes();
 
+// /proc/meminfo's MemAvailable in bytes; 0 when it cannot be read.
+[[nodiscard]] std::uint64_t MemAvailableBytes();
+
 // "1 GiB", "4 KiB" when exact; "2.05 MiB", "23.5 GiB", "512 B" otherwise.
 [[nodiscard]] std::string FormatBytes(std::uint64_t bytes);
 

@@ -130,7 +130,8 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                                     .slab_mappings = pool.slab_mappings(),
                                     .read_only_slab_mappings = pool.read_only_slab_mappings(),
                                     .fences_in_use = pool.fences_in_use(),
-                                    .fences_retired = pool.fences_retired()});
+                                    .fences_retired = pool.fences_retired(),
+                                    .reserved_bytes = pool.reserved_bytes()});
   }
   return stats;
 }

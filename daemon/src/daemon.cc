@@ -41,6 +41,11 @@ namespace {
 
 // The most often the daemon looks for idle slabs.
 constexpr std::chrono::milliseconds kMinSlabCheck{100};
+// What the CPU pool reserves before the daemon serves (about 0.15 s on tmpfs), so that a
+// client's first tensors fit at once; the rest is reserved in the background.
+constexpr std::uint64_t kReservedBeforeServing = std::uint64_t{128} << 20;
+// The most often systemd's STATUS= tells how far the CPU pool's reservation got.
+constexpr std::chrono::seconds kReservingStatusPeriod{1};
 
 std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -48,8 +53,10 @@ std::uint64_t NewEpoch() {
                                         .count());
 }
 
-// The CPU pool the configuration describes, with the huge pages the host can give it.
-Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
+// The CPU pool the configuration describes, with the huge pages the host can give it; only
+// the first kReservedBeforeServing bytes of its memory are reserved yet (the rest:
+// Daemon::StartReserving).
+Result<std::unique_ptr<CpuPool>> CreateCpuPool(const Config::CpuPool& config) {
   // Explicit or transparent that the host cannot honour stops the start; only auto falls
   // back, and says why.
   auto huge_pages =
@@ -62,7 +69,8 @@ Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
                                                .page_size = config.page_size,
                                                .shm_prefix = config.shm_prefix,
                                                .first_segment_id = 1,
-                                               .huge_pages = huge_pages->backing});
+                                               .huge_pages = huge_pages->backing,
+                                               .reserve_at_create_bytes = kReservedBeforeServing});
   if (!pool) return std::unexpected(pool.error().WithContext("cpu_pool"));
   for (std::uint32_t i = 0; i < (*pool)->segment_count(); ++i) {
     const std::uint64_t segment = (*pool)->first_segment_id() + i;
@@ -70,7 +78,7 @@ Result<std::unique_ptr<Pool>> CreateCpuPool(const Config::CpuPool& config) {
                  (*pool)->SegmentPath(segment).value_or("?"),
                  (*pool)->SegmentSize(segment).value_or(0) >> 20);
   }
-  return std::unique_ptr<Pool>(std::move(*pool));
+  return std::move(*pool);
 }
 
 // No CUDA pools, and the one log line and the allocation errors that say why.
@@ -178,7 +186,7 @@ Status Daemon::StartParts() {
   StartIo();
   Announce();
   StartWatchdog();
-  return StartPreload();
+  return StartReserving();
 }
 
 Status Daemon::PrepareSocketPaths() {
@@ -205,7 +213,8 @@ Status Daemon::ApplySocketGroup(const std::string& path) const {
 // behind: the pools already made are destroyed with the set.
 Status Daemon::CreatePools() {
   auto pools = std::make_unique<PoolSet>();
-  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<Pool> cpu_pool, CreateCpuPool(config_.cpu_pool));
+  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<CpuPool> cpu_pool, CreateCpuPool(config_.cpu_pool));
+  cpu_pool_ = cpu_pool.get();
   pools->Add(std::move(cpu_pool));
   auto cuda_pools = AddCudaPools(config_.cuda_pool, *pools);
   if (!cuda_pools) return std::unexpected(cuda_pools.error().WithContext("cuda_pool"));
@@ -302,7 +311,10 @@ void Daemon::Announce() {
   spdlog::info("hurrayd serving gRPC on unix:{}, sessions on {}, cpu pool {} MiB, epoch {}",
                config_.socket_path, session_server_->socket_path(), usage.capacity_bytes >> 20,
                epoch_);
-  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%lu", config_.socket_path.c_str(),
+  const std::string status = usage.reserved_bytes < usage.capacity_bytes
+                                 ? ReservingStatus(usage.reserved_bytes, usage.capacity_bytes)
+                                 : fmt::format("serving on {}", config_.socket_path);
+  sd_notifyf(0, "READY=1\nSTATUS=%s\nMAINPID=%lu", status.c_str(),
              static_cast<unsigned long>(::getpid()));
   serving_ = true;
 }
@@ -320,6 +332,49 @@ void Daemon::StartWatchdog() {
 void Daemon::StopWatchdog() {
   watchdog_.reset();
   serving_probe_.reset();
+}
+
+std::string Daemon::ReservingStatus(std::uint64_t reserved_bytes,
+                                    std::uint64_t capacity_bytes) const {
+  return fmt::format("serving on {}; reserving cpu pool: {}", config_.socket_path,
+                     FormatPartOf(reserved_bytes, capacity_bytes));
+}
+
+Status Daemon::StartReserving() {
+  const auto started = std::chrono::steady_clock::now();
+  return cpu_pool_->StartReserving(
+      {.progress =
+           [this, last_status = started](std::uint64_t reserved, std::uint64_t capacity) mutable {
+             const auto now = std::chrono::steady_clock::now();
+             if (now - last_status < kReservingStatusPeriod) return;
+             last_status = now;
+             sd_notifyf(0, "STATUS=%s", ReservingStatus(reserved, capacity).c_str());
+           },
+       .done = [this, started](Status status) { OnReserved(std::move(status), started); }});
+}
+
+void Daemon::OnReserved(Status status, std::chrono::steady_clock::time_point started) {
+  const PoolUsage usage = cpu_pool_->Usage();
+  const auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started);
+  if (status) {
+    spdlog::info("cpu pool: all {} MiB reserved, {:.1f} s after serving began",
+                 usage.reserved_bytes >> 20, took.count());
+  } else {
+    sd_notifyf(0, "STATUS=serving on %s; cpu pool reserved only %s: %s",
+               config_.socket_path.c_str(),
+               FormatPartOf(usage.reserved_bytes, usage.capacity_bytes).c_str(),
+               status.error().message().c_str());
+  }
+  // The preload allocates big tensors: it starts once the pool is as big as it gets.
+  if (Status preload = StartPreload(); !preload) {
+    preload_failure_ = preload.error();
+    spdlog::critical("hurrayd stops: the preload could not start: {}", preload.error().message());
+    Stop();
+    return;
+  }
+  if (config_.preload.empty() && status) {
+    sd_notifyf(0, "STATUS=serving on %s", config_.socket_path.c_str());
+  }
 }
 
 Status Daemon::StartPreload() {
@@ -382,7 +437,9 @@ void Daemon::Shutdown() {
   sd_notify(0, "STOPPING=1");
   // Health watchers see the stop begin, not only the server going away.
   if (server_) SetServing(false);
-  StopPreload();  // First: its end touches the gRPC server's health.
+  // First: its end starts the preload.
+  if (cpu_pool_ != nullptr) cpu_pool_->StopReserving();
+  StopPreload();  // Next: its end touches the gRPC server's health.
   StopGrpc();
   StopSessions();
   // The sessions' unreached fences are poisoned as they end; this catches any left, so that
@@ -393,6 +450,7 @@ void Daemon::Shutdown() {
   registry_.reset();
   slab_release_timer_.reset();
   cuda_pools_.clear();
+  cpu_pool_ = nullptr;
   pools_.reset();  // Removes the segments and releases the slabs.
   if (serving_) spdlog::info("hurrayd stopped");
 }

@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@ class Server;
 
 namespace hurray::daemon {
 
+class CpuPool;
 class CudaPool;
 class ExchangeService;
 class PoolSet;
@@ -38,7 +40,10 @@ class Daemon {
   // READY=1 went to systemd (when run under it). ALREADY_EXISTS when another daemon
   // already serves a socket path. A failed start leaves nothing behind.
   //
-  // With [[preload]] entries, the Preloader then imports them on its own thread: gRPC health
+  // The CPU pool's memory is reserved in the background from then on (STATUS= says how far
+  // it got, once a second): allocations that do not fit what is reserved yet are
+  // UNAVAILABLE until it is done. With [[preload]] entries, once the reservation is over the
+  // Preloader imports them on its own thread: gRPC health
   // (the overall status "" and "hurray.v1.Exchange") answers NOT_SERVING until every entry
   // is in (or skipped), then SERVING; systemd's STATUS= names the file being loaded. A
   // required entry that fails stops the daemon: Wait returns its error. Without entries,
@@ -83,6 +88,14 @@ class Daemon {
   void StartIo();
   // The log line and READY=1 to systemd.
   void Announce();
+  // The CPU pool's background reservation; OnReserved at its end.
+  Status StartReserving();
+  // The reservation's end (complete, or short of the capacity with `status` saying why):
+  // the preload starts, or STATUS= says the daemon serves.
+  void OnReserved(Status status, std::chrono::steady_clock::time_point started);
+  // "serving on SOCKET; reserving cpu pool: 3.0 of 8.0 GiB", for STATUS=.
+  [[nodiscard]] std::string ReservingStatus(std::uint64_t reserved_bytes,
+                                            std::uint64_t capacity_bytes) const;
   // The Preloader of config_.preload, when there are entries.
   Status StartPreload();
   // Under systemd with WatchdogSec=: the Watchdog, probing the registry through the io
@@ -111,6 +124,7 @@ class Daemon {
   const std::uint64_t epoch_;
   boost::asio::io_context io_;
   std::unique_ptr<PoolSet> pools_;
+  CpuPool* cpu_pool_ = nullptr;                                    // Of pools_.
   std::vector<CudaPool*> cuda_pools_;                              // Of pools_.
   std::unique_ptr<boost::asio::steady_timer> slab_release_timer_;  // With CUDA pools only.
   std::unique_ptr<Registry> registry_;
@@ -118,7 +132,8 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<SessionServer> session_server_;
   std::unique_ptr<Preloader> preloader_;
-  // Set by the preloader's thread (OnPreloadDone), read after it is joined.
+  // Set by the reserving thread (OnReserved) or the preloader's (OnPreloadDone), read after
+  // both are joined.
   std::optional<Error> preload_failure_;
   std::optional<SocketGroup> socket_group_;  // Of config_.socket_group, when set.
   std::unique_ptr<ServingProbe> serving_probe_;

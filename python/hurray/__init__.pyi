@@ -308,6 +308,7 @@ class PoolStats:
     read_only_slab_mappings: int
     fences_in_use: int
     fences_retired: int
+    reserved_bytes: int
 
 class DaemonStats:
     pools: list[PoolStats]

@@ -90,7 +90,8 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("slab_mappings", &PoolStats::slab_mappings)
       .def_readonly("read_only_slab_mappings", &PoolStats::read_only_slab_mappings)
       .def_readonly("fences_in_use", &PoolStats::fences_in_use)
-      .def_readonly("fences_retired", &PoolStats::fences_retired);
+      .def_readonly("fences_retired", &PoolStats::fences_retired)
+      .def_readonly("reserved_bytes", &PoolStats::reserved_bytes);
   py::class_<DaemonStats>(module, "DaemonStats")
       .def_readonly("pools", &DaemonStats::pools)
       .def_readonly("session_count", &DaemonStats::session_count)

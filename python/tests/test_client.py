@@ -190,6 +190,8 @@ def test_list_describe_stats_delete(client):
     assert details.buffers[0].byte_size == 24 and details.descriptor.shape == (2, 3)
     stats = client.stats()
     assert stats.pools[0].name == "cpu" and stats.tensor_count >= 1
+    # A 64 MiB pool is reserved whole before the daemon serves.
+    assert stats.pools[0].reserved_bytes == stats.pools[0].capacity_bytes == 64 << 20
     assert client.delete("inspect/a") == 1
     assert client.list("inspect/") == []
 

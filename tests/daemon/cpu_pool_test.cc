@@ -10,8 +10,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <future>
+#include <mutex>
 #include <random>
 #include <regex>
 #include <string>
@@ -399,9 +403,184 @@ TEST(CpuPoolCreateTest, MoreThanDevShmHoldsFailsCleanly) {
   Result<std::unique_ptr<CpuPool>> pool =
       CpuPool::Create(CpuPool::Options{.capacity_bytes = size, .shm_prefix = prefix});
   EXPECT_ERROR(pool, StatusCode::kResourceExhausted,
-               {"pool cpu: segment 1", "cannot reserve " + std::to_string(size) + " bytes",
+               {"pool cpu: ", "cannot reserve " + std::to_string(size) + " bytes", "/dev/shm has",
                 "No space left on device"});
   EXPECT_TRUE(ShmEntriesWithPrefix(prefix + "-").empty());
+}
+
+// A reserve step that lets the first `free_chunks` chunks through at once and holds the
+// others until Open(), or fails them with RESOURCE_EXHAUSTED once Fail() was called.
+class GatedReserveStep {
+ public:
+  explicit GatedReserveStep(std::uint64_t chunk_bytes, std::uint64_t free_chunks)
+      : free_bytes_(chunk_bytes * free_chunks) {}
+
+  Status operator()(std::uint64_t offset) {
+    std::unique_lock lock(mutex_);
+    if (offset < free_bytes_) return {};
+    changed_.wait(lock, [this] { return open_ || failing_; });
+    if (failing_) return ResourceExhaustedError("fallocate: No space left on device");
+    return {};
+  }
+  void Open() {
+    const std::lock_guard lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  void Fail() {
+    const std::lock_guard lock(mutex_);
+    failing_ = true;
+    changed_.notify_all();
+  }
+
+ private:
+  const std::uint64_t free_bytes_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool open_ = false;
+  bool failing_ = false;
+};
+
+// A pool of one 16-page segment reserved in the background, 4 pages a step, through `step`;
+// the result of its done callback lands in `done`.
+std::unique_ptr<CpuPool> BackgroundPool(GatedReserveStep& step, std::promise<Status>& done) {
+  Result<std::unique_ptr<CpuPool>> pool = CpuPool::Create(
+      CpuPool::Options{.capacity_bytes = 16 * kPage,
+                       .shm_prefix = TestPrefix(),
+                       .reserve_at_create_bytes = 0,
+                       .reserve_chunk_bytes = 4 * kPage,
+                       .reserve_step = [&step](const ShmSegment&, std::uint64_t offset,
+                                               std::uint64_t) { return step(offset); }});
+  EXPECT_OK(pool);
+  if (!pool) return nullptr;
+  EXPECT_OK((*pool)->StartReserving(
+      {.done = [&done](Status status) { done.set_value(std::move(status)); }}));
+  return std::move(*pool);
+}
+
+// Waits until `pool` reports `bytes` reserved.
+void WaitForReserved(const CpuPool& pool, std::uint64_t bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool.Usage().reserved_bytes < bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(pool.Usage().reserved_bytes, bytes);
+}
+
+TEST(CpuPoolReserveTest, WhileReservingAllocationsBeyondTheReservedPartAreUnavailable) {
+  GatedReserveStep step(4 * kPage, 1);
+  std::promise<Status> done;
+  std::unique_ptr<CpuPool> pool = BackgroundPool(step, done);
+  ASSERT_NE(pool, nullptr);
+  WaitForReserved(*pool, 4 * kPage);
+  EXPECT_TRUE(pool->reserving());
+  ASSERT_OK_AND_ASSIGN(const PoolRange first, pool->Allocate(4 * kPage));
+  EXPECT_EQ(first.offset, 0u);
+  EXPECT_ERROR(pool->Allocate(kPage), StatusCode::kUnavailable,
+               {"pool cpu is still reserving its memory", "16.0 of 64.0 KiB reserved",
+                "(16384 of 65536 bytes)", "retry"});
+  // Larger than the segment: it never fits, reserving or not.
+  EXPECT_ERROR(pool->Allocate(17 * kPage), StatusCode::kResourceExhausted);
+
+  step.Open();
+  EXPECT_OK(done.get_future().get());
+  EXPECT_FALSE(pool->reserving());
+  EXPECT_EQ(pool->Usage().reserved_bytes, 16 * kPage);
+  ASSERT_OK_AND_ASSIGN(const PoolRange rest, pool->Allocate(12 * kPage));
+  EXPECT_EQ(rest.offset, 4 * kPage);
+}
+
+TEST(CpuPoolReserveTest, AFailedReservationLeavesAWorkingSmallerPool) {
+  GatedReserveStep step(4 * kPage, 2);
+  std::promise<Status> done;
+  std::unique_ptr<CpuPool> pool = BackgroundPool(step, done);
+  ASSERT_NE(pool, nullptr);
+  WaitForReserved(*pool, 8 * kPage);
+  step.Fail();
+  EXPECT_ERROR(done.get_future().get(), StatusCode::kResourceExhausted,
+               {"pool cpu: segment 1", "No space left on device"});
+  EXPECT_FALSE(pool->reserving());
+  const PoolUsage usage = pool->Usage();
+  EXPECT_EQ(usage.reserved_bytes, 8 * kPage);
+  EXPECT_EQ(usage.capacity_bytes, 16 * kPage);
+  EXPECT_EQ(usage.largest_free_bytes, 8 * kPage);
+  ASSERT_OK(pool->Allocate(8 * kPage));
+  // Reservation is over: what does not fit is exhausted, not worth a retry.
+  EXPECT_ERROR(pool->Allocate(kPage), StatusCode::kResourceExhausted, {"no free range"});
+}
+
+TEST(CpuPoolReserveTest, StoppingEndsTheReservationWithoutCallingDone) {
+  GatedReserveStep step(4 * kPage, 1);
+  std::promise<Status> done;
+  std::unique_ptr<CpuPool> pool = BackgroundPool(step, done);
+  ASSERT_NE(pool, nullptr);
+  WaitForReserved(*pool, 4 * kPage);
+  std::thread opener([&step] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    step.Open();  // Lets the step in progress end; StopReserving waits for it.
+  });
+  pool->StopReserving();
+  opener.join();
+  EXPECT_LE(pool->Usage().reserved_bytes, 8 * kPage);
+  EXPECT_EQ(done.get_future().wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+}
+
+TEST(CpuPoolReserveTest, BackgroundReservationBacksEverySegmentWithPages) {
+  const std::uint64_t capacity = 8 * kMiB;
+  Result<std::unique_ptr<CpuPool>> created =
+      CpuPool::Create(CpuPool::Options{.capacity_bytes = capacity,
+                                       .segment_bytes = 2 * kMiB,
+                                       .shm_prefix = TestPrefix(),
+                                       .reserve_at_create_bytes = 0,
+                                       .reserve_chunk_bytes = kMiB,
+                                       .reserve_threads = 2});
+  ASSERT_OK(created);
+  CpuPool& pool = **created;
+  struct stat info{};
+  ASSERT_EQ(::stat(ShmPath(*pool.SegmentName(1)).c_str(), &info), 0);
+  EXPECT_EQ(info.st_blocks, 0) << "Create reserved pages it should have left to the threads";
+  EXPECT_EQ(pool.Usage().reserved_bytes, 0u);
+  EXPECT_ERROR(pool.Allocate(kPage), StatusCode::kUnavailable);
+
+  std::promise<Status> done;
+  std::atomic<std::uint64_t> last_progress = 0;
+  ASSERT_OK(pool.StartReserving(
+      {.progress = [&last_progress](std::uint64_t reserved,
+                                    std::uint64_t) { last_progress = reserved; },
+       .done = [&done](Status status) { done.set_value(std::move(status)); }}));
+  ASSERT_OK(done.get_future().get());
+  EXPECT_EQ(last_progress.load(), capacity);
+  EXPECT_EQ(pool.Usage().reserved_bytes, capacity);
+  for (std::uint64_t segment = 1; segment <= 4; ++segment) {
+    ASSERT_EQ(::stat(ShmPath(*pool.SegmentName(segment)).c_str(), &info), 0);
+    EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, 2 * kMiB) << segment;
+  }
+  EXPECT_OK(pool.Allocate(2 * kMiB));
+}
+
+TEST(CpuPoolReserveTest, CreateReservesTheFirstBytesAskedForAndServesThemAtOnce) {
+  Result<std::unique_ptr<CpuPool>> created =
+      CpuPool::Create(CpuPool::Options{.capacity_bytes = 8 * kMiB,
+                                       .segment_bytes = 2 * kMiB,
+                                       .shm_prefix = TestPrefix(),
+                                       .reserve_at_create_bytes = 3 * kMiB,
+                                       .reserve_chunk_bytes = kMiB});
+  ASSERT_OK(created);
+  CpuPool& pool = **created;
+  EXPECT_TRUE(pool.reserving());
+  EXPECT_EQ(pool.Usage().reserved_bytes, 3 * kMiB);
+  ASSERT_OK_AND_ASSIGN(const PoolRange whole, pool.Allocate(2 * kMiB));
+  ASSERT_OK_AND_ASSIGN(const PoolRange part, pool.Allocate(kMiB));
+  EXPECT_EQ(whole.segment_id, 1u);
+  EXPECT_EQ(part.segment_id, 2u);
+  EXPECT_ERROR(pool.Allocate(kPage), StatusCode::kUnavailable, {"3.0 of 8.0 MiB reserved"});
+}
+
+TEST(CpuPoolReserveTest, FormatPartOfPicksTheUnitOfTheWhole) {
+  EXPECT_EQ(FormatPartOf(3 * kGiB, 8 * kGiB), "3.0 of 8.0 GiB");
+  EXPECT_EQ(FormatPartOf(512 * kMiB, 2 * kGiB), "0.5 of 2.0 GiB");
+  EXPECT_EQ(FormatPartOf(0, 64 * kMiB), "0.0 of 64.0 MiB");
+  EXPECT_EQ(FormatPartOf(kPage, 16 * kPage), "4.0 of 64.0 KiB");
 }
 
 TEST(CpuPoolThreadTest, ConcurrentAllocateAndFreeLeaveNothingBehind) {

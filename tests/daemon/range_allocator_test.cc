@@ -290,5 +290,31 @@ TEST(RangeAllocatorRandomTest, MatchesAModelOverRandomOperations) {
   EXPECT_EQ(Fragmentation(allocator), 0.0);
 }
 
+TEST(RangeAllocatorExtendTest, OnlyTheUsablePrefixIsFreeAndExtendGrowsIt) {
+  RangeAllocator allocator(8 * kPage, kPage, 2 * kPage);
+  EXPECT_EQ(allocator.usable_bytes(), 2 * kPage);
+  EXPECT_EQ(allocator.free_bytes(), 2 * kPage);
+  EXPECT_FALSE(allocator.Allocate(3 * kPage));
+  allocator.Extend(4 * kPage);
+  EXPECT_EQ(allocator.free_range_count(), 1u);
+  EXPECT_EQ(allocator.largest_free_range(), 4 * kPage);
+  EXPECT_EQ(allocator.Allocate(3 * kPage), 0u);
+}
+
+TEST(RangeAllocatorExtendTest, ExtendAfterAFullPrefixStartsANewFreeRange) {
+  RangeAllocator allocator(8 * kPage, kPage, 2 * kPage);
+  ASSERT_EQ(allocator.Allocate(kPage), 0u);
+  ASSERT_EQ(allocator.Allocate(kPage), kPage);
+  allocator.Extend(3 * kPage);
+  EXPECT_EQ(allocator.Allocate(kPage), 2 * kPage);
+  allocator.Extend(8 * kPage);
+  EXPECT_EQ(allocator.usable_bytes(), 8 * kPage);
+  EXPECT_EQ(allocator.free_bytes(), 5 * kPage);
+  // Freeing the middle range merges it with the range Extend made after it.
+  ASSERT_TRUE(allocator.Free(2 * kPage, kPage));
+  EXPECT_EQ(allocator.free_range_count(), 1u);
+  EXPECT_EQ(allocator.largest_free_range(), 6 * kPage);
+}
+
 }  // namespace
 }  // namespace hurray::daemon

@@ -158,6 +158,9 @@ struct PoolStats {
   // Fence words in use, and words retired for good (their producer ended before signalling).
   std::uint64_t fences_in_use = 0;
   std::uint64_t fences_retired = 0;
+  // Bytes of the pool's memory reserved so far: the CPU pool reserves in the background
+  // after the daemon starts, and this reaches capacity_bytes once done (cuda: the slabs).
+  std::uint64_t reserved_bytes = 0;
 
   friend bool operator==(const PoolStats&, const PoolStats&) = default;
 };

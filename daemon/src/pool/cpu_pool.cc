@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
+#include <system_error>
 #include <utility>
 
 #include "hurray/checked_math.h"
@@ -102,8 +104,34 @@ Result<SegmentPlan> PlanSegments(const CpuPool::Options& options, const std::str
   return plan;
 }
 
+// An explicit huge-page pool that runs out says how many huge pages are free.
+Error WithHugePagesFree(Error error, HugePages mode) {
+  if (mode != HugePages::kExplicit || error.code() != StatusCode::kResourceExhausted) {
+    return error;
+  }
+  const std::optional<std::uint64_t> free =
+      MeminfoValue(ReadHostHugePageFacts().meminfo, "HugePages_Free");
+  const std::string free_pages = free ? fmt::to_string(*free) : "unknown";
+  return {error.code(), fmt::format("{} (HugePages_Free is {} now)", error.message(), free_pages)};
+}
+
+// RESOURCE_EXHAUSTED when /dev/shm has less space free than `capacity` (a huge-page pool's
+// room ChooseHugePages checked): such a pool could never be reserved in full.
+Status CheckShmRoom(const CpuPool::Options& options, std::uint64_t capacity,
+                    const std::string& where) {
+  if (options.huge_pages.mode == HugePages::kExplicit) return {};
+  struct statvfs shm{};
+  if (::statvfs("/dev/shm", &shm) != 0) return {};  // Reserving will say what is wrong.
+  const std::uint64_t free = static_cast<std::uint64_t>(shm.f_bavail) * shm.f_frsize;
+  if (capacity <= free) return {};
+  return ResourceExhaustedError(
+      fmt::format("{}cannot reserve {} bytes of shared memory: /dev/shm has {} bytes free "
+                  "(No space left on device)",
+                  where, capacity, free));
+}
+
 // The plan's segments, all or none: those created before a failure are removed as the
-// vector goes. An explicit huge-page pool that runs out says how many huge pages are free.
+// vector goes. No page is reserved yet.
 Result<std::vector<ShmSegment>> CreateSegments(const CpuPool::Options& options,
                                                const SegmentPlan& plan, const std::string& where) {
   std::vector<ShmSegment> segments;
@@ -113,21 +141,19 @@ Result<std::vector<ShmSegment>> CreateSegments(const CpuPool::Options& options,
         std::min(plan.segment_bytes, plan.capacity - index * plan.segment_bytes);
     Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size, options.huge_pages);
     if (!segment) {
-      Error error = segment.error().WithContext(
-          fmt::format("{}segment {}", where, options.first_segment_id + index));
-      if (options.huge_pages.mode == HugePages::kExplicit &&
-          error.code() == StatusCode::kResourceExhausted) {
-        const std::optional<std::uint64_t> free =
-            MeminfoValue(ReadHostHugePageFacts().meminfo, "HugePages_Free");
-        const std::string free_pages = free ? fmt::to_string(*free) : "unknown";
-        error = Error(error.code(),
-                      fmt::format("{} (HugePages_Free is {} now)", error.message(), free_pages));
-      }
-      return std::unexpected(std::move(error));
+      return std::unexpected(segment.error().WithContext(
+          fmt::format("{}segment {}", where, options.first_segment_id + index)));
     }
     segments.push_back(std::move(*segment));
   }
   return segments;
+}
+
+// The threads a reservation of `segment_count` segments runs on.
+std::uint32_t ReserveThreads(std::uint32_t requested, std::size_t segment_count) {
+  std::uint32_t threads = requested;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency() / 4);
+  return static_cast<std::uint32_t>(std::min<std::size_t>(threads, segment_count));
 }
 
 }  // namespace
@@ -149,9 +175,18 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
     options.page_size = std::max(options.page_size, options.huge_pages.page_size);
   }
   HURRAY_ASSIGN_OR_RETURN(const SegmentPlan plan, PlanSegments(options, where));
+  if (options.reserve_chunk_bytes == 0) {
+    return InvalidArgumentError(fmt::format("{}reserve_chunk_bytes 0: must be above 0", where));
+  }
+  HURRAY_RETURN_IF_ERROR(CheckShmRoom(options, plan.capacity, where));
   HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments, CreateSegments(options, plan, where));
-  return std::unique_ptr<CpuPool>(
+  const std::uint64_t reserve_at_create = options.reserve_at_create_bytes;
+  std::unique_ptr<CpuPool> pool(
       new CpuPool(std::move(options), plan.capacity, std::move(segments)));
+  if (Status reserved = pool->ReserveAtCreate(reserve_at_create); !reserved) {
+    return std::unexpected(WithHugePagesFree(reserved.error(), pool->huge_pages_));
+  }
+  return pool;
 }
 
 CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment> segments)
@@ -161,11 +196,130 @@ CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment
       capacity_(capacity),
       first_segment_id_(options.first_segment_id),
       max_segment_bytes_(segments.front().size()),
-      segments_(std::move(segments)) {
+      segments_(std::move(segments)),
+      reserve_chunk_bytes_(
+          internal::CheckedRoundUp(options.reserve_chunk_bytes, page_size_).value_or(page_size_)),
+      reserve_threads_(ReserveThreads(options.reserve_threads, segments_.size())),
+      reserve_step_(options.reserve_step
+                        ? std::move(options.reserve_step)
+                        : [](const ShmSegment& segment, std::uint64_t offset,
+                             std::uint64_t length) { return segment.Reserve(offset, length); }),
+      reserving_(true) {
   allocators_.reserve(segments_.size());
   for (const ShmSegment& segment : segments_) {
-    allocators_.emplace_back(segment.size(), page_size_);
+    allocators_.emplace_back(segment.size(), page_size_, /*usable_bytes=*/0);
   }
+}
+
+CpuPool::~CpuPool() { StopReserving(); }
+
+Status CpuPool::ReserveAtCreate(std::uint64_t bytes) {
+  for (std::size_t index = 0; index < segments_.size() && bytes > 0; ++index) {
+    const std::uint64_t end = std::min(bytes, segments_[index].size());
+    if (Status reserved = ReserveSegment(index, end, std::stop_token()); !reserved) {
+      return std::unexpected(reserved.error().WithContext(
+          fmt::format("pool {}: segment {}", name_, first_segment_id_ + index)));
+    }
+    bytes -= end;
+  }
+  const std::lock_guard lock(mutex_);
+  reserving_ = reserved_bytes_ < capacity_;
+  return {};
+}
+
+Status CpuPool::StartReserving(ReserveCallbacks callbacks) {
+  callbacks_ = std::move(callbacks);
+  active_reservers_ = reserve_threads_;
+  try {
+    for (std::uint32_t i = 0; i < reserve_threads_; ++i) {
+      reservers_.emplace_back([this](const std::stop_token& stop) { ReserveSegments(stop); });
+    }
+  } catch (const std::system_error& error) {
+    StopReserving();
+    return ResourceExhaustedError(
+        fmt::format("pool {}: cannot start a reserving thread: {}", name_, error.what()));
+  }
+  return {};
+}
+
+void CpuPool::StopReserving() {
+  for (std::jthread& thread : reservers_) thread.request_stop();
+  for (std::jthread& thread : reservers_) {
+    if (thread.joinable()) thread.join();
+  }
+  reservers_.clear();
+}
+
+bool CpuPool::reserving() const {
+  const std::lock_guard lock(mutex_);
+  return reserving_;
+}
+
+void CpuPool::ReserveSegments(const std::stop_token& stop) {
+  while (!stop.stop_requested() && !reserve_failed_) {
+    const std::size_t index = next_segment_++;
+    if (index >= segments_.size()) break;
+    if (Status reserved = ReserveSegment(index, segments_[index].size(), stop); !reserved) {
+      RecordFailure(reserved.error().WithContext(
+          fmt::format("pool {}: segment {}", name_, first_segment_id_ + index)));
+    }
+  }
+  if (--active_reservers_ == 0) FinishReserving(stop);
+}
+
+Status CpuPool::ReserveSegment(std::size_t index, std::uint64_t end, const std::stop_token& stop) {
+  const ShmSegment& segment = segments_[index];
+  std::uint64_t offset = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    offset = allocators_[index].usable_bytes();
+  }
+  while (offset < end) {
+    if (stop.stop_requested() || reserve_failed_) return {};
+    const std::uint64_t length = std::min(reserve_chunk_bytes_, segment.size() - offset);
+    HURRAY_RETURN_IF_ERROR(reserve_step_(segment, offset, length));
+    offset += length;
+    std::uint64_t reserved = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      allocators_[index].Extend(offset);
+      reserved = reserved_bytes_ += length;
+    }
+    if (callbacks_.progress) {
+      const std::lock_guard lock(progress_mutex_);
+      callbacks_.progress(reserved, capacity_);
+    }
+  }
+  return {};
+}
+
+void CpuPool::RecordFailure(Error error) {
+  error = WithHugePagesFree(std::move(error), huge_pages_);
+  reserve_failed_ = true;
+  const std::lock_guard lock(mutex_);
+  if (reserve_failure_) return;
+  spdlog::error(
+      "pool {}: reserving its memory stopped at {} reserved ({} of {} bytes): {}; the pool "
+      "serves with the reserved part",
+      name_, FormatPartOf(reserved_bytes_, capacity_), reserved_bytes_, capacity_, error.message());
+  reserve_failure_ = std::move(error);
+}
+
+void CpuPool::FinishReserving(const std::stop_token& stop) {
+  Status status;
+  {
+    const std::lock_guard lock(mutex_);
+    reserving_ = false;
+    if (reserve_failure_) status = std::unexpected(*reserve_failure_);
+  }
+  if (!stop.stop_requested() && callbacks_.done) callbacks_.done(std::move(status));
+}
+
+Error CpuPool::StillReservingErrorLocked() const {
+  return {StatusCode::kUnavailable,
+          fmt::format("pool {} is still reserving its memory: {} reserved ({} of {} "
+                      "bytes); retry",
+                      name_, FormatPartOf(reserved_bytes_, capacity_), reserved_bytes_, capacity_)};
 }
 
 std::optional<std::size_t> CpuPool::IndexOf(std::uint64_t segment_id) const {
@@ -194,6 +348,7 @@ Result<PoolRange> CpuPool::Allocate(std::uint64_t byte_size) {
             .segment_id = first_segment_id_ + index, .offset = *offset, .size = byte_size};
       }
     }
+    if (reserving_) return std::unexpected(StillReservingErrorLocked());
     for (const RangeAllocator& allocator : allocators_) {
       largest_free = std::max(largest_free, allocator.largest_free_range());
       free_total += allocator.free_bytes();
@@ -269,6 +424,7 @@ PoolUsage CpuPool::Usage() const {
   std::uint64_t free_total = 0;
   {
     const std::lock_guard lock(mutex_);
+    usage.reserved_bytes = reserved_bytes_;
     for (const RangeAllocator& allocator : allocators_) {
       usage.used_bytes += allocator.allocated_bytes();
       usage.allocation_count += allocator.allocation_count();
@@ -281,6 +437,18 @@ PoolUsage CpuPool::Usage() const {
                                         : 1.0 - static_cast<double>(usage.largest_free_bytes) /
                                                     static_cast<double>(free_total);
   return usage;
+}
+
+std::string FormatPartOf(std::uint64_t part, std::uint64_t whole) {
+  static constexpr std::array<std::string_view, 4> kUnits = {"KiB", "MiB", "GiB", "TiB"};
+  std::size_t unit = 0;
+  double scale = 1024.0;
+  while (unit + 1 < kUnits.size() && static_cast<double>(whole) >= scale * 1024.0) {
+    scale *= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.1f} of {:.1f} {}", static_cast<double>(part) / scale,
+                     static_cast<double>(whole) / scale, kUnits[unit]);
 }
 
 std::uint64_t DefaultCpuPoolCapacityFor(std::uint64_t physical_ram_bytes,

@@ -1,12 +1,15 @@
 // CpuPool: the pool of page-aligned shared memory that CPU tensors live in.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "hurray/error.h"
@@ -18,11 +21,19 @@
 namespace hurray::daemon {
 
 // A Pool over one or more ShmSegments — of /dev/shm, or of a hugetlbfs mount with explicit
-// huge pages — all created (and their space reserved) by Create. Segment ids are consecutive
+// huge pages — all created by Create. Segment ids are consecutive
 // from Options::first_segment_id, so that pools of one daemon can share one id space.
 // Allocate tries the segments in id order and takes the best fitting free range inside the
 // first segment that has one; every range starts at a multiple of page_size and reserves its
 // size rounded up to page_size.
+//
+// Only reserved memory (fallocate) is ever handed out, so that no client touching a buffer
+// can get SIGBUS. Reserving takes about a second per GB, so Create may reserve only a first
+// part (Options::reserve_at_create_bytes) and leave the rest to threads of the pool's own
+// (StartReserving), which reserve in chunks from the start of each segment, several
+// segments at once: each segment's free space grows as its chunks are reserved. While that
+// runs, an allocation that does not fit what is reserved fails with UNAVAILABLE (retry);
+// when it fails (a full /dev/shm), the pool keeps and serves what it reserved.
 //
 // The allocator's bookkeeping lives in the daemon's private memory, never in the segments.
 // The daemon keeps no mapping of a segment (with transparent huge pages it maps each one
@@ -54,20 +65,57 @@ class CpuPool final : public Pool {
     // Explicit: hugetlbfs_directory must be a hugetlbfs mount whose page size is
     // huge_pages.page_size.
     HugePageBacking huge_pages;
+    // Bytes Create reserves before it returns, from the start of the first segment on, in
+    // whole chunks; StartReserving reserves the rest in the background. All of them unless
+    // said otherwise.
+    std::uint64_t reserve_at_create_bytes = UINT64_MAX;
+    // Bytes reserved per step: a multiple of page_size (rounded up), > 0. Stopping the
+    // reservation waits for the steps in progress.
+    std::uint64_t reserve_chunk_bytes = std::uint64_t{64} << 20;
+    // Segments reserved at once (threads), at most the segment count; 0: one per four
+    // hardware threads, at least one.
+    std::uint32_t reserve_threads = 0;
+    // Reserves bytes [offset, offset + length) of a segment: ShmSegment::Reserve when empty.
+    // Called from the reserving threads, each segment by one thread at a time.
+    std::function<Status(const ShmSegment& segment, std::uint64_t offset, std::uint64_t length)>
+        reserve_step;
+  };
+
+  // What StartReserving reports, on its threads.
+  struct ReserveCallbacks {
+    // After each step, with the bytes reserved so far; one call at a time.
+    std::function<void(std::uint64_t reserved_bytes, std::uint64_t capacity_bytes)> progress;
+    // Once every segment is reserved (OK), or with the error that ended the reservation
+    // early (already logged; the pool serves what it reserved). Not called after
+    // StopReserving.
+    std::function<void(Status)> done;
   };
 
   static constexpr std::uint64_t kMaxSegments = 4096;
 
   // Validates `options` (INVALID_ARGUMENT naming the field and value) and creates every
   // segment. FAILED_PRECONDITION when an explicit backing's directory is not a hugetlbfs
-  // mount of its page size; RESOURCE_EXHAUSTED when /dev/shm cannot hold the segments, or
-  // the huge page pool cannot (naming HugePages_Free); no segment is left behind on any
-  // failure.
+  // mount of its page size; RESOURCE_EXHAUSTED when /dev/shm has less space free than the
+  // capacity, or (reserving at Create) the reservation fails, naming HugePages_Free for
+  // huge pages; no segment is left behind on any failure.
   [[nodiscard]] static Result<std::unique_ptr<CpuPool>> Create(Options options);
 
   CpuPool(const CpuPool&) = delete;
   CpuPool& operator=(const CpuPool&) = delete;
-  ~CpuPool() override = default;
+  // StopReserving().
+  ~CpuPool() override;
+
+  // Starts reserving what Create left unreserved on new threads (done is called at once
+  // when nothing is left). Call at most once. RESOURCE_EXHAUSTED when a thread cannot be started
+  // (nothing is then reserving).
+  [[nodiscard]] Status StartReserving(ReserveCallbacks callbacks);
+
+  // Ends a reservation in progress after the steps under way (the pool keeps what is
+  // reserved) and waits for its threads. Idempotent; a no-op when none runs.
+  void StopReserving();
+
+  // Whether the reservation has yet to end (complete or fail).
+  [[nodiscard]] bool reserving() const;
 
   [[nodiscard]] std::string_view name() const override { return name_; }
   [[nodiscard]] DeviceTag device_tag() const override { return DeviceTag::Cpu(); }
@@ -75,7 +123,9 @@ class CpuPool final : public Pool {
 
   // INVALID_ARGUMENT for byte_size 0. RESOURCE_EXHAUSTED for a size larger than a segment
   // (it can never fit), and "pool cpu: no free range of N bytes (largest free range M of F
-  // free)" when nothing fits now.
+  // free)" when nothing fits now. While the pool is still reserving, an allocation that
+  // does not fit what is reserved is UNAVAILABLE: "pool cpu is still reserving its memory:
+  // 3.0 of 8.0 GiB reserved (R of C bytes); retry".
   [[nodiscard]] Result<PoolRange> Allocate(std::uint64_t byte_size) override;
 
   // A range with segment_id 0 (an empty buffer) is ignored. A range of an unknown segment,
@@ -89,6 +139,7 @@ class CpuPool final : public Pool {
 
   [[nodiscard]] std::optional<std::uint64_t> SegmentSize(std::uint64_t segment_id) const override;
 
+  // reserved_bytes included.
   [[nodiscard]] PoolUsage Usage() const override;
 
   // The name of a segment ("/hurray-0123…"), if it belongs to this pool: its POSIX shm
@@ -108,6 +159,21 @@ class CpuPool final : public Pool {
  private:
   CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment> segments);
 
+  // A reserving thread: takes the next segment not yet begun and reserves it, until none is
+  // left, the reservation failed or `stop` is requested; the last thread out ends it.
+  void ReserveSegments(const std::stop_token& stop);
+  // Create's part: the first `bytes` of the pool, from segment to segment.
+  Status ReserveAtCreate(std::uint64_t bytes);
+  // Reserves segments_[index] chunk by chunk from the end of its reserved part until it
+  // reaches `end` (or a chunk's end beyond it), growing its allocator's free space.
+  Status ReserveSegment(std::size_t index, std::uint64_t end, const std::stop_token& stop);
+  // Keeps the first failure of the threads, logged once, and stops the other threads.
+  void RecordFailure(Error error);
+  // The end of the reservation: reserving() false, then callbacks_.done unless stopped.
+  void FinishReserving(const std::stop_token& stop);
+  // The UNAVAILABLE of an allocation made before the reservation ended. Needs mutex_.
+  [[nodiscard]] Error StillReservingErrorLocked() const;
+
   // The index into segments_ of `segment_id`, if it belongs to this pool.
   [[nodiscard]] std::optional<std::size_t> IndexOf(std::uint64_t segment_id) const;
 
@@ -120,10 +186,31 @@ class CpuPool final : public Pool {
   const std::uint64_t max_segment_bytes_;
   const std::vector<ShmSegment> segments_;
 
+  const std::uint64_t reserve_chunk_bytes_;
+  const std::uint32_t reserve_threads_;
+  const std::function<Status(const ShmSegment&, std::uint64_t, std::uint64_t)> reserve_step_;
+
   mutable std::mutex mutex_;
-  // allocators_[i] keeps the byte space of segments_[i]. Guarded by mutex_.
+  // allocators_[i] keeps the byte space of segments_[i]; only its reserved prefix is
+  // usable. Guarded by mutex_, as are the three below.
   std::vector<RangeAllocator> allocators_;
+  std::uint64_t reserved_bytes_ = 0;
+  bool reserving_ = false;
+  std::optional<Error> reserve_failure_;
+
+  // The reservation's threads' shared state.
+  ReserveCallbacks callbacks_;  // Set before the threads start.
+  std::mutex progress_mutex_;   // One progress call at a time.
+  std::atomic<std::size_t> next_segment_ = 0;
+  std::atomic<std::uint32_t> active_reservers_ = 0;
+  std::atomic<bool> reserve_failed_ = false;
+  // Last: joined (by the destructor's StopReserving) before anything above goes.
+  std::vector<std::jthread> reservers_;
 };
+
+// "3.0 of 8.0 GiB": `part` and `whole` in the unit (KiB, MiB, GiB, TiB) that suits `whole`,
+// one decimal; for messages and systemd's STATUS=.
+[[nodiscard]] std::string FormatPartOf(std::uint64_t part, std::uint64_t whole);
 
 // The capacity of the CPU pool when the configuration gives none: 1/8 of physical RAM,
 // capped at half of the space free in /dev/shm (so the pool leaves room for the other users

@@ -255,6 +255,7 @@ PoolUsage CudaPool::Usage() const {
   {
     const std::lock_guard lock(mutex_);
     usage.segment_count = static_cast<std::uint32_t>(slabs_.size());
+    usage.reserved_bytes = slabs_.size() * slab_bytes_;
     for (const auto& [id, slab] : slabs_) {
       usage.used_bytes += slab.allocator.allocated_bytes();
       usage.allocation_count += slab.allocator.allocation_count();

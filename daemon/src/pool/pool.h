@@ -63,6 +63,8 @@ struct PoolUsage {
   std::uint64_t allocation_count = 0;
   std::uint64_t page_size = 0;  // Bytes; the alignment and granule of every allocation.
   std::string huge_pages;       // In effect: "off", "transparent" or "explicit"; "" for cuda.
+  // Bytes reserved so far (cpu: fallocate'd, capacity_bytes once done; cuda: the slabs).
+  std::uint64_t reserved_bytes = 0;
 
   // CUDA pools only (empty or 0 for cpu), as PoolStats names them.
   std::string device_uuid;           // "GPU-<uuid>", or "MIG-<uuid>" for a MIG instance.

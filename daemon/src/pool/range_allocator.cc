@@ -9,10 +9,31 @@
 namespace hurray::daemon {
 
 RangeAllocator::RangeAllocator(std::uint64_t total_bytes, std::uint64_t granule)
+    : RangeAllocator(total_bytes, granule, total_bytes) {}
+
+RangeAllocator::RangeAllocator(std::uint64_t total_bytes, std::uint64_t granule,
+                               std::uint64_t usable_bytes)
     : total_bytes_(total_bytes), granule_(granule) {
   assert(std::has_single_bit(granule_));
   assert(total_bytes_ % granule_ == 0);
-  if (total_bytes_ > 0) InsertFree(0, total_bytes_);
+  Extend(usable_bytes);
+}
+
+void RangeAllocator::Extend(std::uint64_t usable_end) {
+  assert(usable_end % granule_ == 0);
+  assert(usable_end >= usable_bytes_ && usable_end <= total_bytes_);
+  if (usable_end == usable_bytes_) return;
+  std::uint64_t start = usable_bytes_;
+  usable_bytes_ = usable_end;
+  // The free range that reaches the old end, if any, is the last one.
+  if (!free_by_offset_.empty()) {
+    const auto last = std::prev(free_by_offset_.end());
+    if (last->first + last->second == start) {
+      start = last->first;
+      EraseFree(last);
+    }
+  }
+  InsertFree(start, usable_end - start);
 }
 
 std::optional<std::uint64_t> RangeAllocator::RoundUp(std::uint64_t size) const {

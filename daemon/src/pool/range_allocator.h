@@ -26,8 +26,11 @@ namespace hurray::daemon {
 class RangeAllocator {
  public:
   // `granule` must be a power of two and `total_bytes` a multiple of it (the pool checks
-  // both); a total of 0 gives an allocator where nothing fits.
+  // both); a total of 0 gives an allocator where nothing fits. All of the space is usable.
   RangeAllocator(std::uint64_t total_bytes, std::uint64_t granule);
+  // Only the first `usable_bytes` (a multiple of the granule, at most total_bytes) are free;
+  // Extend makes more of the space usable, from the end of what is.
+  RangeAllocator(std::uint64_t total_bytes, std::uint64_t granule, std::uint64_t usable_bytes);
 
   // Copyable and movable: plain bookkeeping.
   RangeAllocator(const RangeAllocator&) = default;
@@ -46,11 +49,18 @@ class RangeAllocator {
   // range. The caller logs it.
   [[nodiscard]] bool Free(std::uint64_t offset, std::uint64_t size);
 
+  // Makes bytes [usable_bytes(), usable_end) free, merged with a free range that ends where
+  // they begin. `usable_end` must be a multiple of the granule in usable_bytes()..
+  // total_bytes() (the pool checks it).
+  void Extend(std::uint64_t usable_end);
+
   // `size` rounded up to a multiple of the granule; nullopt on overflow.
   [[nodiscard]] std::optional<std::uint64_t> RoundUp(std::uint64_t size) const;
 
   [[nodiscard]] std::uint64_t total_bytes() const { return total_bytes_; }
   [[nodiscard]] std::uint64_t granule() const { return granule_; }
+  // The start of the space that is not usable yet; total_bytes() once all of it is.
+  [[nodiscard]] std::uint64_t usable_bytes() const { return usable_bytes_; }
   // Sum of the sizes of all free ranges.
   [[nodiscard]] std::uint64_t free_bytes() const { return free_bytes_; }
   // Size of the largest free range (0 when full).
@@ -67,6 +77,7 @@ class RangeAllocator {
 
   std::uint64_t total_bytes_;
   std::uint64_t granule_;
+  std::uint64_t usable_bytes_ = 0;
   std::uint64_t free_bytes_ = 0;
   std::uint64_t allocated_bytes_ = 0;
   // Free ranges, offset -> size: finds the neighbours to coalesce with.

@@ -64,14 +64,15 @@ std::string FilePath(std::string_view directory, std::string_view name) {
 // are faulted in through a mapping advised MADV_HUGEPAGE; fallocate alone takes small pages
 // (and huge=always or shmem_enabled=force take huge ones either way). Best effort: whatever
 // fails here (an old kernel without MADV_POPULATE_WRITE, a full tmpfs) is left to
-// posix_fallocate, which reserves what is still missing and reports a full tmpfs.
-void FaultInAsHugePages(int fd, std::uint64_t size) {
-  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+// fallocate, which reserves what is still missing and reports a full tmpfs.
+void FaultInAsHugePages(int fd, std::uint64_t offset, std::uint64_t length) {
+  void* base =
+      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
   if (base == MAP_FAILED) return;
-  if (::madvise(base, size, MADV_HUGEPAGE) == 0) {
-    (void)::madvise(base, size, MADV_POPULATE_WRITE);
+  if (::madvise(base, length, MADV_HUGEPAGE) == 0) {
+    (void)::madvise(base, length, MADV_POPULATE_WRITE);
   }
-  ::munmap(base, size);
+  ::munmap(base, length);
 }
 
 }  // namespace
@@ -114,43 +115,28 @@ Status ValidateCreate(std::string_view prefix, std::uint64_t size, const HugePag
   return {};
 }
 
-// RESOURCE_EXHAUSTED errors of reserving shared memory say how much was asked for.
-Error ReserveError(Error error, std::uint64_t size) {
+// RESOURCE_EXHAUSTED errors of reserving memory say how much was asked for, and of what.
+Error ReserveError(Error error, std::uint64_t length, std::string_view what) {
   if (error.code() != StatusCode::kResourceExhausted) return error;
   return {error.code(),
-          fmt::format("cannot reserve {} bytes of shared memory: {}", size, error.message())};
+          fmt::format("cannot reserve {} bytes of {}: {}", length, what, error.message())};
 }
 
-// Gives the new shm object `name` its size and reserves every page of it.
-Status SizeAndReserve(bip::shared_memory_object& object, const std::string& name,
-                      std::uint64_t size, HugePages mode) {
-  const int fd = object.get_mapping_handle().handle;
-  if (mode == HugePages::kTransparent) {
-    // Boost's truncate reserves the pages itself (posix_fallocate), as small pages: size the
-    // file without reserving anything, so that FaultInAsHugePages takes the pages first.
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      return std::unexpected(ErrnoError("ftruncate", name, errno));
+// fallocate(2) of [offset, offset + length) of `fd`, retried on EINTR; 0 or the errno value.
+// posix_fallocate is not used on hugetlbfs: where the file system lacks fallocate it falls
+// back to writing, which hugetlbfs does not support.
+int Fallocate(int fd, std::uint64_t offset, std::uint64_t length, bool huge_page_file) {
+  if (huge_page_file) {
+    while (::fallocate(fd, 0, static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
+      if (errno != EINTR) return errno;
     }
-    FaultInAsHugePages(fd, size);
-  } else {
-    try {
-      object.truncate(static_cast<bip::offset_t>(size));
-    } catch (const bip::interprocess_exception& exception) {
-      return std::unexpected(
-          ReserveError(InterprocessError("shared_memory_object::truncate", name, exception), size));
-    }
+    return 0;
   }
-  // Reserve every page now: a tmpfs that cannot back the segment fails here (ENOSPC), not
-  // with SIGBUS in a client that touches the page later. Boost's truncate may already have
-  // done it, depending on its configuration; this call does not depend on that.
   int result = EINTR;
   while (result == EINTR) {
-    result = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+    result = ::posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(length));
   }
-  if (result != 0) {
-    return std::unexpected(ReserveError(ErrnoError("posix_fallocate", name, result), size));
-  }
-  return {};
+  return result;
 }
 
 }  // namespace
@@ -173,8 +159,12 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     return std::unexpected(InterprocessError("shared_memory_object(create_only)", name, exception));
   }
   // From here on, a failure must remove the name again: the segment's destructor does.
-  ShmSegment segment(std::move(name), std::string(), size);
-  HURRAY_RETURN_IF_ERROR(SizeAndReserve(object, segment.name_, size, backing.mode));
+  ShmSegment segment(std::move(name), std::string(), size, backing.mode);
+  // Not Boost's truncate: it may reserve the pages itself (posix_fallocate), and Reserve
+  // does that, chunk by chunk, when the pool asks.
+  if (::ftruncate(object.get_mapping_handle().handle, static_cast<off_t>(size)) != 0) {
+    return std::unexpected(ErrnoError("ftruncate", segment.name_, errno));
+  }
   return segment;
 }
 
@@ -186,7 +176,7 @@ Result<ShmSegment> ShmSegment::CreateFile(std::string name, const std::string& d
                      kSegmentPermissions));
   if (!fd) return std::unexpected(ErrnoError("open(O_CREAT | O_EXCL)", path, errno));
   // From here on, a failure must remove the file again.
-  ShmSegment segment(std::move(name), directory, size);
+  ShmSegment segment(std::move(name), directory, size, HugePages::kExplicit);
   // The umask may have narrowed the mode; it must be exactly 0600.
   if (::fchmod(fd.get(), kSegmentPermissions) != 0) {
     return std::unexpected(ErrnoError("fchmod", path, errno));
@@ -194,28 +184,29 @@ Result<ShmSegment> ShmSegment::CreateFile(std::string name, const std::string& d
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
     return std::unexpected(ErrnoError("ftruncate", path, errno));
   }
-  // On hugetlbfs, fallocate takes the huge pages from the kernel's pool now (an empty pool is
-  // ENOSPC here, not SIGBUS in a client later). posix_fallocate is not used: where the file
-  // system lacks fallocate it falls back to writing, which hugetlbfs does not support.
-  int result = -1;
-  do {
-    result = ::fallocate(fd.get(), 0, 0, static_cast<off_t>(size));
-  } while (result != 0 && errno == EINTR);
-  if (result != 0) {
-    const Error error = ErrnoError("fallocate", path, errno);
-    if (error.code() == StatusCode::kResourceExhausted) {
-      return ResourceExhaustedError(
-          fmt::format("cannot reserve {} bytes of huge pages: {}", size, error.message()));
-    }
-    return std::unexpected(error);
-  }
   return segment;
+}
+
+Status ShmSegment::Reserve(std::uint64_t offset, std::uint64_t length) const {
+  if (length == 0 || offset > size_ || length > size_ - offset) {
+    return InvalidArgumentError(fmt::format("{}: reserve offset {} length {} is outside 0..{}",
+                                            name_, offset, length, size_));
+  }
+  HURRAY_ASSIGN_OR_RETURN(const UniqueFd fd, Open(/*writable=*/true));
+  if (mode_ == HugePages::kTransparent) FaultInAsHugePages(fd.get(), offset, length);
+  const bool huge_page_file = mode_ == HugePages::kExplicit;
+  if (const int result = Fallocate(fd.get(), offset, length, huge_page_file); result != 0) {
+    return std::unexpected(ReserveError(ErrnoError("fallocate", path(), result), length,
+                                        huge_page_file ? "huge pages" : "shared memory"));
+  }
+  return {};
 }
 
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
     : name_(std::exchange(other.name_, std::string())),
       directory_(std::exchange(other.directory_, std::string())),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      mode_(other.mode_) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   if (this != &other) {
@@ -223,6 +214,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
     name_ = std::exchange(other.name_, std::string());
     directory_ = std::exchange(other.directory_, std::string());
     size_ = std::exchange(other.size_, 0);
+    mode_ = other.mode_;
   }
   return *this;
 }

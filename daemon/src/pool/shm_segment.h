@@ -26,10 +26,11 @@ namespace hurray::daemon {
 // - explicit: the file <hugetlbfs_directory>/<name>, whose pages come from the kernel's
 //   pool of huge pages.
 //
-// Its whole size is reserved at creation (fallocate), so a full /dev/shm or an empty huge
-// page pool is an error of Create rather than a SIGBUS in a client that touches a page
-// later. The daemon keeps no mapping and no descriptor of the segment: the name is the
-// handle.
+// Create gives the segment its size without reserving its pages: that takes a while (about
+// 1 s per GB on tmpfs), so the owner reserves it later, range by range (Reserve, fallocate),
+// and hands out only ranges already reserved. A full /dev/shm or an empty huge page pool is
+// then an error of Reserve rather than a SIGBUS in a client that touches a page. The daemon
+// keeps no mapping and no descriptor of the segment: the name is the handle.
 //
 // Owns the name: the destructor removes it from the namespace (descriptors and mappings that
 // clients hold stay valid until they close them). Move-only. Not thread-safe to move or
@@ -38,10 +39,9 @@ class ShmSegment {
  public:
   // Creates a segment of `size` bytes (> 0; with an explicit backing, a multiple of its
   // page_size). `prefix` is 1 to 200 characters of [A-Za-z0-9._-]. INVALID_ARGUMENT for a
-  // bad prefix or size, or a backing of mode auto or explicit without a directory;
-  // RESOURCE_EXHAUSTED naming the size and the errno text when /dev/shm (or the huge page
-  // pool) cannot hold `size` bytes; other failures name the failed call. Nothing is left
-  // behind on failure.
+  // bad prefix or size, or a backing of mode auto or explicit without a directory; other
+  // failures name the failed call. Nothing is left
+  // behind on failure. No page is reserved yet (see Reserve).
   [[nodiscard]] static Result<ShmSegment> Create(std::string_view prefix, std::uint64_t size,
                                                  const HugePageBacking& backing = {});
 
@@ -55,6 +55,14 @@ class ShmSegment {
   ShmSegment& operator=(const ShmSegment&) = delete;
   ~ShmSegment();
 
+  // Reserves the pages of bytes [offset, offset + length) (fallocate; with transparent huge
+  // pages, faulted in as huge pages first), so that touching them can never raise SIGBUS.
+  // INVALID_ARGUMENT for a range outside the segment or of length 0; RESOURCE_EXHAUSTED
+  // naming the length and the errno text when /dev/shm (or the huge page pool) cannot hold
+  // them; other failures name the failed call. Ranges may be reserved in any order and from
+  // any thread; reserving a range twice is harmless.
+  [[nodiscard]] Status Reserve(std::uint64_t offset, std::uint64_t length) const;
+
   // A new descriptor on the whole segment (close-on-exec), opened O_RDONLY (the kernel then
   // refuses PROT_WRITE shared mappings and writes) or O_RDWR. The caller owns it.
   [[nodiscard]] Result<UniqueFd> Open(bool writable) const;
@@ -67,8 +75,8 @@ class ShmSegment {
   [[nodiscard]] std::uint64_t size() const { return size_; }
 
  private:
-  ShmSegment(std::string name, std::string directory, std::uint64_t size)
-      : name_(std::move(name)), directory_(std::move(directory)), size_(size) {}
+  ShmSegment(std::string name, std::string directory, std::uint64_t size, HugePages mode)
+      : name_(std::move(name)), directory_(std::move(directory)), size_(size), mode_(mode) {}
 
   // The explicit backing's Create: a file in `directory`.
   static Result<ShmSegment> CreateFile(std::string name, const std::string& directory,
@@ -80,6 +88,7 @@ class ShmSegment {
   std::string name_;       // Empty once moved from.
   std::string directory_;  // The hugetlbfs mount point; empty for POSIX shm.
   std::uint64_t size_ = 0;
+  HugePages mode_ = HugePages::kOff;  // The backing's mode: how Reserve reserves.
 };
 
 }  // namespace hurray::daemon
