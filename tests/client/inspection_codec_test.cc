@@ -218,6 +218,7 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
     pool.set_read_only_slab_mappings(10);
     pool.set_fences_in_use(3);
     pool.set_fences_retired(2);
+    pool.set_reserved_bytes(1 << 29);
   }
   reply.set_session_count(4);
   reply.set_lease_count(5);
@@ -247,7 +248,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                      .slab_mappings = 12,
                      .read_only_slab_mappings = 10,
                      .fences_in_use = 3,
-                     .fences_retired = 2};
+                     .fences_retired = 2,
+                     .reserved_bytes = 1 << 29};
   };
   EXPECT_EQ(
       DaemonStatsFromProto(reply),
