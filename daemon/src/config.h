@@ -86,6 +86,11 @@ struct Config {
   };
   // In the file's order; imported one after the other.
   std::vector<Preload> preload;
+
+  // Serve Prometheus metrics over HTTP (GET /metrics) on this TCP address ("127.0.0.1:9470";
+  // ParseMetricsAddress); empty: off. A host that is not loopback is allowed, with a warning:
+  // the metrics name tensors and pools.
+  std::string metrics_address;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;

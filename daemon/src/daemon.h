@@ -23,9 +23,12 @@ namespace hurray::daemon {
 
 class CudaPool;
 class ExchangeService;
+class MeteredSessionHost;
+class MetricsServer;
 class PoolSet;
 class Preloader;
 class Registry;
+class RequestMetrics;
 class SessionServer;
 
 class Daemon {
@@ -76,6 +79,8 @@ class Daemon {
   Status StartGrpc();
   // The session socket.
   Status StartSessions();
+  // The Prometheus endpoint on config_.metrics_address, when it is set.
+  Status StartMetrics();
   // The io_context's threads, and signal handling and the idle-slab timer on them.
   void StartIo();
   // The log line and READY=1 to systemd.
@@ -100,6 +105,8 @@ class Daemon {
 
   const Config config_;
   const std::uint64_t epoch_;
+  // Counted by the gRPC service and the session socket (through metered_host_), for metrics.
+  std::unique_ptr<RequestMetrics> request_metrics_;
   boost::asio::io_context io_;
   std::unique_ptr<PoolSet> pools_;
   std::vector<CudaPool*> cuda_pools_;                              // Of pools_.
@@ -107,7 +114,9 @@ class Daemon {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MeteredSessionHost> metered_host_;  // The registry, as the sessions see it.
   std::unique_ptr<SessionServer> session_server_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<Preloader> preloader_;
   // Set by the preloader's thread (OnPreloadDone), read after it is joined.
   std::optional<Error> preload_failure_;

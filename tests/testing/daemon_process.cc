@@ -45,11 +45,12 @@ Result<std::optional<TempDir>> MakeDirectory(const DaemonProcess::Options& optio
 }
 
 Status WriteConfig(const std::string& path, const std::string& shm_prefix,
+                   const std::vector<std::string>& settings,
                    const std::vector<std::string>& cpu_pool_settings) {
   std::ofstream config(path);
-  config << "# Written by DaemonProcess (tests/testing/daemon_process.cc).\n"
-         << "[cpu_pool]\n"
-         << fmt::format("shm_prefix = \"{}\"\n", shm_prefix);
+  config << "# Written by DaemonProcess (tests/testing/daemon_process.cc).\n";
+  for (const std::string& setting : settings) config << setting << "\n";
+  config << "[cpu_pool]\n" << fmt::format("shm_prefix = \"{}\"\n", shm_prefix);
   for (const std::string& setting : cpu_pool_settings) config << setting << "\n";
   config.flush();
   if (!config) return InternalError(fmt::format("write {}", path));
@@ -75,7 +76,8 @@ Result<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Options& optio
   const std::string directory = temp_dir ? temp_dir->path() : options.directory;
   const std::string shm_prefix = fmt::format("{}-{}-{}", options.name, ::getpid(), next_instance++);
   const std::string config_path = directory + "/hurrayd.toml";
-  HURRAY_RETURN_IF_ERROR(WriteConfig(config_path, shm_prefix, options.cpu_pool_settings));
+  HURRAY_RETURN_IF_ERROR(
+      WriteConfig(config_path, shm_prefix, options.settings, options.cpu_pool_settings));
   const std::string log_path = directory + "/hurrayd.log";
   HURRAY_ASSIGN_OR_RETURN(
       ChildProcess process,

@@ -253,7 +253,7 @@ class Registry final : public SessionHost {
     std::uint64_t allocation_bytes = 0;
   };
   ClosedSessions closed_sessions_;  // Guarded by mutex_.
-  WaitSet waits_;                // Guarded by mutex_.
+  WaitSet waits_;                   // Guarded by mutex_.
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
   // Its own lock, taken before mutex_ is released when events are delivered.
