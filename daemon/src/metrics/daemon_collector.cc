@@ -139,8 +139,8 @@ std::vector<MetricFamily> RequestFamilies(const RequestMetrics& metrics) {
       std::uint64_t cumulative = 0;
       for (std::size_t b = 0; b < counts.by_bucket.size(); ++b) {
         cumulative += counts.by_bucket[b];
-        const double bound = b < kLatencyBucketBounds.size()
-                                 ? kLatencyBucketBounds[b]
+        const double bound = b < kLatencyBucketBoundsNs.size()
+                                 ? static_cast<double>(kLatencyBucketBoundsNs[b]) / 1e9
                                  : std::numeric_limits<double>::infinity();
         histogram.histogram.bucket.push_back(
             {.cumulative_count = cumulative, .upper_bound = bound});

@@ -10,7 +10,7 @@ namespace {
 
 Result<MetricsAddress> Invalid(std::string_view text, std::string_view why) {
   return InvalidArgumentError(fmt::format(
-      "metrics_address \"{}\": {}; expected host:port, e.g. \"127.0.0.1:9470\"", text, why));
+      R"(metrics_address "{}": {}; expected host:port, e.g. "127.0.0.1:9470")", text, why));
 }
 
 }  // namespace

@@ -10,15 +10,6 @@ constexpr std::array<std::string_view, kRequestMethodCount> kMethodNames = {
     "Release",  "Delete",           "List",      "Describe",     "Watch",   "Stats",
     "Hello",    "MapSegment",       "SlabMapped"};
 
-// The buckets' bounds in nanoseconds, so that Record compares integers.
-constexpr std::array<std::int64_t, kLatencyBucketBounds.size()> kBucketBoundsNs = [] {
-  std::array<std::int64_t, kLatencyBucketBounds.size()> bounds{};
-  for (std::size_t i = 0; i < bounds.size(); ++i) {
-    bounds[i] = static_cast<std::int64_t>(kLatencyBucketBounds[i] * 1e9 + 0.5);
-  }
-  return bounds;
-}();
-
 }  // namespace
 
 std::string_view RequestChannelName(RequestChannel channel) {
@@ -59,8 +50,9 @@ void RequestMetrics::Record(RequestChannel channel, RequestMethod method, Status
   const auto code_index = std::min(static_cast<std::size_t>(code), kStatusCodeCount - 1);
   cell.by_code[code_index].fetch_add(1, std::memory_order_relaxed);
   const std::int64_t nanoseconds = std::max<std::int64_t>(duration.count(), 0);
-  const auto bucket = static_cast<std::size_t>(
-      std::ranges::lower_bound(kBucketBoundsNs, nanoseconds) - kBucketBoundsNs.begin());
+  const auto bucket =
+      static_cast<std::size_t>(std::ranges::lower_bound(kLatencyBucketBoundsNs, nanoseconds) -
+                               kLatencyBucketBoundsNs.begin());
   cell.by_bucket[bucket].fetch_add(1, std::memory_order_relaxed);
   cell.duration_sum_ns.fetch_add(static_cast<std::uint64_t>(nanoseconds),
                                  std::memory_order_relaxed);

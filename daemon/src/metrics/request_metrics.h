@@ -51,10 +51,13 @@ inline constexpr std::size_t kRequestMethodCount = 15;
 // session only, ...): the pairs a scrape shows.
 [[nodiscard]] bool ServedOn(RequestChannel channel, RequestMethod method);
 
-// Upper bounds of the latency buckets, in seconds (a last bucket above them: +Inf).
-inline constexpr std::array<double, 20> kLatencyBucketBounds = {
-    0.000'005, 0.000'01, 0.000'025, 0.000'05, 0.000'1, 0.000'25, 0.000'5, 0.001, 0.002'5, 0.005,
-    0.01,      0.025,    0.05,      0.1,      0.25,    0.5,      1.0,     2.5,   5.0,     10.0};
+// Upper bounds of the latency buckets, in nanoseconds, from 5 us to 10 s (a last bucket
+// above them: +Inf). Integers, so that Record compares without converting.
+inline constexpr std::array<std::int64_t, 20> kLatencyBucketBoundsNs = {
+    5'000,       10'000,        25'000,        50'000,        100'000,
+    250'000,     500'000,       1'000'000,     2'500'000,     5'000'000,
+    10'000'000,  25'000'000,    50'000'000,    100'000'000,   250'000'000,
+    500'000'000, 1'000'000'000, 2'500'000'000, 5'000'000'000, 10'000'000'000};
 inline constexpr std::size_t kStatusCodeCount = 17;  // OK .. UNAUTHENTICATED.
 
 class RequestMetrics {
@@ -63,7 +66,7 @@ class RequestMetrics {
   struct Counts {
     std::array<std::uint64_t, kStatusCodeCount> by_code{};  // Index: the StatusCode.
     // Requests per latency bucket (not cumulative); the last is above every bound.
-    std::array<std::uint64_t, kLatencyBucketBounds.size() + 1> by_bucket{};
+    std::array<std::uint64_t, kLatencyBucketBoundsNs.size() + 1> by_bucket{};
     std::uint64_t duration_sum_ns = 0;
   };
 
@@ -82,7 +85,7 @@ class RequestMetrics {
   // share lines.
   struct alignas(64) Cell {
     std::array<std::atomic<std::uint64_t>, kStatusCodeCount> by_code{};
-    std::array<std::atomic<std::uint64_t>, kLatencyBucketBounds.size() + 1> by_bucket{};
+    std::array<std::atomic<std::uint64_t>, kLatencyBucketBoundsNs.size() + 1> by_bucket{};
     std::atomic<std::uint64_t> duration_sum_ns{0};
   };
 
