@@ -34,8 +34,9 @@ class SessionServer;
 class Daemon {
  public:
   // Sets the log level, builds every part from `config` (as LoadConfig makes it: checked)
-  // and starts serving: the CPU pool's segments exist, both sockets accept connections, and
-  // READY=1 went to systemd (when run under it). ALREADY_EXISTS when another daemon
+  // and starts serving: the CPU pool's segments exist, both sockets accept connections, the
+  // metrics endpoint listens (when metrics_address is set), and READY=1 went to systemd
+  // (when run under it). ALREADY_EXISTS when another daemon
   // already serves a socket path. A failed start leaves nothing behind.
   //
   // With [[preload]] entries, the Preloader then imports them on its own thread: gRPC health
@@ -93,8 +94,9 @@ class Daemon {
   void OnPreloadDone(Status status);
   // Handles SIGINT/SIGTERM (stop) and SIGHUP (ignored, logged), one signal at a time.
   void WaitForSignal();
-  // Stops what is running: gRPC, then the sessions (the transports first, so that calls in
-  // flight finish on the io threads), then the io threads, the registry and the pools.
+  // Stops what is running: the metrics endpoint, gRPC, then the sessions (the transports
+  // first, so that calls in flight finish on the io threads), then the io threads, the
+  // registry and the pools.
   // Idempotent.
   void Shutdown();
   // Ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.

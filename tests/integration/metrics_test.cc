@@ -70,7 +70,7 @@ std::optional<std::string> Scrape(std::uint16_t port) {
   }
   ::close(fd);
   const std::size_t body = response.find("\r\n\r\n");
-  if (response.rfind("HTTP/1.1 200", 0) != 0 || body == std::string::npos) return std::nullopt;
+  if (!response.starts_with("HTTP/1.1 200") || body == std::string::npos) return std::nullopt;
   return response.substr(body + 4);
 }
 
