@@ -11,6 +11,7 @@ packages=("$@")
   libgrpc++-dev protobuf-compiler-grpc
   libboost1.81-dev libspdlog-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
   libgtest-dev libgmock-dev
+  prometheus-cpp-dev prometheus
   clang-19 libclang-rt-19-dev clang-format-19 clang-tidy-19
   libhiredis-dev nlohmann-json3-dev grpc-proto libxxhash-dev
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "hurray/ipc/socket_path.h"
+#include "metrics/metrics_address.h"
 #include "pool/cpu_pool.h"
 #include "registry/tensor_name.h"
 
@@ -108,6 +109,12 @@ Result<HugePages> HugePagesOf(const toml::node& node, const std::string& key) {
   return Named(key, ParseHugePages(text));
 }
 
+Result<std::string> MetricsAddressOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(std::string text, StringOf(node, key));
+  if (!text.empty()) HURRAY_RETURN_IF_ERROR(ParseMetricsAddress(text));
+  return text;
+}
+
 // ---- The settings of the file ----
 
 using Apply = Status (*)(Config& config, const toml::node& node, const std::string& key);
@@ -161,6 +168,7 @@ constexpr Setting kSettings[] = {
     {"cuda_pool.idle_slab_release_ms",
      AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
+    {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
@@ -405,7 +413,8 @@ std::string ToToml(const Config& config) {
                        {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
                        {"cpu_pool", std::move(pool)},
                        {"cuda_pool", std::move(cuda_pool)},
-                       {"socket_group", config.socket_group}};
+                       {"socket_group", config.socket_group},
+                       {"metrics_address", config.metrics_address}};
   if (!config.preload.empty()) {
     toml::array preload;
     for (const Config::Preload& entry : config.preload) {

@@ -95,6 +95,11 @@ struct Config {
   // that its members may connect (with socket_mode's group bits); empty: the daemon's own
   // group. The daemon must be in it (or root): Daemon::Start refuses otherwise.
   std::string socket_group;
+
+  // Serve Prometheus metrics over HTTP (GET /metrics) on this TCP address ("127.0.0.1:9470";
+  // ParseMetricsAddress); empty: off. A host that is not loopback is allowed, with a warning:
+  // the metrics name tensors and pools.
+  std::string metrics_address;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;

@@ -20,6 +20,10 @@
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
 #include "logging.h"
+#include "metrics/daemon_collector.h"
+#include "metrics/metered_session_host.h"
+#include "metrics/metrics_server.h"
+#include "metrics/request_metrics.h"
 #include "pool/cpu_pool.h"
 #include "pool/cuda_devices.h"
 #include "pool/cuda_pool.h"
@@ -156,7 +160,10 @@ Result<std::vector<CudaPool*>> AddCudaPools(const Config::CudaPool& config, Pool
 
 }  // namespace
 
-Daemon::Daemon(Config config) : config_(std::move(config)), epoch_(NewEpoch()) {}
+Daemon::Daemon(Config config)
+    : config_(std::move(config)),
+      epoch_(NewEpoch()),
+      request_metrics_(std::make_unique<RequestMetrics>()) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
   ConfigureLogging(
@@ -180,9 +187,12 @@ Status Daemon::StartParts() {
                         .max_batch_names = config_.max_batch_names,
                         .fence_shm_prefix = config_.cpu_pool.shm_prefix});
   service_ = std::make_unique<ExchangeService>(
-      *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length});
+      *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length,
+                                           .request_metrics = request_metrics_.get()});
+  metered_host_ = std::make_unique<MeteredSessionHost>(*registry_, *request_metrics_);
   HURRAY_RETURN_IF_ERROR(StartGrpc());
   HURRAY_RETURN_IF_ERROR(StartSessions());
+  HURRAY_RETURN_IF_ERROR(StartMetrics());
   StartIo();
   Announce();
   StartWatchdog();
@@ -284,9 +294,28 @@ void Daemon::SetServing(bool serving) {
 Status Daemon::StartSessions() {
   HURRAY_ASSIGN_OR_RETURN(
       session_server_,
-      SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *registry_, epoch_,
+      SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *metered_host_, epoch_,
                             config_.session_socket_mode, config_.socket_directory_mode));
   return ApplySocketGroup(session_server_->socket_path());
+}
+
+Status Daemon::StartMetrics() {
+  if (config_.metrics_address.empty()) return {};
+  HURRAY_ASSIGN_OR_RETURN(const MetricsAddress address,
+                          ParseMetricsAddress(config_.metrics_address));
+  if (!address.loopback) {
+    spdlog::warn(
+        "metrics_address {} is not a loopback address: anyone who reaches it sees the "
+        "pools' use and the request counts",
+        config_.metrics_address);
+  }
+  const Registry& registry = *registry_;
+  HURRAY_ASSIGN_OR_RETURN(
+      metrics_server_, MetricsServer::Start(address, std::make_shared<DaemonCollector>(
+                                                         [&registry] { return registry.Stats(); },
+                                                         *request_metrics_)));
+  spdlog::info("metrics on http://{}:{}/metrics", address.host, metrics_server_->port());
+  return {};
 }
 
 void Daemon::StartIo() {
@@ -439,7 +468,8 @@ void Daemon::Shutdown() {
   if (server_) SetServing(false);
   // First: its end starts the preload.
   if (cpu_pool_ != nullptr) cpu_pool_->StopReserving();
-  StopPreload();  // Next: its end touches the gRPC server's health.
+  StopPreload();            // Next: its end touches the gRPC server's health.
+  metrics_server_.reset();  // No scrape reads the registry once it goes.
   StopGrpc();
   StopSessions();
   // The sessions' unreached fences are poisoned as they end; this catches any left, so that
@@ -447,6 +477,7 @@ void Daemon::Shutdown() {
   if (registry_) registry_->PoisonUnreachedFences();
   StopIo();
   service_.reset();
+  metered_host_.reset();
   registry_.reset();
   slab_release_timer_.reset();
   cuda_pools_.clear();

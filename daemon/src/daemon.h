@@ -26,18 +26,22 @@ namespace hurray::daemon {
 class CpuPool;
 class CudaPool;
 class ExchangeService;
+class MeteredSessionHost;
+class MetricsServer;
 class PoolSet;
 class Preloader;
 class Registry;
 class ServingProbe;
+class RequestMetrics;
 class SessionServer;
 class Watchdog;
 
 class Daemon {
  public:
   // Sets the log level, builds every part from `config` (as LoadConfig makes it: checked)
-  // and starts serving: the CPU pool's segments exist, both sockets accept connections, and
-  // READY=1 went to systemd (when run under it). ALREADY_EXISTS when another daemon
+  // and starts serving: the CPU pool's segments exist, both sockets accept connections, the
+  // metrics endpoint listens (when metrics_address is set), and READY=1 went to systemd
+  // (when run under it). ALREADY_EXISTS when another daemon
   // already serves a socket path. A failed start leaves nothing behind.
   //
   // The CPU pool's memory is reserved in the background from then on (STATUS= says how far
@@ -84,6 +88,8 @@ class Daemon {
   Status StartGrpc();
   // The session socket.
   Status StartSessions();
+  // The Prometheus endpoint on config_.metrics_address, when it is set.
+  Status StartMetrics();
   // The io_context's threads, and signal handling and the idle-slab timer on them.
   void StartIo();
   // The log line and READY=1 to systemd.
@@ -110,8 +116,9 @@ class Daemon {
   void OnPreloadDone(Status status);
   // Handles SIGINT/SIGTERM (stop) and SIGHUP (ignored, logged), one signal at a time.
   void WaitForSignal();
-  // Stops what is running: gRPC, then the sessions (the transports first, so that calls in
-  // flight finish on the io threads), then the io threads, the registry and the pools.
+  // Stops what is running: the metrics endpoint, gRPC, then the sessions (the transports
+  // first, so that calls in flight finish on the io threads), then the io threads, the
+  // registry and the pools.
   // Idempotent.
   void Shutdown();
   // Ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.
@@ -122,6 +129,8 @@ class Daemon {
 
   const Config config_;
   const std::uint64_t epoch_;
+  // Counted by the gRPC service and the session socket (through metered_host_), for metrics.
+  std::unique_ptr<RequestMetrics> request_metrics_;
   boost::asio::io_context io_;
   std::unique_ptr<PoolSet> pools_;
   CpuPool* cpu_pool_ = nullptr;                                    // Of pools_.
@@ -130,7 +139,9 @@ class Daemon {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MeteredSessionHost> metered_host_;  // The registry, as the sessions see it.
   std::unique_ptr<SessionServer> session_server_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<Preloader> preloader_;
   // Set by the reserving thread (OnReserved) or the preloader's (OnPreloadDone), read after
   // both are joined.

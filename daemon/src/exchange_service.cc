@@ -18,10 +18,12 @@ Result<std::uint64_t> SessionOf(const grpc::CallbackServerContext* context,
   return registry.Authenticate(std::string_view(found->second.data(), found->second.size()));
 }
 
-// Finishes a unary call with a Result, moving its value into *response.
+// Finishes a unary call with a Result, moving its value into *response, and records it.
 template <typename Response>
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context, Result<Response> result,
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
+                                     const RequestTimer& timer, Result<Response> result,
                                      Response* response) {
+  timer.Finish(result ? StatusCode::kOk : result.error().code());
   auto* reactor = context->DefaultReactor();
   if (result) {
     *response = std::move(*result);
@@ -47,8 +49,10 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
     bool finished = false;           // Guarded by mutex.
   };
 
-  WaitingCall(Registry& registry, std::uint64_t session_id, Response* response)
+  WaitingCall(Registry& registry, const RequestTimer& timer, std::uint64_t session_id,
+              Response* response)
       : registry_(registry),
+        timer_(timer),
         session_id_(session_id),
         response_(response),
         shared_(std::make_shared<Shared>()) {
@@ -57,11 +61,14 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
 
   // The completion callback to hand the registry.
   std::function<void(Result<Response>)> Completion() {
-    return [shared = shared_, &registry = registry_,
+    return [shared = shared_, &registry = registry_, timer = timer_,
             session_id = session_id_](Result<Response> result) {
       std::unique_lock lock(shared->mutex);
       if (shared->finished) return;
       shared->finished = true;
+      timer.Finish(shared->cancelled ? StatusCode::kCancelled
+                   : result          ? StatusCode::kOk
+                                     : result.error().code());
       if (shared->cancelled || shared->reactor == nullptr) {
         lock.unlock();
         if (result) ReleaseLeases(registry, session_id, *result);
@@ -80,12 +87,13 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
   // Hands the registry's wait id (0 when the call already completed) to a call that may
   // already be finished and gone: only the shared state is used.
   static void Attach(const std::shared_ptr<Shared>& shared, Registry& registry,
-                     std::uint64_t wait_id) {
+                     const RequestTimer& timer, std::uint64_t wait_id) {
     std::lock_guard lock(shared->mutex);
     if (shared->reactor == nullptr) return;
     shared->wait_id = wait_id;
     if (shared->cancelled && !shared->finished && wait_id != 0 && registry.CancelWait(wait_id)) {
       shared->finished = true;
+      timer.Finish(StatusCode::kCancelled);
       shared->reactor->Finish(grpc::Status::CANCELLED);
     }
   }
@@ -97,6 +105,7 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
     shared_->cancelled = true;
     if (!shared_->finished && shared_->wait_id != 0 && registry_.CancelWait(shared_->wait_id)) {
       shared_->finished = true;
+      timer_.Finish(StatusCode::kCancelled);
       Finish(grpc::Status::CANCELLED);
     }
   }
@@ -124,6 +133,7 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
   }
 
   Registry& registry_;
+  const RequestTimer timer_;
   const std::uint64_t session_id_;
   Response* const response_;
   std::shared_ptr<Shared> shared_;
@@ -131,11 +141,11 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
 
 // Starts a WaitingCall: `start(done)` calls the registry and returns its wait id.
 template <typename Response, typename Start>
-grpc::ServerUnaryReactor* StartWaiting(Registry& registry, std::uint64_t session_id,
-                                       Response* response, Start start) {
-  auto* call = new WaitingCall<Response>(registry, session_id, response);
+grpc::ServerUnaryReactor* StartWaiting(Registry& registry, const RequestTimer& timer,
+                                       std::uint64_t session_id, Response* response, Start start) {
+  auto* call = new WaitingCall<Response>(registry, timer, session_id, response);
   auto shared = call->shared();
-  WaitingCall<Response>::Attach(shared, registry, start(call->Completion()));
+  WaitingCall<Response>::Attach(shared, registry, timer, start(call->Completion()));
   // gRPC runs OnDone only after this handler returns, so `call` is still valid here.
   return call;
 }
@@ -222,50 +232,58 @@ grpc::Status ToGrpcStatus(const Error& error) {
 grpc::ServerUnaryReactor* ExchangeService::Allocate(grpc::CallbackServerContext* context,
                                                     const v1::AllocateRequest* request,
                                                     v1::AllocateResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kAllocate);
   auto session = SessionOf(context, registry_);
   if (!session)
-    return FinishWith<v1::AllocateResponse>(context, std::unexpected(session.error()), response);
-  return FinishWith(context, registry_.Allocate(*session, *request), response);
+    return FinishWith<v1::AllocateResponse>(context, timer, std::unexpected(session.error()),
+                                            response);
+  return FinishWith(context, timer, registry_.Allocate(*session, *request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::CancelAllocation(
     grpc::CallbackServerContext* context, const v1::CancelAllocationRequest* request,
     v1::CancelAllocationResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kCancelAllocation);
   auto session = SessionOf(context, registry_);
   if (!session) {
-    return FinishWith<v1::CancelAllocationResponse>(context, std::unexpected(session.error()),
-                                                    response);
+    return FinishWith<v1::CancelAllocationResponse>(context, timer,
+                                                    std::unexpected(session.error()), response);
   }
-  return FinishWith(context, registry_.CancelAllocation(*session, *request), response);
+  return FinishWith(context, timer, registry_.CancelAllocation(*session, *request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Publish(grpc::CallbackServerContext* context,
                                                    const v1::PublishRequest* request,
                                                    v1::PublishResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kPublish);
   auto session = SessionOf(context, registry_);
   if (!session)
-    return FinishWith<v1::PublishResponse>(context, std::unexpected(session.error()), response);
-  return FinishWith(context, registry_.Publish(*session, *request), response);
+    return FinishWith<v1::PublishResponse>(context, timer, std::unexpected(session.error()),
+                                           response);
+  return FinishWith(context, timer, registry_.Publish(*session, *request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::PublishBatch(grpc::CallbackServerContext* context,
                                                         const v1::PublishBatchRequest* request,
                                                         v1::PublishBatchResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kPublishBatch);
   auto session = SessionOf(context, registry_);
   if (!session) {
-    return FinishWith<v1::PublishBatchResponse>(context, std::unexpected(session.error()),
+    return FinishWith<v1::PublishBatchResponse>(context, timer, std::unexpected(session.error()),
                                                 response);
   }
-  return FinishWith(context, registry_.PublishBatch(*session, *request), response);
+  return FinishWith(context, timer, registry_.PublishBatch(*session, *request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Acquire(grpc::CallbackServerContext* context,
                                                    const v1::AcquireRequest* request,
                                                    v1::AcquireResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kAcquire);
   auto session = SessionOf(context, registry_);
   if (!session)
-    return FinishWith<v1::AcquireResponse>(context, std::unexpected(session.error()), response);
-  return StartWaiting(registry_, *session, response, [&](auto done) {
+    return FinishWith<v1::AcquireResponse>(context, timer, std::unexpected(session.error()),
+                                           response);
+  return StartWaiting(registry_, timer, *session, response, [&](auto done) {
     return registry_.Acquire(*session, *request, std::move(done));
   });
 }
@@ -273,12 +291,13 @@ grpc::ServerUnaryReactor* ExchangeService::Acquire(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* ExchangeService::BatchAcquire(grpc::CallbackServerContext* context,
                                                         const v1::BatchAcquireRequest* request,
                                                         v1::BatchAcquireResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kBatchAcquire);
   auto session = SessionOf(context, registry_);
   if (!session) {
-    return FinishWith<v1::BatchAcquireResponse>(context, std::unexpected(session.error()),
+    return FinishWith<v1::BatchAcquireResponse>(context, timer, std::unexpected(session.error()),
                                                 response);
   }
-  return StartWaiting(registry_, *session, response, [&](auto done) {
+  return StartWaiting(registry_, timer, *session, response, [&](auto done) {
     return registry_.BatchAcquire(*session, *request, std::move(done));
   });
 }
@@ -286,42 +305,52 @@ grpc::ServerUnaryReactor* ExchangeService::BatchAcquire(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ExchangeService::Release(grpc::CallbackServerContext* context,
                                                    const v1::ReleaseRequest* request,
                                                    v1::ReleaseResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kRelease);
   auto session = SessionOf(context, registry_);
   if (!session)
-    return FinishWith<v1::ReleaseResponse>(context, std::unexpected(session.error()), response);
-  return FinishWith(context, registry_.Release(*session, *request), response);
+    return FinishWith<v1::ReleaseResponse>(context, timer, std::unexpected(session.error()),
+                                           response);
+  return FinishWith(context, timer, registry_.Release(*session, *request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Delete(grpc::CallbackServerContext* context,
                                                   const v1::DeleteRequest* request,
                                                   v1::DeleteResponse* response) {
+  const RequestTimer timer = Timer(RequestMethod::kDelete);
   auto session = SessionOf(context, registry_);
   if (!session)
-    return FinishWith<v1::DeleteResponse>(context, std::unexpected(session.error()), response);
-  return FinishWith(context, registry_.Delete(*request), response);
+    return FinishWith<v1::DeleteResponse>(context, timer, std::unexpected(session.error()),
+                                          response);
+  return FinishWith(context, timer, registry_.Delete(*request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::List(grpc::CallbackServerContext* context,
                                                 const v1::ListRequest* request,
                                                 v1::ListResponse* response) {
-  return FinishWith(context, registry_.List(*request), response);
+  const RequestTimer timer = Timer(RequestMethod::kList);
+  return FinishWith(context, timer, registry_.List(*request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Describe(grpc::CallbackServerContext* context,
                                                     const v1::DescribeRequest* request,
                                                     v1::DescribeResponse* response) {
-  return FinishWith(context, registry_.Describe(*request), response);
+  const RequestTimer timer = Timer(RequestMethod::kDescribe);
+  return FinishWith(context, timer, registry_.Describe(*request), response);
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* ExchangeService::Watch(
     grpc::CallbackServerContext* /*context*/, const v1::WatchRequest* request) {
-  return new WatchStream(registry_, request->prefix(), options_.watch_queue_length);
+  const RequestTimer timer = Timer(RequestMethod::kWatch);
+  auto* stream = new WatchStream(registry_, request->prefix(), options_.watch_queue_length);
+  timer.Finish(StatusCode::kOk);  // A stream is counted as it starts.
+  return stream;
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Stats(grpc::CallbackServerContext* context,
                                                  const v1::StatsRequest* /*request*/,
                                                  v1::StatsResponse* response) {
-  return FinishWith(context, Result<v1::StatsResponse>(registry_.Stats()), response);
+  const RequestTimer timer = Timer(RequestMethod::kStats);
+  return FinishWith(context, timer, Result<v1::StatsResponse>(registry_.Stats()), response);
 }
 
 }  // namespace hurray::daemon

@@ -1,7 +1,9 @@
 // ExchangeService: the gRPC face of the registry (hurray.v1.Exchange, callback API).
 //
 // A thin adapter: it reads the session token from the `x-hurray-session` metadata,
-// calls the Registry, and turns its Result into a gRPC status. Thread-safe; holds no lock
+// calls the Registry, and turns its Result into a gRPC status. Each call is recorded in
+// Options::request_metrics (channel "grpc") with its status code and its time from arrival
+// to answer (an Acquire's wait included; a Watch as its stream starts). Thread-safe; holds no lock
 // across a registry call.
 #pragma once
 
@@ -9,6 +11,7 @@
 
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.grpc.pb.h"
+#include "metrics/request_metrics.h"
 #include "registry/registry.h"
 
 namespace hurray::daemon {
@@ -22,6 +25,8 @@ class ExchangeService final : public v1::Exchange::CallbackService {
     // Most events a Watch stream may have queued for a slow reader; one more ends the
     // stream with RESOURCE_EXHAUSTED.
     std::size_t watch_queue_length = 65'536;
+    // Where calls are counted and timed; null: nowhere. Must outlive the service.
+    RequestMetrics* request_metrics = nullptr;
   };
 
   // `registry` must outlive the service.
@@ -64,6 +69,10 @@ class ExchangeService final : public v1::Exchange::CallbackService {
                                   v1::StatsResponse* response) override;
 
  private:
+  [[nodiscard]] RequestTimer Timer(RequestMethod method) const {
+    return {options_.request_metrics, RequestChannel::kGrpc, method};
+  }
+
   Registry& registry_;
   const Options options_;
 };

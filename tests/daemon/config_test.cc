@@ -319,6 +319,19 @@ TEST(ConfigTest, FileModesAreOctal) {
   EXPECT_ERROR(ParseFileMode("-1"), StatusCode::kInvalidArgument, {"not an octal mode"});
 }
 
+TEST(ConfigTest, MetricsAreOffUnlessAnAddressIsGiven) {
+  EXPECT_EQ(DefaultConfig().metrics_address, "");
+  ASSERT_OK_AND_ASSIGN(Config config,
+                       ApplyToml(DefaultConfig(), "metrics_address = \"127.0.0.1:9470\"", "t"));
+  EXPECT_EQ(config.metrics_address, "127.0.0.1:9470");
+  EXPECT_NE(ToToml(config).find("metrics_address = '127.0.0.1:9470'"), std::string::npos)
+      << ToToml(config);
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "metrics_address = \"127.0.0.1\"", "t"),
+               StatusCode::kInvalidArgument, {"metrics_address \"127.0.0.1\"", "no port"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "metrics_address = 9470", "t"),
+               StatusCode::kInvalidArgument, {"metrics_address"});
+}
+
 // The command line, as main() passes it.
 Result<Invocation> Load(std::vector<std::string> args) {
   args.insert(args.begin(), "hurrayd");

@@ -415,6 +415,28 @@ TEST_F(RegistryTest, ClosingASessionReturnsEverything) {
   EXPECT_EQ(registry_->Stats().lease_count(), 1u);
 }
 
+TEST_F(RegistryTest, StatsCountBytesPublishedReclaimedAndWhatClosedSessionsHeld) {
+  Put("model/w", 1024);  // 4096 bytes.
+  auto lease = Acquire(consumer_, "model/w");
+  ASSERT_OK(lease);
+  auto pending = Allocate(producer_, DenseFloat32({1000}));  // 4000 bytes.
+  ASSERT_OK(pending);
+  Put("model/w", 1024);  // Supersedes the leased first version.
+  v1::StatsResponse stats = registry_->Stats();
+  EXPECT_EQ(stats.published_bytes_total(), 8192u);
+  EXPECT_EQ(stats.reclaimed_bytes_total(), 0u);
+  EXPECT_EQ(stats.closed_session_count(), 0u);
+
+  registry_->CloseSession(producer_);
+  registry_->CloseSession(consumer_);  // Its lease ends: the first version is reclaimed.
+  stats = registry_->Stats();
+  EXPECT_EQ(stats.reclaimed_bytes_total(), 4096u);
+  EXPECT_EQ(stats.closed_session_count(), 2u);
+  EXPECT_EQ(stats.closed_session_lease_count(), 1u);
+  EXPECT_EQ(stats.closed_session_allocation_count(), 1u);
+  EXPECT_EQ(stats.closed_session_allocation_bytes(), 4000u);
+}
+
 TEST_F(RegistryTest, ClosingASessionEndsItsWaits) {
   v1::AcquireRequest request;
   request.set_name("late/tensor");

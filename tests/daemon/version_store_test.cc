@@ -8,10 +8,11 @@ namespace {
 
 class VersionStoreTest : public ::testing::Test {
  protected:
-  // Adds the next version of `name`, with no buffers.
-  TensorVersion* Add(const std::string& name) {
+  // Adds the next version of `name`, with no buffers (but `byte_size` counted as its size).
+  TensorVersion* Add(const std::string& name, std::uint64_t byte_size = 0) {
     auto version = std::make_shared<TensorVersion>();
     version->number = store_.NextNumber(name);
+    version->byte_size = byte_size;
     TensorVersion* added = version.get();
     store_.Add(name, std::move(version));
     return added;
@@ -62,6 +63,20 @@ TEST_F(VersionStoreTest, DeletingHidesAndTheNameGoesWithItsLastVersion) {
   EXPECT_EQ(store_.FindEntry("m/b"), nullptr);
   EXPECT_EQ(store_.NextNumber("m/b"), 1u);
   EXPECT_EQ(store_.version_count(), 1u);
+}
+
+TEST_F(VersionStoreTest, PublishedAndReclaimedBytesCountEveryVersionOnce) {
+  TensorVersion* first = Add("m/w", 100);
+  first->lease_count = 1;
+  Add("m/w", 30);  // Supersedes the leased first: nothing reclaimed yet.
+  EXPECT_EQ(store_.published_bytes(), 130u);
+  EXPECT_EQ(store_.reclaimed_bytes(), 0u);
+  first->lease_count = 0;
+  store_.ReclaimIfUnused(first);
+  EXPECT_EQ(store_.reclaimed_bytes(), 100u);
+  for (TensorVersion* deleted : store_.MarkDeleted("m/w", 0)) store_.ReclaimIfUnused(deleted);
+  EXPECT_EQ(store_.reclaimed_bytes(), 130u);
+  EXPECT_EQ(store_.published_bytes(), 130u);
 }
 
 }  // namespace

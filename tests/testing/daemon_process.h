@@ -41,7 +41,7 @@ class DaemonProcess {
     std::uint64_t pool_capacity_bytes = std::uint64_t{64} << 20;
     // --log-level.
     std::string log_level = "warn";
-    // Further "key = value" TOML lines at the top of the configuration (log_format = "json").
+    // Further "key = value" TOML lines at the top of the configuration (before any table).
     std::vector<std::string> settings;
     // Further "key = value" TOML lines of the configuration's [cpu_pool] table.
     std::vector<std::string> cpu_pool_settings;

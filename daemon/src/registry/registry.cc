@@ -273,6 +273,10 @@ void Registry::CloseSession(std::uint64_t session_id) {
   const std::vector<std::uint64_t> leases(session->leases.begin(), session->leases.end());
   const std::vector<std::uint64_t> allocations(session->allocations.begin(),
                                                session->allocations.end());
+  ++closed_sessions_.sessions;
+  closed_sessions_.leases += leases.size();
+  closed_sessions_.allocations += allocations.size();
+  closed_sessions_.allocation_bytes += session->pending_bytes;
   for (std::uint64_t lease_id : leases) ReleaseLeaseLocked(lease_id);
   for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
   const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session);
@@ -949,6 +953,12 @@ v1::StatsResponse Registry::Stats() const {
     response.set_tensor_count(versions_.TensorCount());
     response.set_version_count(versions_.version_count());
     response.set_pending_allocation_count(allocations_.size());
+    response.set_published_bytes_total(versions_.published_bytes());
+    response.set_reclaimed_bytes_total(versions_.reclaimed_bytes());
+    response.set_closed_session_count(closed_sessions_.sessions);
+    response.set_closed_session_lease_count(closed_sessions_.leases);
+    response.set_closed_session_allocation_count(closed_sessions_.allocations);
+    response.set_closed_session_allocation_bytes(closed_sessions_.allocation_bytes);
   }
   FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);

@@ -245,7 +245,15 @@ class Registry final : public SessionHost {
   AllocationTable allocations_;  // Guarded by mutex_.
   LeaseTable leases_;            // Guarded by mutex_.
   VersionStore versions_;        // Guarded by mutex_.
-  WaitSet waits_;                // Guarded by mutex_.
+  // What the sessions ended so far held when they ended (StatsResponse's closed_session_*).
+  struct ClosedSessions {
+    std::uint64_t sessions = 0;
+    std::uint64_t leases = 0;
+    std::uint64_t allocations = 0;
+    std::uint64_t allocation_bytes = 0;
+  };
+  ClosedSessions closed_sessions_;  // Guarded by mutex_.
+  WaitSet waits_;                   // Guarded by mutex_.
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
   // Its own lock, taken before mutex_ is released when events are delivered.

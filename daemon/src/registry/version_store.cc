@@ -45,6 +45,7 @@ void VersionStore::Add(const std::string& name, std::shared_ptr<TensorVersion> v
       superseded.push_back(old.get());
     }
   }
+  published_bytes_ += version->byte_size;
   entry.versions.push_back(std::move(version));
   ++version_count_;
   for (TensorVersion* old : superseded) ReclaimIfUnused(old);  // Never erases the entry.
@@ -68,6 +69,7 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   for (const PoolRange& buffer : version->buffers) {
     if (buffer.segment_id != 0) version->pool->Free(buffer);
   }
+  reclaimed_bytes_ += version->byte_size;
   auto entry = names_.find(*version->name);
   auto& versions = entry->second.versions;
   // Drops the entry's reference: *version is destroyed now, or by the last reply being

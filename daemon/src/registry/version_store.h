@@ -105,10 +105,15 @@ class VersionStore {
   [[nodiscard]] std::uint64_t TensorCount() const;
   // Versions alive (leased superseded or deleted ones included).
   [[nodiscard]] std::uint64_t version_count() const { return version_count_; }
+  // Bytes of every version added, and of every version reclaimed, since the store was made.
+  [[nodiscard]] std::uint64_t published_bytes() const { return published_bytes_; }
+  [[nodiscard]] std::uint64_t reclaimed_bytes() const { return reclaimed_bytes_; }
 
  private:
   Names names_;
   std::uint64_t version_count_ = 0;
+  std::uint64_t published_bytes_ = 0;
+  std::uint64_t reclaimed_bytes_ = 0;
 };
 
 }  // namespace hurray::daemon

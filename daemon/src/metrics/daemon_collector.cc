@@ -1,0 +1,165 @@
+#include "metrics/daemon_collector.h"
+
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace hurray::daemon {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  return MetricFamily{.name = std::move(name), .help = std::move(help), .type = type, .metric = {}};
+}
+
+ClientMetric Value(MetricType type, double value, std::vector<ClientMetric::Label> labels = {}) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  if (type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  return metric;
+}
+
+// A family of one unlabelled value.
+MetricFamily Single(std::string name, std::string help, MetricType type, double value) {
+  MetricFamily family = Family(std::move(name), std::move(help), type);
+  family.metric.push_back(Value(type, value));
+  return family;
+}
+
+// A per-pool gauge.
+struct PoolGauge {
+  const char* name;
+  const char* help;
+  double (*read)(const v1::PoolStats& pool);
+};
+
+constexpr PoolGauge kPoolGauges[] = {
+    {"hurray_pool_capacity_bytes", "Bytes the pool may hold.",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.capacity_bytes()); }},
+    {"hurray_pool_used_bytes",
+     "Bytes of the pool in allocations (pending, published or awaiting reclamation).",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.used_bytes()); }},
+    {"hurray_pool_largest_free_bytes",
+     "Bytes of the pool's largest free range: the biggest buffer that fits now.",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.largest_free_bytes()); }},
+    {"hurray_pool_fragmentation_ratio",
+     "1 - largest free range / free bytes: 0 when all free space is one range.",
+     [](const v1::PoolStats& pool) { return pool.fragmentation(); }},
+    {"hurray_pool_allocations", "Buffers currently allocated in the pool.",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.allocation_count()); }},
+    {"hurray_pool_segments", "Segments (CPU) or slabs (CUDA) of the pool.",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.segment_count()); }},
+};
+
+double Count(std::uint64_t value) { return static_cast<double>(value); }
+
+}  // namespace
+
+std::vector<MetricFamily> StatsFamilies(const v1::StatsResponse& stats) {
+  std::vector<MetricFamily> families;
+  for (const PoolGauge& gauge : kPoolGauges) {
+    MetricFamily family = Family(gauge.name, gauge.help, MetricType::Gauge);
+    for (const v1::PoolStats& pool : stats.pools()) {
+      family.metric.push_back(
+          Value(MetricType::Gauge, gauge.read(pool),
+                {{.name = "kind", .value = pool.kind()}, {.name = "pool", .value = pool.name()}}));
+    }
+    families.push_back(std::move(family));
+  }
+  const MetricType gauge = MetricType::Gauge;
+  const MetricType counter = MetricType::Counter;
+  families.push_back(
+      Single("hurray_sessions", "Open sessions.", gauge, Count(stats.session_count())));
+  families.push_back(Single("hurray_leases", "Leases held.", gauge, Count(stats.lease_count())));
+  families.push_back(
+      Single("hurray_tensors", "Published tensor names.", gauge, Count(stats.tensor_count())));
+  families.push_back(Single("hurray_versions",
+                            "Live versions across the names (leased old ones included).", gauge,
+                            Count(stats.version_count())));
+  families.push_back(Single("hurray_pending_allocations", "Allocations not yet published.", gauge,
+                            Count(stats.pending_allocation_count())));
+  families.push_back(Single("hurray_uptime_seconds", "Seconds since the daemon started.", gauge,
+                            Count(stats.uptime_seconds())));
+  families.push_back(Single("hurray_published_bytes_total", "Bytes of every version published.",
+                            counter, Count(stats.published_bytes_total())));
+  families.push_back(Single("hurray_reclaimed_bytes_total",
+                            "Bytes of versions returned to their pool (superseded or deleted, "
+                            "after their last lease).",
+                            counter, Count(stats.reclaimed_bytes_total())));
+  families.push_back(Single("hurray_closed_sessions_total",
+                            "Sessions ended: their connection closed (exit, crash, disconnect).",
+                            counter, Count(stats.closed_session_count())));
+  families.push_back(Single("hurray_closed_session_leases_total",
+                            "Leases that sessions still held when they ended, released then.",
+                            counter, Count(stats.closed_session_lease_count())));
+  families.push_back(Single("hurray_closed_session_allocations_total",
+                            "Unpublished allocations of ended sessions, freed then.", counter,
+                            Count(stats.closed_session_allocation_count())));
+  families.push_back(Single("hurray_closed_session_allocation_bytes_total",
+                            "Bytes of the unpublished allocations of ended sessions.", counter,
+                            Count(stats.closed_session_allocation_bytes())));
+  return families;
+}
+
+std::vector<MetricFamily> RequestFamilies(const RequestMetrics& metrics) {
+  MetricFamily requests = Family("hurray_requests_total",
+                                 "Requests answered, by channel (grpc, session), method and "
+                                 "status code.",
+                                 MetricType::Counter);
+  MetricFamily durations = Family("hurray_request_duration_seconds",
+                                  "Time from a request's arrival to its answer, by channel and "
+                                  "method (Watch: until its stream starts).",
+                                  MetricType::Histogram);
+  for (std::size_t c = 0; c < kRequestChannelCount; ++c) {
+    for (std::size_t m = 0; m < kRequestMethodCount; ++m) {
+      const auto channel = static_cast<RequestChannel>(c);
+      const auto method = static_cast<RequestMethod>(m);
+      if (!ServedOn(channel, method)) continue;
+      const RequestMetrics::Counts counts = metrics.Snapshot(channel, method);
+      const std::vector<ClientMetric::Label> labels = {
+          {.name = "channel", .value = std::string(RequestChannelName(channel))},
+          {.name = "method", .value = std::string(RequestMethodName(method))}};
+      for (std::size_t code = 0; code < kStatusCodeCount; ++code) {
+        if (code != 0 && counts.by_code[code] == 0) continue;
+        std::vector<ClientMetric::Label> coded = labels;
+        coded.push_back(
+            {.name = "code", .value = std::string(StatusCodeName(static_cast<StatusCode>(code)))});
+        requests.metric.push_back(
+            Value(MetricType::Counter, Count(counts.by_code[code]), std::move(coded)));
+      }
+      ClientMetric histogram;
+      histogram.label = labels;
+      std::uint64_t cumulative = 0;
+      for (std::size_t b = 0; b < counts.by_bucket.size(); ++b) {
+        cumulative += counts.by_bucket[b];
+        const double bound = b < kLatencyBucketBoundsNs.size()
+                                 ? static_cast<double>(kLatencyBucketBoundsNs[b]) / 1e9
+                                 : std::numeric_limits<double>::infinity();
+        histogram.histogram.bucket.push_back(
+            {.cumulative_count = cumulative, .upper_bound = bound});
+      }
+      histogram.histogram.sample_count = cumulative;
+      histogram.histogram.sample_sum = static_cast<double>(counts.duration_sum_ns) / 1e9;
+      durations.metric.push_back(std::move(histogram));
+    }
+  }
+  std::vector<MetricFamily> families;
+  families.push_back(std::move(requests));
+  families.push_back(std::move(durations));
+  return families;
+}
+
+std::vector<MetricFamily> DaemonCollector::Collect() const {
+  std::vector<MetricFamily> families = StatsFamilies(stats_());
+  for (MetricFamily& family : RequestFamilies(metrics_)) families.push_back(std::move(family));
+  return families;
+}
+
+}  // namespace hurray::daemon

@@ -1,0 +1,195 @@
+// The Prometheus endpoint of a real hurrayd: metrics_address on a free loopback port, a
+// put (another process) and a get (this one), then a scrape over plain HTTP: the values
+// moved, `promtool check metrics` accepts the scrape, and the Grafana dashboard
+// (deploy/grafana/hurray.json) queries only metrics the daemon exports.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "integration_test.h"
+#include "testing/status_matchers.h"
+
+#ifndef HURRAY_SOURCE_DIR
+#error "HURRAY_SOURCE_DIR must name the source tree"
+#endif
+#ifndef HURRAY_PROMTOOL
+#error "HURRAY_PROMTOOL must name promtool, or be empty"
+#endif
+
+namespace hurray::integration {
+namespace {
+
+// A loopback port nobody listens on now (the kernel's choice for port 0).
+std::uint16_t FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  std::uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// GET /metrics on 127.0.0.1:port with HTTP/1.0; the body, or nullopt.
+std::optional<std::string> Scrape(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::string response;
+  char buffer[65536];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) {
+    response.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  const std::size_t body = response.find("\r\n\r\n");
+  if (!response.starts_with("HTTP/1.1 200") || body == std::string::npos) return std::nullopt;
+  return response.substr(body + 4);
+}
+
+// The value of the sample line that starts with `series` ("hurray_sessions",
+// "hurray_pool_used_bytes{kind=\"cpu\",pool=\"cpu\"}"); nullopt when there is none.
+std::optional<double> Sample(const std::string& scrape, const std::string& series) {
+  std::istringstream lines(scrape);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with(series + " ")) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
+class MetricsTest : public IntegrationTest {
+ protected:
+  [[nodiscard]] DaemonProcess::Options daemon_options() const override {
+    DaemonProcess::Options options = IntegrationTest::daemon_options();
+    options.settings.push_back(fmt::format("metrics_address = \"127.0.0.1:{}\"", port_));
+    return options;
+  }
+
+  const std::uint16_t port_ = FreeLoopbackPort();
+};
+
+TEST_F(MetricsTest, ScrapeShowsAPutAndGetAndPassesPromtool) {
+  ASSERT_NE(port_, 0);
+  const std::optional<std::string> before = Scrape(port_);
+  ASSERT_TRUE(before.has_value()) << daemon().Log();
+  EXPECT_EQ(Sample(*before, "hurray_tensors"), 0.0) << *before;
+
+  EXPECT_EQ(RunAgent({"produce", "it/metrics", "dense", "1"}), "version 1\n");
+  {
+    auto view = client().Acquire("it/metrics");
+    ASSERT_OK(view);
+    EXPECT_ERROR(client().Acquire("it/absent"), StatusCode::kNotFound, {"it/absent"});
+    const std::optional<std::string> during = Scrape(port_);
+    ASSERT_TRUE(during.has_value());
+    EXPECT_EQ(Sample(*during, "hurray_tensors"), 1.0) << *during;
+    EXPECT_EQ(Sample(*during, "hurray_leases"), 1.0);
+    EXPECT_GT(Sample(*during, "hurray_pool_used_bytes{kind=\"cpu\",pool=\"cpu\"}").value_or(0), 0);
+  }
+  const std::optional<std::string> after = Scrape(port_);
+  ASSERT_TRUE(after.has_value());
+  const std::string& scrape = *after;
+  EXPECT_GT(Sample(scrape, "hurray_published_bytes_total").value_or(0), 0) << scrape;
+  // The producer's session ended (the agent exited).
+  EXPECT_GE(Sample(scrape, "hurray_closed_sessions_total").value_or(0), 1) << scrape;
+  EXPECT_EQ(Sample(scrape, "hurray_pool_capacity_bytes{kind=\"cpu\",pool=\"cpu\"}"),
+            static_cast<double>(daemon().pool_capacity_bytes()));
+  // The get went over one channel or the other; the miss was NOT_FOUND.
+  double acquires = 0;
+  double misses = 0;
+  for (const char* channel : {"grpc", "session"}) {
+    acquires += Sample(scrape, fmt::format("hurray_requests_total{{channel=\"{}\",method="
+                                           "\"Acquire\",code=\"OK\"}}",
+                                           channel))
+                    .value_or(0);
+    misses += Sample(scrape, fmt::format("hurray_requests_total{{channel=\"{}\",method="
+                                         "\"Acquire\",code=\"NOT_FOUND\"}}",
+                                         channel))
+                  .value_or(0);
+  }
+  EXPECT_GE(acquires, 1);
+  EXPECT_EQ(misses, 1);
+  EXPECT_NE(scrape.find("hurray_request_duration_seconds_bucket{channel=\"grpc\",method="
+                        "\"Stats\",le=\"+Inf\"}"),
+            std::string::npos);
+
+  const std::string promtool = HURRAY_PROMTOOL;
+  if (promtool.empty()) GTEST_SKIP() << "promtool not found (Debian package prometheus)";
+  const std::string path = daemon().directory() + "/scrape.txt";
+  std::ofstream(path) << scrape;
+  const std::string command = fmt::format("{} check metrics < {} 2>&1", promtool, path);
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    output.append(buffer, n);
+  EXPECT_EQ(::pclose(pipe), 0) << output;
+  EXPECT_EQ(output, "") << output;
+}
+
+TEST_F(MetricsTest, GrafanaDashboardQueriesOnlyExportedMetrics) {
+  const std::optional<std::string> scrape = Scrape(port_);
+  ASSERT_TRUE(scrape.has_value());
+  std::set<std::string> exported;
+  const std::regex type_line(R"(^# TYPE (hurray_\w+) (\w+)$)");
+  std::istringstream lines(*scrape);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    if (!std::regex_match(line, match, type_line)) continue;
+    exported.insert(match[1]);
+    if (match[2] == "histogram") {
+      for (const char* suffix : {"_bucket", "_sum", "_count"})
+        exported.insert(match[1].str() + suffix);
+    }
+  }
+  ASSERT_FALSE(exported.empty()) << *scrape;
+
+  std::ifstream file(std::string(HURRAY_SOURCE_DIR) + "/deploy/grafana/hurray.json");
+  ASSERT_TRUE(file.good());
+  const nlohmann::json dashboard = nlohmann::json::parse(file);  // Throws (fails) if not JSON.
+  const std::regex metric_name(R"(hurray_\w+)");
+  int queried = 0;
+  for (const auto& panel : dashboard.at("panels")) {
+    for (const auto& target : panel.at("targets")) {
+      const std::string expression = target.at("expr");
+      for (std::sregex_iterator it(expression.begin(), expression.end(), metric_name), end;
+           it != end; ++it) {
+        ++queried;
+        EXPECT_TRUE(exported.contains(it->str()))
+            << "panel \"" << panel.at("title").get<std::string>() << "\" queries " << it->str()
+            << ", which hurrayd does not export";
+      }
+    }
+  }
+  EXPECT_GT(queried, 10);
+}
+
+}  // namespace
+}  // namespace hurray::integration
