@@ -109,7 +109,13 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .pending_allocation_count = reply.pending_allocation_count(),
                     .daemon_epoch = reply.daemon_epoch(),
                     .uptime = std::chrono::seconds(
-                        static_cast<std::chrono::seconds::rep>(reply.uptime_seconds()))};
+                        static_cast<std::chrono::seconds::rep>(reply.uptime_seconds())),
+                    .published_bytes_total = reply.published_bytes_total(),
+                    .reclaimed_bytes_total = reply.reclaimed_bytes_total(),
+                    .closed_session_count = reply.closed_session_count(),
+                    .closed_session_lease_count = reply.closed_session_lease_count(),
+                    .closed_session_allocation_count = reply.closed_session_allocation_count(),
+                    .closed_session_allocation_bytes = reply.closed_session_allocation_bytes()};
   stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
   for (const v1::PoolStats& pool : reply.pools()) {
     stats.pools.push_back(PoolStats{.name = pool.name(),

@@ -319,6 +319,12 @@ class DaemonStats:
     pending_allocation_count: int
     daemon_epoch: int
     uptime: int
+    published_bytes_total: int
+    reclaimed_bytes_total: int
+    closed_session_count: int
+    closed_session_lease_count: int
+    closed_session_allocation_count: int
+    closed_session_allocation_bytes: int
 
 class WatchEvent:
     kind: Literal["published", "deleted"]

@@ -101,7 +101,15 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("pending_allocation_count", &DaemonStats::pending_allocation_count)
       .def_readonly("daemon_epoch", &DaemonStats::daemon_epoch)
       .def_property_readonly("uptime",
-                             [](const DaemonStats& stats) { return stats.uptime.count(); });
+                             [](const DaemonStats& stats) { return stats.uptime.count(); })
+      .def_readonly("published_bytes_total", &DaemonStats::published_bytes_total)
+      .def_readonly("reclaimed_bytes_total", &DaemonStats::reclaimed_bytes_total)
+      .def_readonly("closed_session_count", &DaemonStats::closed_session_count)
+      .def_readonly("closed_session_lease_count", &DaemonStats::closed_session_lease_count)
+      .def_readonly("closed_session_allocation_count",
+                    &DaemonStats::closed_session_allocation_count)
+      .def_readonly("closed_session_allocation_bytes",
+                    &DaemonStats::closed_session_allocation_bytes);
   py::class_<WatchEvent>(module, "WatchEvent")
       .def_property_readonly("kind",
                              [](const WatchEvent& event) {

@@ -192,6 +192,8 @@ def test_list_describe_stats_delete(client):
     assert stats.pools[0].name == "cpu" and stats.tensor_count >= 1
     # A 64 MiB pool is reserved whole before the daemon serves.
     assert stats.pools[0].reserved_bytes == stats.pools[0].capacity_bytes == 64 << 20
+    # Two float32 (2, 3) versions published so far, at least.
+    assert stats.published_bytes_total >= 2 * 24
     assert client.delete("inspect/a") == 1
     assert client.list("inspect/") == []
 

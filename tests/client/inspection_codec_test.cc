@@ -227,6 +227,12 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_pending_allocation_count(8);
   reply.set_daemon_epoch(9);
   reply.set_uptime_seconds(3600);
+  reply.set_published_bytes_total(10);
+  reply.set_reclaimed_bytes_total(11);
+  reply.set_closed_session_count(12);
+  reply.set_closed_session_lease_count(13);
+  reply.set_closed_session_allocation_count(14);
+  reply.set_closed_session_allocation_bytes(15);
   ExpectEveryFieldSet(reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
@@ -260,7 +266,13 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                    .version_count = 7,
                    .pending_allocation_count = 8,
                    .daemon_epoch = 9,
-                   .uptime = std::chrono::hours(1)}));
+                   .uptime = std::chrono::hours(1),
+                   .published_bytes_total = 10,
+                   .reclaimed_bytes_total = 11,
+                   .closed_session_count = 12,
+                   .closed_session_lease_count = 13,
+                   .closed_session_allocation_count = 14,
+                   .closed_session_allocation_bytes = 15}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {

@@ -120,6 +120,9 @@ TEST_F(MetricsTest, ScrapeShowsAPutAndGetAndPassesPromtool) {
   EXPECT_GE(Sample(scrape, "hurray_closed_sessions_total").value_or(0), 1) << scrape;
   EXPECT_EQ(Sample(scrape, "hurray_pool_capacity_bytes{kind=\"cpu\",pool=\"cpu\"}"),
             static_cast<double>(daemon().pool_capacity_bytes()));
+  // The test's pool is small enough to be reserved whole before the daemon serves.
+  EXPECT_EQ(Sample(scrape, "hurray_pool_reserved_bytes{kind=\"cpu\",pool=\"cpu\"}"),
+            static_cast<double>(daemon().pool_capacity_bytes()));
   // The get went over one channel or the other; the miss was NOT_FOUND.
   double acquires = 0;
   double misses = 0;

@@ -178,6 +178,16 @@ struct DaemonStats {
   std::uint64_t daemon_epoch = 0;
   // Time since the daemon started, in whole seconds.
   std::chrono::seconds uptime{0};
+  // Since the daemon started: bytes of every version published, and of versions returned to
+  // their pool (superseded or deleted, after their last lease ended).
+  std::uint64_t published_bytes_total = 0;
+  std::uint64_t reclaimed_bytes_total = 0;
+  // Since the daemon started: sessions that ended, and what they still held then (leases
+  // released, unpublished allocations freed, and those allocations' bytes).
+  std::uint64_t closed_session_count = 0;
+  std::uint64_t closed_session_lease_count = 0;
+  std::uint64_t closed_session_allocation_count = 0;
+  std::uint64_t closed_session_allocation_bytes = 0;
 
   friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
 };

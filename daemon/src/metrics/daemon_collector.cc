@@ -43,6 +43,10 @@ struct PoolGauge {
 constexpr PoolGauge kPoolGauges[] = {
     {"hurray_pool_capacity_bytes", "Bytes the pool may hold.",
      [](const v1::PoolStats& pool) { return static_cast<double>(pool.capacity_bytes()); }},
+    {"hurray_pool_reserved_bytes",
+     "Bytes of the pool reserved so far (the capacity once the background reservation is "
+     "done); only reserved bytes are handed out.",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.reserved_bytes()); }},
     {"hurray_pool_used_bytes",
      "Bytes of the pool in allocations (pending, published or awaiting reclamation).",
      [](const v1::PoolStats& pool) { return static_cast<double>(pool.used_bytes()); }},
