@@ -14,6 +14,7 @@ packages=("$@")
   clang-19 libclang-rt-19-dev clang-format-19 clang-tidy-19
   libhiredis-dev nlohmann-json3-dev grpc-proto libxxhash-dev
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
+  debootstrap
 )
 
 missing=()
