@@ -8,12 +8,11 @@ set(CPACK_PACKAGE_NAME hurray)
 set(CPACK_PACKAGE_VENDOR hurray)
 set(CPACK_PACKAGE_CONTACT "hurray maintainers <hurray@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "zero-copy tensor exchange daemon, its C libraries and tools")
-set(CPACK_PACKAGE_DESCRIPTION
-    "hurrayd owns shared-memory (and CUDA) pools; producers allocate tensors in them and publish\n"
-    "them by name, consumers map the same memory read-only. The package holds hurrayd, hurrayctl,\n"
-    "libhurray and libhurray-client with their headers, CMake and pkg-config files, the systemd\n"
-    "unit, and the Python module.")
-string(JOIN " " CPACK_PACKAGE_DESCRIPTION ${CPACK_PACKAGE_DESCRIPTION})
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
+       "hurrayd owns shared-memory (and CUDA) pools. Producers allocate tensors in them and "
+       "publish them by name, consumers map the same memory read-only. The package holds "
+       "hurrayd, hurrayctl, libhurray and libhurray-client with their headers, CMake and "
+       "pkg-config files, the systemd unit, and the Python module.")
 # The unit and the .pc files name paths under the configured prefix: package that same prefix.
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)

@@ -14,7 +14,8 @@ source_dir=$(cd "$(dirname "$0")/.." && pwd)
 cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_INSTALL_PREFIX=/usr \
   -DHURRAY_BUILD_TESTS=OFF -DHURRAY_BUILD_BENCH=OFF "$@" >"$build_dir.configure.log" 2>&1 ||
   { cat "$build_dir.configure.log" >&2; exit 1; }
-cmake --build "$build_dir" -j "${JOBS:-$(nproc)}"
+# The build's output goes to stderr: stdout carries the .deb's path alone.
+cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" >&2
 rm -f "$build_dir"/hurray_*.deb
 (cd "$build_dir" && cpack -G DEB >cpack.log 2>&1) || { cat "$build_dir/cpack.log" >&2; exit 1; }
 deb=$(ls "$build_dir"/hurray_*.deb)

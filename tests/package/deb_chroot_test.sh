@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The .deb in a fresh Debian 12 root: builds the package (packaging/build-deb.sh), checks its
+# The .deb in a fresh Debian 12 root: makes the package (cpack in a build for the prefix /usr,
+# or packaging/build-deb.sh in a build of its own), checks its
 # contents and control files, installs it with apt-get into a copy of a debootstrap minbase
 # root (its Depends come from the mirror), checks the installed files and the user, runs
 # `hurrayd --print-config`, starts hurrayd as user hurray the way the unit does, puts and gets
-# a tensor with hurrayctl as a member of group hurray, stops the daemon and purges the package.
+# a tensor with hurrayctl and calls it from the Python module as a member of group hurray,
+# stops the daemon and purges the package.
 # Everything mounted is unmounted on any exit. Needs root (exit 77 without it).
-#   deb_chroot_test.sh SOURCE_DIR WORK_DIR [CMAKE_ARG...]
+#   deb_chroot_test.sh SOURCE_DIR WORK_DIR --cpack BUILD_DIR   packages BUILD_DIR (prefix /usr)
+#   deb_chroot_test.sh SOURCE_DIR WORK_DIR [CMAKE_ARG...]      builds WORK_DIR/build-package
 # WORK_DIR keeps the debootstrap root and apt's downloads between runs (debian12-base/,
 # apt-archives/); HURRAY_DEBIAN_MIRROR overrides the mirror.
 set -euo pipefail
@@ -35,13 +38,22 @@ cleanup() {
 trap cleanup EXIT
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
 
-step "building the package"
-deb=$("$source/packaging/build-deb.sh" "$work/build-package" "$@" | tail -n 1)
+if [[ ${1:-} == --cpack ]]; then
+  step "cpack in $2"
+  rm -rf "$work/cpack"
+  (cd "$2" && cpack -G DEB -B "$work/cpack" >"$work/cpack.log" 2>&1) ||
+    { cat "$work/cpack.log"; fail "cpack"; }
+  deb=$(ls "$work"/cpack/hurray_*.deb)
+else
+  step "building the package in $work/build-package"
+  deb=$("$source/packaging/build-deb.sh" "$work/build-package" "$@" | tail -n 1)
+fi
 [[ -f $deb ]] || fail "packaging/build-deb.sh made no .deb"
 step "package: $deb"
 
 # Contents and control files, before anything is installed.
-contents=$(dpkg-deb --contents "$deb" | awk '{print $6}')
+listing=$(dpkg-deb --contents "$deb")
+contents=$(awk '{print $6}' <<<"$listing")
 expected=(./usr/bin/hurrayd ./usr/bin/hurrayctl
   ./usr/lib/x86_64-linux-gnu/libhurray.so.0.1.0 ./usr/lib/x86_64-linux-gnu/libhurray-client.so.0.1.0
   ./usr/include/hurray.h ./usr/include/hurray_client.h
@@ -55,7 +67,7 @@ for path in "${expected[@]}"; do
   grep -qxF "$path" <<<"$contents" || fail "the package lacks $path"
 done
 for link in libhurray.so libhurray.so.0 libhurray-client.so libhurray-client.so.0; do
-  dpkg-deb --contents "$deb" | grep -q "x86_64-linux-gnu/$link -> " || fail "the package lacks link $link"
+  grep -q "x86_64-linux-gnu/$link -> " <<<"$listing" || fail "the package lacks link $link"
 done
 control=$(dpkg-deb --field "$deb" Package Depends)
 step "control: $(tr '\n' ' ' <<<"$control")"
@@ -63,8 +75,8 @@ grep -q 'Depends:.*libprotobuf' <<<"$control" || fail "Depends lacks the shared 
 grep -q 'systemd' <<<"$control" || fail "Depends lacks systemd-sysusers' package"
 [[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles) == /etc/hurray/hurrayd.toml ]] ||
   fail "conffiles is not /etc/hurray/hurrayd.toml"
-grep -q "ExecStart=/usr/bin/hurrayd " < <(dpkg-deb --fsys-tarfile "$deb" |
-  tar -xO ./usr/lib/systemd/system/hurrayd.service) || fail "the unit does not run /usr/bin/hurrayd"
+unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/hurrayd.service)
+grep -q "^ExecStart=/usr/bin/hurrayd " <<<"$unit" || fail "the unit does not run /usr/bin/hurrayd"
 
 # A minbase Debian 12 root, made once and copied for each run.
 if [[ ! -e $work/debian12-base/.complete ]]; then
@@ -134,6 +146,15 @@ as_alice hurrayctl --socket "$socket" get package/tensor /tmp/out.npy || fail "h
 cmp <(tail -c 1024 "$root/tmp/in.npy") <(tail -c 1024 "$root/tmp/out.npy") ||
   fail "get returned other bytes than put"
 as_alice hurrayctl --socket "$socket" ls
+
+# The Python module with Debian's python3 and numpy (the package's Recommends).
+in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  python3-numpy >>"$work/apt.log" 2>&1 ||
+  { tail -n 20 "$work/apt.log"; fail "apt-get install python3-numpy"; }
+as_alice python3 -c "import hurray
+with hurray.connect('$socket', name='package-test') as client:
+    client.stats()
+print('python3: import hurray, connect and stats OK')" || fail "the Python module"
 
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || fail "hurrayd exited with $? on SIGTERM; log: $(cat "$work/hurrayd.log")"
