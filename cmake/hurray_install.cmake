@@ -62,5 +62,6 @@ install(FILES ${PROJECT_BINARY_DIR}/cmake/hurray-config.cmake
 # pkg-config: a staged install (DESTDIR) is read with PKG_CONFIG_SYSROOT_DIR.
 foreach(pc IN LISTS HURRAY_PKGCONFIG_FILES)
   configure_file(cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc @ONLY)
-  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc DESTINATION ${HURRAY_PKGCONFIG_INSTALL_DIR})
+  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${pc}.pc
+          DESTINATION ${HURRAY_PKGCONFIG_INSTALL_DIR})
 endforeach()

@@ -14,14 +14,17 @@
 set -euo pipefail
 
 source=$1
-work=$2
+mkdir -p "$2"
+work=$(cd "$2" && pwd)
 shift 2
 mirror=${HURRAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-[[ $(id -u) -eq 0 ]] || { echo "deb_chroot_test: SKIP: needs root (debootstrap, chroot, mount)"; exit 77; }
+if [[ $(id -u) -ne 0 ]]; then
+  echo "deb_chroot_test: SKIP: needs root (debootstrap, chroot, mount)"
+  exit 77
+fi
 command -v debootstrap >/dev/null || { echo "deb_chroot_test: FAIL: no debootstrap" >&2; exit 1; }
 fail() { echo "deb_chroot_test: FAIL: $*" >&2; exit 1; }
 step() { echo "deb_chroot_test: [$(date +%T)] $*"; }
-mkdir -p "$work"
 root="$work/root"
 mounts=()
 daemon_pid=
@@ -52,22 +55,23 @@ fi
 step "package: $deb"
 
 # Contents and control files, before anything is installed.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 listing=$(dpkg-deb --contents "$deb")
 contents=$(awk '{print $6}' <<<"$listing")
 expected=(./usr/bin/hurrayd ./usr/bin/hurrayctl
-  ./usr/lib/x86_64-linux-gnu/libhurray.so.0.1.0 ./usr/lib/x86_64-linux-gnu/libhurray-client.so.0.1.0
+  ./usr/lib/$multiarch/libhurray.so.0.1.0 ./usr/lib/$multiarch/libhurray-client.so.0.1.0
   ./usr/include/hurray.h ./usr/include/hurray_client.h
-  ./usr/lib/x86_64-linux-gnu/cmake/hurray/hurray-config.cmake
-  ./usr/lib/x86_64-linux-gnu/cmake/hurray/hurray-config-version.cmake
-  ./usr/lib/x86_64-linux-gnu/cmake/hurray/hurray-targets.cmake
-  ./usr/lib/x86_64-linux-gnu/pkgconfig/hurray.pc ./usr/lib/x86_64-linux-gnu/pkgconfig/hurray-client.pc
+  ./usr/lib/$multiarch/cmake/hurray/hurray-config.cmake
+  ./usr/lib/$multiarch/cmake/hurray/hurray-config-version.cmake
+  ./usr/lib/$multiarch/cmake/hurray/hurray-targets.cmake
+  ./usr/lib/$multiarch/pkgconfig/hurray.pc ./usr/lib/$multiarch/pkgconfig/hurray-client.pc
   ./usr/lib/systemd/system/hurrayd.service ./usr/lib/sysusers.d/hurray.conf
   ./etc/hurray/hurrayd.toml ./usr/share/doc/hurray/operations.md)
 for path in "${expected[@]}"; do
   grep -qxF "$path" <<<"$contents" || fail "the package lacks $path"
 done
 for link in libhurray.so libhurray.so.0 libhurray-client.so libhurray-client.so.0; do
-  grep -q "x86_64-linux-gnu/$link -> " <<<"$listing" || fail "the package lacks link $link"
+  grep -q "$multiarch/$link -> " <<<"$listing" || fail "the package lacks link $link"
 done
 control=$(dpkg-deb --field "$deb" Package Depends)
 step "control: $(tr '\n' ' ' <<<"$control")"
@@ -101,8 +105,10 @@ cp "$deb" "$root/tmp/"
 step "apt-get install ./$(basename "$deb")"
 in_root apt-get -q update >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "apt-get update"; }
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-  "/tmp/$(basename "$deb")" >>"$work/apt.log" 2>&1 || { tail -n 40 "$work/apt.log"; fail "apt-get install"; }
-[[ $(in_root dpkg-query -W -f='${db:Status-Status}' hurray) == installed ]] || fail "hurray not installed"
+  "/tmp/$(basename "$deb")" >>"$work/apt.log" 2>&1 ||
+  { tail -n 40 "$work/apt.log"; fail "apt-get install"; }
+status=$(in_root dpkg-query -W -f='${db:Status-Status}' hurray)
+[[ $status == installed ]] || fail "hurray is '$status', not installed"
 for path in "${expected[@]}"; do
   [[ -e $root/${path#./} ]] || fail "installed root lacks ${path#./}"
 done
@@ -134,7 +140,8 @@ for _ in $(seq 300); do
 done
 uid=$(awk '/^Uid:/ {print $2}' "/proc/$daemon_pid/status")
 [[ $uid == "$(in_root id -u hurray)" ]] || fail "hurrayd runs as uid $uid, not hurray's"
-step "hurrayd serves as $(in_root id -un "$uid") (uid $uid); socket $(in_root stat -c '%U:%G %a' "$socket")"
+step "hurrayd serves as $(in_root id -un "$uid") (uid $uid);" \
+  "socket $(in_root stat -c '%U:%G %a' "$socket")"
 
 # A tensor in and out as alice, a member of group hurray: 1 KiB of uint8, .npy v1.0.
 header="{'descr': '|u1', 'fortran_order': False, 'shape': (1024,), }"
