@@ -11,9 +11,10 @@ build_dir=$1
 shift
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 
+mkdir -p "$build_dir"
 cmake -S "$source_dir" -B "$build_dir" -G Ninja -DCMAKE_INSTALL_PREFIX=/usr \
-  -DHURRAY_BUILD_TESTS=OFF -DHURRAY_BUILD_BENCH=OFF "$@" >"$build_dir.configure.log" 2>&1 ||
-  { cat "$build_dir.configure.log" >&2; exit 1; }
+  -DHURRAY_BUILD_TESTS=OFF -DHURRAY_BUILD_BENCH=OFF "$@" >"$build_dir/configure.log" 2>&1 ||
+  { cat "$build_dir/configure.log" >&2; exit 1; }
 # The build's output goes to stderr: stdout carries the .deb's path alone.
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" >&2
 rm -f "$build_dir"/hurray_*.deb
