@@ -18,8 +18,9 @@ set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# The libraries' own directory, so dpkg-shlibdeps resolves libhurray-client.so's need of
-# libhurray.so inside the package.
+# DEBIAN/shlibs: a package built against libhurray.so.0 or libhurray-client.so.0 gets
+# `Depends: hurray (= VERSION)` from its own dpkg-shlibdeps (the SONAMEs are not yet a stable
+# ABI across versions).
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "systemd | systemd-standalone-sysusers")
 # The Python module imports numpy.
