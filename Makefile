@@ -5,6 +5,8 @@
 #              and a bounded libFuzzer run of every fuzz target. It starts with `make lint`.
 #   make lint  clang-format-19 and clang-tidy-19 over the project's own code: any format diff
 #              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats).
+#   make package builds the Debian package in a Release build (build-package/hurray_*.deb:
+#              docs/operations.md, packaging/build-deb.sh).
 #   make bench installs the benchmark's extra packages, builds a Release build (build-bench)
 #              and runs bench/ against its own hurrayd and baselines (build-bench/bench.json),
 #              then bench/python (build-bench/bench_python.json).
@@ -15,7 +17,7 @@ FUZZ_SECONDS ?= 60
 CMAKE_COMMON := -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHURRAY_WERROR=ON
 CLANG := -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 
-.PHONY: all deps build build-sanitize lint test test-normal test-sanitize run bench clean
+.PHONY: all deps build build-sanitize lint test test-normal test-sanitize run package bench clean
 
 all: build
 
@@ -50,6 +52,11 @@ test: lint test-normal test-sanitize
 run: build
 	./build/daemon/hurrayd
 
+# The .deb (cmake/hurray_cpack.cmake): hurrayd, hurrayctl, the C libraries, headers, CMake and
+# pkg-config files, the unit, sysusers and the example configuration, for the prefix /usr.
+package: deps
+	./packaging/build-deb.sh build-package -DCMAKE_BUILD_TYPE=Release
+
 # The benchmarks (bench/, docs/performance.md): a Release build at -O2 without sanitizers,
 # then one run of the harness. BENCH_FLAGS=--quick gives a short smoke run.
 BENCH_FLAGS ?=
@@ -68,4 +75,4 @@ bench: deps
 	  --json build-bench/bench_python.json $(BENCH_FLAGS)
 
 clean:
-	rm -rf build build-sanitize
+	rm -rf build build-sanitize build-package

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The out-of-tree consumer: installs BUILD_DIR into a staging root (DESTDIR), checks the
+# libraries' SONAMEs and links, configures and builds tests/package/consumer/ against the staged
+# files only (find_package(hurray) and pkg-config), starts the staged hurrayd and runs both
+# builds of the consumer against it (a put and a get through the C client).
+#   consumer_test.sh BUILD_DIR SOURCE_DIR WORK_DIR
+set -euo pipefail
+
+build=$1
+source=$2
+work=$3
+rm -rf "$work"
+mkdir -p "$work"
+daemon_pid=
+cleanup() {
+  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then kill "$daemon_pid"; fi
+}
+trap cleanup EXIT
+fail() { echo "consumer_test: FAIL: $*" >&2; exit 1; }
+
+DESTDIR="$work/stage" cmake --install "$build" >"$work/install.log"
+prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
+root="$work/stage$prefix"
+libdir=$(dirname "$(find "$root" -name 'libhurray.so' -print -quit)")
+[[ -n $libdir && -d $libdir ]] || fail "no libhurray.so under $root"
+
+# Each library: the development link, the SONAME link and the versioned file.
+for lib in libhurray libhurray-client; do
+  [[ -L $libdir/$lib.so && -L $libdir/$lib.so.0 && -f $libdir/$lib.so.0.1.0 ]] ||
+    fail "$lib: expected $lib.so -> $lib.so.0 -> $lib.so.0.1.0 in $libdir"
+  soname=$(readelf -d "$libdir/$lib.so.0.1.0" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [[ $soname == "$lib.so.0" ]] || fail "$lib: SONAME is '$soname', not $lib.so.0"
+done
+readelf -d "$libdir/libhurray-client.so.0" | grep -q 'NEEDED.*\[libhurray.so.0\]' ||
+  fail "libhurray-client.so.0 does not name libhurray.so.0 as NEEDED"
+for file in include/hurray.h include/hurray_client.h bin/hurrayd bin/hurrayctl; do
+  [[ -e $root/$file ]] || fail "missing $root/$file"
+done
+echo "consumer_test: staged install in $root (libraries in $libdir)"
+
+# The consumer sees the staged prefix only: CMake through CMAKE_PREFIX_PATH, pkg-config through
+# PKG_CONFIG_LIBDIR (which replaces the system's .pc directories) and PKG_CONFIG_SYSROOT_DIR
+# (which puts the staging root before the .pc files' paths).
+export PKG_CONFIG_LIBDIR="$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$work/stage"
+flags=$(pkg-config --cflags --libs hurray-client)
+[[ $flags == *"-I$root/include"* && $flags == *"-L$libdir "* ]] ||
+  fail "pkg-config hurray-client gives '$flags', not the staged include and library directories"
+echo "consumer_test: pkg-config hurray-client: $flags"
+cmake -S "$source/tests/package/consumer" -B "$work/consumer" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$root" >"$work/consumer-configure.log" ||
+  { cat "$work/consumer-configure.log"; fail "the consumer did not configure"; }
+found=$(sed -n 's/^hurray_DIR:PATH=//p' "$work/consumer/CMakeCache.txt")
+[[ $found == "$root"/* ]] || fail "find_package(hurray) found '$found', not the staged package"
+cmake --build "$work/consumer" >"$work/consumer-build.log" ||
+  { cat "$work/consumer-build.log"; fail "the consumer did not build"; }
+echo "consumer_test: the consumer built against $found and through pkg-config"
+
+socket="$work/hurrayd.sock"
+printf '[cpu_pool]\nshm_prefix = "package-consumer-%s"\n' "$$" >"$work/hurrayd.toml"
+LD_LIBRARY_PATH="$libdir" "$root/bin/hurrayd" --config "$work/hurrayd.toml" --socket "$socket" \
+  --cpu-pool-capacity 64MiB --log-level warning >"$work/hurrayd.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 200); do
+  LD_LIBRARY_PATH="$libdir" "$root/bin/hurrayctl" --socket "$socket" stats >/dev/null 2>&1 && break
+  kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/hurrayd.log"; fail "hurrayd exited"; }
+  sleep 0.05
+done
+
+export LD_LIBRARY_PATH="$libdir"
+"$work/consumer/consumer_cmake" "$socket" package/through-cmake
+"$work/consumer/consumer_pkgconfig" "$socket" package/through-pkgconfig
+
+kill -TERM "$daemon_pid"
+wait "$daemon_pid" || fail "hurrayd exited with $? on SIGTERM; log: $(cat "$work/hurrayd.log")"
+daemon_pid=
+echo "consumer_test: PASS"
