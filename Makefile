@@ -24,9 +24,10 @@ all: build
 deps:
 	./scripts/install-deps.sh
 
-# The normal build compiles bench/ too, so that lint checks it and it cannot rot.
+# The normal build compiles bench/ too, so that lint checks it and it cannot rot. Its prefix
+# is the .deb's (/usr), so that the package test packages this very build.
 build: deps
-	cmake -S . -B build $(CMAKE_COMMON) -DHURRAY_BUILD_BENCH=ON
+	cmake -S . -B build $(CMAKE_COMMON) -DHURRAY_BUILD_BENCH=ON -DCMAKE_INSTALL_PREFIX=/usr
 	cmake --build build -j $(JOBS)
 
 build-sanitize: deps
