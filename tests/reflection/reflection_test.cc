@@ -93,34 +93,47 @@ class ReflectionTest : public ::testing::Test {
     if (daemon_) ::hurray::testing::ExpectStopsCleanly(*daemon_);
   }
 
-  // One reflection exchange on the bidirectional stream: one request, one response.
-  std::unique_ptr<UnknownFieldSet> Reflect(const std::string& request) {
+  // Opens the stream `path`, sends `request` as its only message (closing the client's
+  // side), and reads the first message back. `cancel`: the server would go on streaming
+  // (Health/Watch), so the call is cancelled after that message; otherwise the call must end
+  // OK. The message's bytes; empty when none came.
+  std::string FirstMessageOfStream(const std::string& path, const std::string& request,
+                                   bool cancel) {
     grpc::GenericStub stub(channel_);
     grpc::ClientContext context;
     grpc::CompletionQueue queue;
-    auto call = stub.PrepareCall(&context, kReflectionMethod, &queue);
+    auto call = stub.PrepareCall(&context, path, &queue);
     void* tag = nullptr;
     bool ok = false;
-    auto step = [&](std::intptr_t expected) {
+    const auto step = [&](std::intptr_t expected) {
       EXPECT_TRUE(queue.Next(&tag, &ok));
       EXPECT_EQ(reinterpret_cast<std::intptr_t>(tag), expected);
       return ok;
     };
     call->StartCall(reinterpret_cast<void*>(1));
-    EXPECT_TRUE(step(1));
-    call->Write(ToByteBuffer(request), reinterpret_cast<void*>(2));
-    EXPECT_TRUE(step(2));
-    call->WritesDone(reinterpret_cast<void*>(3));
-    EXPECT_TRUE(step(3));
+    EXPECT_TRUE(step(1)) << path;
+    call->Write(ToByteBuffer(request), grpc::WriteOptions().set_last_message(),
+                reinterpret_cast<void*>(2));
+    EXPECT_TRUE(step(2)) << path;
     grpc::ByteBuffer response;
-    call->Read(&response, reinterpret_cast<void*>(4));
-    EXPECT_TRUE(step(4));
+    call->Read(&response, reinterpret_cast<void*>(3));
+    const bool read = step(3);
+    EXPECT_TRUE(read) << path;
+    if (cancel) context.TryCancel();
     grpc::Status status;
-    call->Finish(&status, reinterpret_cast<void*>(5));
-    step(5);
-    EXPECT_TRUE(status.ok()) << status.error_message();
+    call->Finish(&status, reinterpret_cast<void*>(4));
+    step(4);
+    if (!cancel) {
+      EXPECT_TRUE(status.ok()) << path << ": " << status.error_message();
+    }
+    return read ? FromByteBuffer(response) : std::string();
+  }
+
+  // One reflection exchange on the bidirectional stream: one request, one response.
+  std::unique_ptr<UnknownFieldSet> Reflect(const std::string& request) {
     auto fields = std::make_unique<UnknownFieldSet>();
-    EXPECT_TRUE(fields->ParseFromString(FromByteBuffer(response)));
+    EXPECT_TRUE(fields->ParseFromString(
+        FirstMessageOfStream(kReflectionMethod, request, /*cancel=*/false)));
     EXPECT_TRUE(Fields(*fields, kErrorResponse).empty())
         << "reflection error response to a request of " << request.size() << " bytes";
     return fields;
@@ -197,31 +210,6 @@ class ReflectionTest : public ::testing::Test {
     return status;
   }
 
-  // The first message of the server stream `path` opened with `request`, parsed into
-  // `response`; the call is then cancelled.
-  bool ReadFirstOfStream(const std::string& path, const Message& request, Message& response) {
-    grpc::GenericStub stub(channel_);
-    grpc::ClientContext context;
-    grpc::CompletionQueue queue;
-    auto call = stub.PrepareCall(&context, path, &queue);
-    void* tag = nullptr;
-    bool ok = false;
-    call->StartCall(reinterpret_cast<void*>(1));
-    bool read = queue.Next(&tag, &ok) && ok;
-    call->Write(ToByteBuffer(request.SerializeAsString()), grpc::WriteOptions().set_last_message(),
-                reinterpret_cast<void*>(2));
-    read = read && queue.Next(&tag, &ok) && ok;
-    grpc::ByteBuffer first;
-    call->Read(&first, reinterpret_cast<void*>(3));
-    read = read && queue.Next(&tag, &ok) && ok;
-    context.TryCancel();
-    grpc::Status status;
-    call->Finish(&status, reinterpret_cast<void*>(4));
-    while (queue.Next(&tag, &ok) && reinterpret_cast<std::intptr_t>(tag) != 4) {
-    }
-    return read && response.ParseFromString(FromByteBuffer(first));
-  }
-
   // The name of the enum value in `message`'s field `field`.
   static std::string EnumName(const Message& message, const std::string& field) {
     const auto* descriptor = message.GetDescriptor()->FindFieldByName(field);
@@ -279,7 +267,8 @@ TEST_F(ReflectionTest, WatchesHealthWithDynamicMessages) {
   AddFile(StringField(kFileContainingSymbol, "grpc.health.v1.Health"), "grpc.health.v1.Health");
   auto [request, response] = NewMessages("grpc.health.v1.Health.Watch");
   ASSERT_NE(request, nullptr);
-  ASSERT_TRUE(ReadFirstOfStream("/grpc.health.v1.Health/Watch", *request, *response));
+  ASSERT_TRUE(response->ParseFromString(FirstMessageOfStream(
+      "/grpc.health.v1.Health/Watch", request->SerializeAsString(), /*cancel=*/true)));
   EXPECT_EQ(EnumName(*response, "status"), "SERVING");
 }
 
