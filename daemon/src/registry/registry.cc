@@ -555,6 +555,8 @@ std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishR
   session.allocations.erase(request.allocation_id());
   session.pending_bytes -= pending.byte_size;
   std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), pending, request.handoff());
+  version->publisher_uid = session.peer.uid;
+  version->namespace_owner_uid = session.peer.uid;
   allocations_.Remove(request.allocation_id());
   if (IsEventHandoff(request.handoff())) NoteUnsignalled(session, version);
   const std::uint64_t number = version->number;

@@ -45,6 +45,10 @@ struct TensorVersion {
   boost::container::small_vector<PoolRange, 1> buffers;
   Pool* pool = nullptr;
   const std::string* name = nullptr;  // The key of its name's entry (dangles once reclaimed).
+  // Who published it (the session's peer uid), and the uid that owned its namespace when it
+  // was published (the access policy's default owner; see access/). Both persist with it.
+  std::uint32_t publisher_uid = 0;
+  std::uint32_t namespace_owner_uid = 0;
 
   // Set by Publish, then immutable: replies being built read its state without the mutex.
   // Event mode: the allocation's fence (also in info_without_name's handoff), returned to
