@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <mutex>
@@ -282,6 +283,18 @@ Result<std::span<const std::byte>> NpyData(const TensorView& view) {
   return data.first(*needed);
 }
 
+// Blocks `signals` in the calling thread (before the client starts threads, which inherit the
+// mask, so that no thread of its takes them) and returns the set, for sigwait or signalfd.
+Result<sigset_t> BlockSignals(std::initializer_list<int> signals) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int signal : signals) sigaddset(&set, signal);
+  if (const int error = pthread_sigmask(SIG_BLOCK, &set, nullptr); error != 0) {
+    return std::unexpected(ErrnoError("pthread_sigmask", "", error));
+  }
+  return set;
+}
+
 }  // namespace
 
 Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
@@ -397,16 +410,8 @@ Status HealthCommand(const GlobalOptions& options, const std::string& service) {
 }
 
 Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
-  // SIGUSR1 is how the stream's end wakes the sigwait below. Blocked before the client
-  // starts its threads, so they inherit the mask and no thread takes these signals itself.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR1);
-  if (const int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
-    return std::unexpected(ErrnoError("pthread_sigmask", "", error));
-  }
+  // SIGUSR1 is how the stream's end wakes the sigwait below.
+  HURRAY_ASSIGN_OR_RETURN(const sigset_t signals, BlockSignals({SIGINT, SIGTERM, SIGUSR1}));
   HURRAY_ASSIGN_OR_RETURN(auto connection, ConnectForReplies(options));
 
   std::mutex mutex;
@@ -634,18 +639,10 @@ Status LoadCommand(const GlobalOptions& options, const TransferFlags& flags,
 
 namespace {
 
-// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (before the client starts threads,
-// which inherit the mask) and returns a signalfd that reads them, so that top ends through
-// its own loop and restores the terminal.
+// Blocks SIGINT, SIGTERM and SIGHUP and returns a signalfd that reads them, so that top ends
+// through its own loop and restores the terminal.
 Result<UniqueFd> TerminationSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  if (const int error = pthread_sigmask(SIG_BLOCK, &signals, nullptr); error != 0) {
-    return std::unexpected(ErrnoError("pthread_sigmask", "", error));
-  }
+  HURRAY_ASSIGN_OR_RETURN(const sigset_t signals, BlockSignals({SIGINT, SIGTERM, SIGHUP}));
   UniqueFd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC));
   if (!signal_fd) return std::unexpected(ErrnoError("signalfd", "", errno));
   return signal_fd;
