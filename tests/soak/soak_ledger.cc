@@ -61,10 +61,9 @@ std::string SoakLedger::CheckEntry(const std::string& name, const Entry& entry,
   if (entry.deleting) allowed.insert(0);
   if (allowed.contains(latest)) return {};
   const std::string found = latest == 0 ? "absent" : fmt::format("at version {}", latest);
-  const std::string expected =
-      entry.deleted ? "deleted"
-                    : fmt::format("version {} (in flight: {}{})", entry.acknowledged,
-                                  entry.in_flight, entry.deleting ? ", a delete" : "");
+  std::string expected = entry.deleted ? "deleted" : fmt::format("version {}", entry.acknowledged);
+  if (entry.in_flight != 0) expected += fmt::format(" or version {} (in flight)", entry.in_flight);
+  if (entry.deleting) expected += " or absent (a delete in flight)";
   return fmt::format("{}: {}, expected {}", name, found, expected);
 }
 
