@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -27,6 +29,7 @@ using testing::DaemonProcess;
 constexpr int kExitWrong = 3;       // soak_worker.cc
 constexpr int kExitDaemonGone = 4;  // soak_worker.cc
 constexpr auto kTick = std::chrono::milliseconds(20);
+constexpr char kDaemonName[] = "hurray-soak";
 
 struct Worker {
   ChildProcess process;
@@ -43,6 +46,19 @@ std::string ReadFile(const std::string& path) {
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
+}
+
+// Bytes of the /dev/shm files of every daemon this process started (DaemonProcess names
+// their segments "<name>-<parent pid>-<n>-...").
+std::uint64_t DaemonShmBytes() {
+  const std::string prefix = fmt::format("{}-{}-", kDaemonName, ::getpid());
+  std::uint64_t bytes = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    if (!entry.path().filename().string().starts_with(prefix)) continue;
+    bytes += entry.file_size(error);
+  }
+  return bytes;
 }
 
 class Soak {
@@ -66,6 +82,7 @@ class Soak {
   Status CheckLedger();
   Status DeleteEverythingAndCheckEmpty();
   Clock::duration Jitter(std::chrono::milliseconds mean);
+  [[nodiscard]] bool daemon_kills_seen() const { return figures_.daemon_kills > 0; }
 
   SoakOptions options_;
   std::string directory_;
@@ -74,6 +91,7 @@ class Soak {
   std::vector<std::unique_ptr<DaemonProcess>> killed_daemons_;  // Their segments stay.
   std::unique_ptr<Client> client_;
   Clock::time_point last_daemon_start_;
+  std::uint64_t first_daemon_shm_bytes_ = 0;  // What one daemon's segments take.
   std::vector<Worker> workers_;
   std::uint64_t next_incarnation_ = 0;
   std::uint64_t retired_checked_ = 0;  // Views checked by consumers no longer running.
@@ -83,7 +101,7 @@ class Soak {
 
 DaemonProcess::Options Soak::DaemonOptions() const {
   return {.binary = options_.hurrayd,
-          .name = "hurray-soak",
+          .name = kDaemonName,
           .directory = directory_ + "/daemon",
           .pool_capacity_bytes = options_.pool_capacity_bytes,
           .log_level = "warn",
@@ -97,6 +115,15 @@ Status Soak::StartDaemon() {
   HURRAY_ASSIGN_OR_RETURN(client_, Client::Connect({.socket_path = daemon_->socket_path(),
                                                     .client_name = "soak supervisor"}));
   last_daemon_start_ = Clock::now();
+  const std::uint64_t shm_bytes = DaemonShmBytes();
+  if (!daemon_kills_seen()) {
+    first_daemon_shm_bytes_ = shm_bytes;
+  } else if (shm_bytes > first_daemon_shm_bytes_) {
+    return InternalError(fmt::format(
+        "after {} daemon kills /dev/shm holds {} bytes of the soak's daemons' segments; one "
+        "daemon's take {}",
+        figures_.daemon_kills, shm_bytes, first_daemon_shm_bytes_));
+  }
   return {};
 }
 

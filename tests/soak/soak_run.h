@@ -5,7 +5,8 @@
 //   - a worker that saw a wrong byte or version number (exit 3), or failed otherwise;
 //   - after a daemon restart, and at the end: a published-and-not-deleted tensor missing
 //     or at another version, a deleted one still there, or any tensor whose bytes are wrong
-//     (SoakLedger);
+//     (SoakLedger), or /dev/shm holding more of the daemons' segments than the first daemon
+//     made (a restarted daemon must reclaim or adopt its predecessor's, not add its own);
 //   - at the end, once everything is deleted: anything left in the pool (bytes,
 //     allocations, leases, versions), or a daemon that does not stop cleanly.
 //
