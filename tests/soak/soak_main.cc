@@ -5,6 +5,8 @@
 //               [--seed N] [--pool-mib MIB] [--hurrayd PATH] [--worker PATH]
 //
 // Prints the soak's figures and exits 0, or prints the first failure and exits 1.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -34,7 +36,7 @@ std::string Parse(const std::vector<std::string>& args, SoakOptions& options) {
       options.daemon_kills = true;
       continue;
     }
-    if (i + 1 == args.size()) return flag + " needs a value";
+    if (i + 1 == args.size()) return fmt::format("{} needs a value", flag);
     const std::string& value = args[++i];
     char* end = nullptr;
     const std::uint64_t number = std::strtoull(value.c_str(), &end, 10);
@@ -44,7 +46,7 @@ std::string Parse(const std::vector<std::string>& args, SoakOptions& options) {
     } else if (flag == "--worker") {
       options.worker = value;
     } else if (!numeric || number == 0) {
-      return flag + " " + value + ": not a positive number";
+      return fmt::format("{} {}: not a positive number", flag, value);
     } else if (flag == "--duration") {
       options.duration = std::chrono::seconds(number);
     } else if (flag == "--producers") {
@@ -60,7 +62,7 @@ std::string Parse(const std::vector<std::string>& args, SoakOptions& options) {
     } else if (flag == "--pool-mib") {
       options.pool_capacity_bytes = number << 20;
     } else {
-      return "unknown flag " + flag;
+      return fmt::format("unknown flag {}", flag);
     }
   }
   return {};

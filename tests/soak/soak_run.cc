@@ -69,7 +69,7 @@ class Soak {
   Result<SoakFigures> Run();
 
  private:
-  DaemonProcess::Options DaemonOptions() const;
+  [[nodiscard]] DaemonProcess::Options DaemonOptions() const;
   Status StartDaemon();
   Status StartWorker(bool producer, int index);
   Status Drain(Worker& worker, std::chrono::milliseconds wait);
