@@ -40,7 +40,7 @@ struct SoakOptions {
 struct SoakFigures {
   std::uint64_t publishes = 0;      // Acknowledged publishes.
   std::uint64_t deletes = 0;        // Acknowledged deletes.
-  std::uint64_t views_checked = 0;  // Views consumers checked byte for byte.
+  std::uint64_t views_checked = 0;  // Views consumers checked byte for byte (in fifties).
   std::uint64_t client_kills = 0;
   std::uint64_t daemon_kills = 0;
   std::uint64_t ledger_checks = 0;    // Full checks of the daemon against the ledger.
