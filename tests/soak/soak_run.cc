@@ -355,9 +355,8 @@ Result<SoakFigures> RunSoak(const SoakOptions& options) {
 std::string DescribeSoak(const SoakOptions& options, const SoakFigures& figures) {
   return fmt::format(
       "{} s, {} producers, {} consumers: {} publishes, {} deletes, {} views checked byte for "
-      "byte by consumers (counted in fifties), {} client kills, {} daemon kills, {} ledger checks "
-      "({} tensors "
-      "read back); no wrong byte, nothing lost, the pool empty at the end",
+      "byte by consumers (counted in fifties), {} client kills, {} daemon kills, {} ledger "
+      "checks ({} tensors read back); no wrong byte, nothing lost, the pool empty at the end",
       options.duration.count(), options.producers, options.consumers, figures.publishes,
       figures.deletes, figures.views_checked, figures.client_kills, figures.daemon_kills,
       figures.ledger_checks, figures.tensors_checked);
