@@ -7,6 +7,9 @@
 #              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats).
 #   make package builds the Debian package in a Release build (build-package/hurray_*.deb:
 #              docs/operations.md, packaging/build-deb.sh).
+#   make soak  builds the normal build's daemon and soak, and runs the soak (tests/soak,
+#              docs/reliability.md) for SOAK_SECONDS; SOAK_FLAGS=--daemon-kills kills and
+#              restarts the daemon too.
 #   make bench installs the benchmark's extra packages, builds a Release build (build-bench)
 #              and runs bench/ against its own hurrayd and baselines (build-bench/bench.json),
 #              then bench/python (build-bench/bench_python.json).
@@ -17,7 +20,7 @@ FUZZ_SECONDS ?= 60
 CMAKE_COMMON := -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHURRAY_WERROR=ON
 CLANG := -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 
-.PHONY: all deps build build-sanitize lint test test-normal test-sanitize run package bench clean
+.PHONY: all deps build build-sanitize lint test test-normal test-sanitize run package bench soak clean
 
 all: build
 
@@ -74,6 +77,15 @@ bench: deps
 	PYTHONPATH=build-bench/python /usr/bin/python3 bench/python/bench_python.py \
 	  --hurrayd build-bench/daemon/hurrayd --hurray-bench build-bench/bench/hurray_bench \
 	  --json build-bench/bench_python.json $(BENCH_FLAGS)
+
+# Producers and consumers killed at random for SOAK_SECONDS, every byte checked
+# (tests/soak/soak_run.h); SOAK_FLAGS adds flags (--daemon-kills, --producers N, ...).
+SOAK_SECONDS ?= 600
+SOAK_FLAGS ?=
+soak: deps
+	cmake -S . -B build $(CMAKE_COMMON) -DHURRAY_BUILD_BENCH=ON -DCMAKE_INSTALL_PREFIX=/usr
+	cmake --build build -j $(JOBS) --target hurray_soak
+	./build/tests/soak/hurray_soak --duration $(SOAK_SECONDS) $(SOAK_FLAGS)
 
 clean:
 	rm -rf build build-sanitize build-package
