@@ -25,7 +25,7 @@ namespace hurray::client_internal {
 class Mapping {
  public:
   // `sealed`: a sealed pool's memfd (one buffer), which the connection does not cache.
-  Mapping(void* base, std::uint64_t size, bool writable, bool sealed = false)
+  Mapping(void* base, std::uint64_t size, bool writable, bool sealed)
       : base_(base), size_(size), writable_(writable), sealed_(sealed) {}
   ~Mapping();
   Mapping(const Mapping&) = delete;
