@@ -79,7 +79,7 @@ class SealedPoolTest : public RawGrpcTest {
  protected:
   [[nodiscard]] DaemonProcess::Options daemon_options() const override {
     DaemonProcess::Options options = RawGrpcTest::daemon_options();
-    options.settings.push_back("sealed_pool.capacity = 1048576");
+    options.settings.emplace_back("sealed_pool.capacity = 1048576");
     return options;
   }
 
