@@ -22,7 +22,7 @@ Result<Options> ParseOptions(int argc, char** argv) {
                  "cpu_pool.huge_pages mode for --huge-pages (default auto)");
   app.add_option("--pin-cpu", options.pin_cpu, "CPU of the pinned placement (default: the last)");
   app.add_option("--sections", options.sections, "Sections to run, e.g. --sections 1 3 (1-10)")
-      ->check(CLI::Range(1, 9));
+      ->check(CLI::Range(1, 10));
   app.add_option("--pool-capacity-mib", options.pool_capacity_bytes,
                  "CPU pool of the benchmark's hurrayd in MiB (default 4096, less when /dev/shm "
                  "is smaller)");
