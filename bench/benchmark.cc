@@ -66,18 +66,22 @@ int RunBenchmark(const Options& options) {
   report.SetSectionTitle(9,
                          "Time to serving: hurrayd with a 1, 8, 16 GiB cpu pool, exec to "
                          "serving and to fully reserved, vs fallocate of the same size");
+  report.SetSectionTitle(10,
+                         "Sealed pool: cost per tensor of a memfd sealed at publish vs the "
+                         "shared-segment cpu pool (issue 14), sealed / cpu per size");
 
   struct Step {
     int section;
     std::function<Status()> run;
   };
-  // Sections 1-4 share one daemon; 6 restarts it with huge pages; 5, 7 and 8 need fresh ones;
-  // 9 starts its own.
+  // Sections 1-4 and 10 share one daemon; 6 restarts it with huge pages; 5, 7 and 8 need
+  // fresh ones; 9 starts its own.
   const Step steps[] = {
       {1, [&] { return RunSizeIndependence(harness, SectionRun{.section = 1}); }},
       {2, [&] { return RunGettingTheBytes(harness, SectionRun{.section = 2}); }},
       {3, [&] { return RunControlPlane(harness); }},
       {4, [&] { return RunThroughput(harness); }},
+      {10, [&] { return RunSealedPool(harness); }},
       {6, [&] { return RunHugePages(harness); }},
       {5, [&] { return RunScaleAndMemory(harness); }},
       {7, [&] { return RunGpu(harness); }},

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <fmt/format.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -159,6 +160,7 @@ Result<DaemonProcess*> Harness::FreshDaemon(bool huge_pages) {
                    // Info logs only start-up and shut-down (the pool, huge pages), never a
                    // request.
                    .log_level = "info",
+                   .settings = {fmt::format("sealed_pool.capacity = {}", kSealedPoolCapacityBytes)},
                    .cpu_pool_settings = std::move(cpu_pool_settings),
                    .cpus = cpus_.For(current_placement_)}));
   daemon_huge_pages_ = huge_pages;
@@ -184,12 +186,13 @@ Result<Client*> Harness::SetupClient() {
   return setup_client_.get();
 }
 
-Status Harness::PublishTensor(const std::string& name, std::uint64_t bytes, bool fill) {
+Status Harness::PublishTensor(const std::string& name, std::uint64_t bytes, bool fill,
+                              const std::string& pool) {
   auto client = SetupClient();
   if (!client) return std::unexpected(client.error());
   auto descriptor = TensorDescriptor::Dense(ElementType::kUint8, {bytes});
   if (!descriptor) return std::unexpected(descriptor.error());
-  auto tensor = (*client)->Allocate(*descriptor);
+  auto tensor = (*client)->Allocate(*descriptor, pool);
   if (!tensor) return std::unexpected(tensor.error().WithContext("allocate " + name));
   if (fill) FillPattern(tensor->buffer(0));
   auto published = tensor->Publish(name);

@@ -33,6 +33,9 @@ namespace hurray::bench {
 
 class Harness {
  public:
+  // The bound of the daemon's sealed pool (section 10); it reserves nothing until used.
+  static constexpr std::uint64_t kSealedPoolCapacityBytes = std::uint64_t{1} << 30;
+
   // Makes the temporary directory, chooses the pinned CPU and the pool capacity (4 GiB, or
   // what /dev/shm allows, with the scaled-down sizes noted in the report).
   [[nodiscard]] static Result<std::unique_ptr<Harness>> Create(const Options& options);
@@ -53,7 +56,8 @@ class Harness {
   }
 
   // The hurrayd under test, started on first use (in the current placement) on a socket in
-  // the temporary directory, with a shared-memory prefix of its own. A daemon with a
+  // the temporary directory, with a shared-memory prefix of its own, and a sealed pool
+  // (kSealedPoolCapacityBytes) beside its cpu pool. A daemon with a
   // different huge-pages setting is stopped and a new one started. `huge_pages` uses the
   // setting given to set_huge_pages_setting, which must have been called.
   [[nodiscard]] Result<testing::DaemonProcess*> Daemon(bool huge_pages = false);
@@ -68,8 +72,10 @@ class Harness {
   [[nodiscard]] Result<Client*> SetupClient();
 
   // Publishes a `bytes`-byte tensor under `name` through the setup client, written with the
-  // pattern (memory_touch.h) when `fill`; replaces an earlier version.
-  [[nodiscard]] Status PublishTensor(const std::string& name, std::uint64_t bytes, bool fill);
+  // pattern (memory_touch.h) when `fill`, in pool `pool` (empty: the default); replaces an
+  // earlier version.
+  [[nodiscard]] Status PublishTensor(const std::string& name, std::uint64_t bytes, bool fill,
+                                     const std::string& pool = {});
   // Deletes every version of each name (absent names are no error).
   void DeleteTensors(const std::vector<std::string>& names);
 

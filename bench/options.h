@@ -66,6 +66,9 @@ struct Scale {
   std::uint64_t file_bytes = 0;
   int file_tensor_count = 0;
   int file_repetitions = 0;
+  // Section 10: tensor sizes compared between the sealed pool and the cpu pool (steady
+  // repetitions as section 1's).
+  std::vector<std::uint64_t> sealed_sizes;
 };
 
 [[nodiscard]] Scale ScaleFor(bool quick);

@@ -12,6 +12,7 @@
 //   7 section_gpu.cc         GPU exchange: acquire+map of device memory vs cudaMemcpy
 //   8 section_files.cc       model files: safetensors import and .hrry load vs cat, naive
 //   9 section_startup.cc     time to serving: hurrayd with a 1, 8, 16 GiB pool vs fallocate
+//  10 section_sealed.cc      sealed pool vs cpu pool: cost per tensor, as a ratio per size
 //   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
 #pragma once
 
@@ -44,6 +45,7 @@ struct SectionRun {
 [[nodiscard]] Status RunModelFiles(Harness& harness);
 // Stops the harness's daemon first: each size starts one of its own.
 [[nodiscard]] Status RunTimeToServing(Harness& harness);
+[[nodiscard]] Status RunSealedPool(Harness& harness);
 
 // The TOML value that turns cpu_pool.huge_pages on, when `hurrayd_path --print-config`
 // shows that option: `"MODE"` (`mode`, e.g. "auto": whichever huge pages the host allows,
@@ -76,5 +78,7 @@ void AddPeerReferences(Harness& harness);
 [[nodiscard]] int FilesSaveRole(const WorkerArgs& args);
 [[nodiscard]] int FilesBatchAcquireRole(const WorkerArgs& args);
 [[nodiscard]] int FilesPopulateRole(const WorkerArgs& args);
+[[nodiscard]] int SealedProducerRole(const WorkerArgs& args);
+[[nodiscard]] int SealedConsumerRole(const WorkerArgs& args);
 
 }  // namespace hurray::bench

@@ -41,6 +41,8 @@ constexpr Role kRoles[] = {
     {"files-save", FilesSaveRole},
     {"files-batch", FilesBatchAcquireRole},
     {"files-populate", FilesPopulateRole},
+    {"sealed-producer", SealedProducerRole},
+    {"sealed-consumer", SealedConsumerRole},
 };
 
 }  // namespace

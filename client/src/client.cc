@@ -101,6 +101,14 @@ Result<MappedTensor> MapBuffers(
   return mapped;
 }
 
+// Unmaps the buffers that live in a sealed pool's memfds (no cache holds them): the daemon
+// seals a memfd at publish only when no writable mapping of it remains.
+void UnmapSealedBuffers(std::vector<MappedBuffer>& buffers) {
+  for (MappedBuffer& buffer : buffers) {
+    if (buffer.mapping && buffer.mapping->sealed()) buffer = MappedBuffer{};
+  }
+}
+
 // The sync mode of a handoff; INTERNAL for an Event handoff without a fence.
 Result<SyncMode> HandoffSyncMode(const v1::SyncHandoff& handoff) {
   if (handoff.sync_mode() > 0xff) {
@@ -223,6 +231,7 @@ Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncM
   if (sync_mode != SyncMode::kProducerSynced) {
     request.mutable_handoff()->set_sync_mode(SyncModeToByte(sync_mode));
   }
+  UnmapSealedBuffers(state_->buffers);
   auto response = state_->connection->Publish(request);
   if (!response) return std::unexpected(response.error());
   state_.reset();
@@ -502,6 +511,7 @@ Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTens
     item.set_allocation_id(state->allocation_id);
     item.set_name(names[i]);
   }
+  for (WritableTensor& tensor : tensors) UnmapSealedBuffers(tensor.state_->buffers);
   HURRAY_ASSIGN_OR_RETURN(v1::PublishBatchResponse response, connection_->PublishBatch(request));
   if (static_cast<std::size_t>(response.items_size()) != tensors.size()) {
     return InternalError(fmt::format("daemon answered a PublishBatch of {} items with {}",

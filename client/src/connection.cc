@@ -184,8 +184,9 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   // A pool with huge pages: ask for huge page mappings of them. Only advice: a kernel that
   // declines (hugetlbfs needs none, a tmpfs policy may refuse) leaves a working mapping.
   if (granted->page_size >= kHugePageBytes) (void)::madvise(base, granted->size, MADV_HUGEPAGE);
-  auto mapping = std::make_shared<Mapping>(base, granted->size, writable);
-  mappings_.emplace(key, mapping);
+  const bool sealed = granted->kind == v1::SEGMENT_KIND_SEALED_MEMFD;
+  auto mapping = std::make_shared<Mapping>(base, granted->size, writable, sealed);
+  if (!sealed) mappings_.emplace(key, mapping);
   return mapping;
 }
 

@@ -24,8 +24,9 @@ namespace hurray::client_internal {
 // thread-safe.
 class Mapping {
  public:
-  Mapping(void* base, std::uint64_t size, bool writable)
-      : base_(base), size_(size), writable_(writable) {}
+  // `sealed`: a sealed pool's memfd (one buffer), which the connection does not cache.
+  Mapping(void* base, std::uint64_t size, bool writable, bool sealed)
+      : base_(base), size_(size), writable_(writable), sealed_(sealed) {}
   ~Mapping();
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -33,11 +34,13 @@ class Mapping {
   [[nodiscard]] std::byte* base() const { return static_cast<std::byte*>(base_); }
   [[nodiscard]] std::uint64_t size() const { return size_; }
   [[nodiscard]] bool writable() const { return writable_; }
+  [[nodiscard]] bool sealed() const { return sealed_; }
 
  private:
   void* base_;
   std::uint64_t size_;
   bool writable_;
+  bool sealed_;
 };
 
 // Fills this process's page tables for [data, data + size) of a mapping, so that reading it
@@ -84,7 +87,11 @@ class Connection {
   [[nodiscard]] const std::string& socket_path() const { return socket_path_; }
 
   // The mapping of a segment, made on first use and cached for the life of the connection.
-  // Read-only mappings come from O_RDONLY descriptors: the kernel refuses writes.
+  // Read-only mappings come from O_RDONLY descriptors: the kernel refuses writes. A sealed
+  // pool's segment (one buffer's memfd) is mapped anew on each call and never cached: its
+  // mapping lives as long as the tensor or view that holds it, so that a producer's
+  // writable mapping can end before its publish (the daemon refuses to seal a memfd that
+  // is still mapped writable) and a consumer's ends with its lease.
   [[nodiscard]] Result<std::shared_ptr<Mapping>> MapSegment(std::uint64_t segment_id,
                                                             bool writable);
 

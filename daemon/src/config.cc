@@ -132,6 +132,12 @@ Status AssignCpuPool(Config& config, const toml::node& node, const std::string& 
 }
 
 template <auto kMember, auto kRead>
+Status AssignSealedPool(Config& config, const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(config.sealed_pool.*kMember, kRead(node, key));
+  return {};
+}
+
+template <auto kMember, auto kRead>
 Status AssignCudaPool(Config& config, const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(config.cuda_pool.*kMember, kRead(node, key));
   return {};
@@ -167,12 +173,13 @@ constexpr Setting kSettings[] = {
     {"cuda_pool.slab_size", AssignCudaPool<&Config::CudaPool::slab_bytes, PositiveSizeOf>},
     {"cuda_pool.idle_slab_release_ms",
      AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"sealed_pool.capacity", AssignSealedPool<&Config::SealedPool::capacity_bytes, SizeOf>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
     {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
-constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool"};
+constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool", "sealed_pool"};
 
 // One [[preload]] table; `field` is "preload[i]".
 Result<Config::Preload> PreloadOf(const toml::table& table, const std::string& field) {
@@ -397,6 +404,7 @@ std::string ToToml(const Config& config) {
                         {"capacity", integer(config.cuda_pool.capacity_bytes)},
                         {"slab_size", integer(config.cuda_pool.slab_bytes)},
                         {"idle_slab_release_ms", integer(config.cuda_pool.idle_slab_release_ms)}};
+  toml::table sealed_pool{{"capacity", integer(config.sealed_pool.capacity_bytes)}};
   toml::table document{{"socket", config.socket_path},
                        {"tcp_address", config.tcp_address},
                        {"log_level", config.log_level},
@@ -413,6 +421,7 @@ std::string ToToml(const Config& config) {
                        {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
                        {"cpu_pool", std::move(pool)},
                        {"cuda_pool", std::move(cuda_pool)},
+                       {"sealed_pool", std::move(sealed_pool)},
                        {"socket_group", config.socket_group},
                        {"metrics_address", config.metrics_address}};
   if (!config.preload.empty()) {

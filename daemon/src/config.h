@@ -57,6 +57,13 @@ struct Config {
     std::uint32_t idle_slab_release_ms = 60'000;
   } cuda_pool;
 
+  // The sealed pool ("sealed"; SealedPool): one memfd per tensor buffer, sealed against
+  // writes at publish, for immutability the kernel enforces, at a higher cost per tensor.
+  struct SealedPool {
+    // Most bytes of its live buffers, each rounded up to 4096; 0: no sealed pool.
+    std::uint64_t capacity_bytes = 0;
+  } sealed_pool;
+
   // Most bytes one session may hold in unpublished allocations; 0: no limit.
   std::uint64_t session_quota_bytes = 0;
   // Longest acquire wait a client may ask for, in milliseconds.

@@ -28,6 +28,7 @@
 #include "pool/cuda_devices.h"
 #include "pool/cuda_pool.h"
 #include "pool/pool_set.h"
+#include "pool/sealed_pool.h"
 #include "preload/preloader.h"
 #include "registry/registry.h"
 #include "serving_probe.h"
@@ -226,6 +227,11 @@ Status Daemon::CreatePools() {
   HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<CpuPool> cpu_pool, CreateCpuPool(config_.cpu_pool));
   cpu_pool_ = cpu_pool.get();
   pools->Add(std::move(cpu_pool));
+  if (config_.sealed_pool.capacity_bytes != 0) {
+    auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes});
+    if (!sealed_pool) return std::unexpected(sealed_pool.error().WithContext("sealed_pool"));
+    pools->Add(std::move(*sealed_pool));
+  }
   auto cuda_pools = AddCudaPools(config_.cuda_pool, *pools);
   if (!cuda_pools) return std::unexpected(cuda_pools.error().WithContext("cuda_pool"));
   pools_ = std::move(pools);

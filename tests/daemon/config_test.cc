@@ -232,6 +232,20 @@ TEST(ConfigTest, CudaPoolMistakesNameTheKey) {
                StatusCode::kInvalidArgument, {"unknown setting cuda_pool.slabs"});
 }
 
+TEST(ConfigTest, SealedPoolIsOffByDefaultAndTomlSetsItsCapacity) {
+  EXPECT_EQ(DefaultConfig().sealed_pool.capacity_bytes, 0u);
+  auto config = ApplyToml(DefaultConfig(), "[sealed_pool]\ncapacity = \"256MiB\"", "t");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->sealed_pool.capacity_bytes, std::uint64_t{256} << 20);
+  auto again = ApplyToml(Config{}, ToToml(*config), "printed");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->sealed_pool.capacity_bytes, std::uint64_t{256} << 20);
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[sealed_pool]\ncapacity = -1", "t"),
+               StatusCode::kInvalidArgument, {"sealed_pool.capacity", "negative"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[sealed_pool]\nsize = 3", "t"),
+               StatusCode::kInvalidArgument, {"unknown setting sealed_pool.size"});
+}
+
 TEST(ConfigTest, ShippedExampleConfigParses) {
   std::ifstream file(HURRAY_SOURCE_DIR "/deploy/hurrayd.toml");
   ASSERT_TRUE(file) << "deploy/hurrayd.toml";

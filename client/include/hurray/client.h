@@ -96,6 +96,13 @@ class WritableTensor {
   // object is empty (already published or cancelled); NOT_FOUND when the daemon no longer
   // holds the allocation. On error the tensor is still this object's (publish again, or
   // cancel).
+  //
+  // In a sealed pool ("sealed"), Publish first unmaps the buffers (buffer() and data() are
+  // empty from then on, even when the publish is refused), and the daemon seals each
+  // buffer's memfd against writes: the kernel refuses every write afterwards, from any
+  // process. FAILED_PRECONDITION "buffer I: segment N still has a writable mapping; unmap
+  // it before publishing" while some other writable mapping of a buffer remains (a forked
+  // child's, a copy made with mremap).
   [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name);
 
   // Publishes under `name` with an Event handoff, without waiting for the GPU: enqueues on
@@ -290,6 +297,9 @@ class Client {
   // offender by its position and name. Sent like Publish (Options::hot_path), except that a
   // set whose request or reply would not fit one session frame (1 MiB) goes through gRPC;
   // RESOURCE_EXHAUSTED naming the request's size when the daemon's gRPC limit refuses it too.
+  // Tensors of a sealed pool are unmapped and sealed as WritableTensor::Publish says; a set
+  // refused for a writable mapping left publishes none, but the items before the offender
+  // stay sealed (their bytes can no longer change; cancel them or publish them again).
   [[nodiscard]] Result<std::vector<PublishedTensor>> PublishBatch(
       std::span<WritableTensor> tensors, std::span<const std::string> names);
 

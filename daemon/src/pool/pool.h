@@ -27,6 +27,7 @@ enum class SegmentKind : std::uint8_t {
   kShm,            // POSIX shared memory (or a hugetlbfs file): mmap the descriptor.
   kCudaVmm,        // A cuMemCreate slab: import the descriptor on the device.
   kCudaLegacyIpc,  // A cuMemAlloc slab: open legacy_ipc_handle; no descriptor.
+  kSealedMemfd,    // One buffer's memfd (SealedPool): mmap the descriptor; never cache it.
 };
 
 // Access to a whole segment for a client: a fresh file descriptor for SCM_RIGHTS (for every
@@ -54,7 +55,7 @@ inline constexpr std::string_view kDefaultPoolName = "cpu";
 // What Stats reports of a pool.
 struct PoolUsage {
   std::string name;
-  std::string kind;  // "cpu" or "cuda".
+  std::string kind;  // "cpu", "cuda" or "sealed".
   std::uint64_t capacity_bytes = 0;
   std::uint64_t used_bytes = 0;  // Reserved by allocations, rounding included.
   std::uint64_t largest_free_bytes = 0;
@@ -99,6 +100,14 @@ class Pool {
   // any mapping of it) or read-write. NOT_FOUND for an unknown segment.
   [[nodiscard]] virtual Result<SegmentAccess> OpenSegment(std::uint64_t segment_id,
                                                           bool writable) const = 0;
+
+  // Makes the bytes of `range` immutable before its allocation is published: the registry
+  // calls it for every buffer at publish, before committing, and refuses the publish on an
+  // error. Pools whose memory cannot be sealed accept it and change nothing (the default).
+  [[nodiscard]] virtual Status Seal(const PoolRange& range) {
+    static_cast<void>(range);
+    return {};
+  }
 
   // Size of a segment, if it belongs to this pool.
   [[nodiscard]] virtual std::optional<std::uint64_t> SegmentSize(

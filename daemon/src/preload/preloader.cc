@@ -151,10 +151,12 @@ Result<PreloadSummary> Import(Registry& registry, const PoolSet& pools,
       registry.OpenSession(PeerCredentials{.pid = ::getpid(), .uid = ::getuid(), .gid = ::getgid()},
                            "hurrayd preload"));
   const DaemonSession session(registry, grant.session_id);
-  HURRAY_ASSIGN_OR_RETURN(const Placement placement,
-                          Place(registry, session.id(), file, entry.pool));
+  HURRAY_ASSIGN_OR_RETURN(Placement placement, Place(registry, session.id(), file, entry.pool));
   HURRAY_RETURN_IF_ERROR(file.Read(placement.destinations, {.stop = stop}));
   if (stop.stop_requested()) return CancelledError("stopped before publishing");
+  // Unmapped before publishing: a sealed pool seals only memory that nobody maps writable.
+  placement.destinations.clear();
+  placement.mappings.clear();
   HURRAY_RETURN_IF_ERROR(Publish(registry, session.id(), placement, names));
   return PreloadSummary{.tensors = names.size(), .bytes = file.total_bytes()};
 }

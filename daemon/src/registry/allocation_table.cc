@@ -1,5 +1,7 @@
 #include "registry/allocation_table.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 
 namespace hurray::daemon {
@@ -34,6 +36,20 @@ void FreeBuffers(Pool& pool, const std::vector<v1::BufferLocation>& buffers) {
                           .size = buffer.byte_size()});
     }
   }
+}
+
+Status SealBuffers(const Allocation& allocation) {
+  for (std::size_t i = 0; i < allocation.buffers.size(); ++i) {
+    const v1::BufferLocation& buffer = allocation.buffers[i];
+    if (buffer.segment_id() == 0) continue;
+    if (Status sealed = allocation.pool->Seal(PoolRange{.segment_id = buffer.segment_id(),
+                                                        .offset = buffer.offset(),
+                                                        .size = buffer.byte_size()});
+        !sealed) {
+      return std::unexpected(sealed.error().WithContext(fmt::format("buffer {}", i)));
+    }
+  }
+  return {};
 }
 
 void AllocationTable::Add(std::uint64_t id, Allocation allocation) {

@@ -33,6 +33,10 @@ struct Allocation {
 // Returns every range of `buffers` (from PlaceBuffers) to `pool`.
 void FreeBuffers(Pool& pool, const std::vector<v1::BufferLocation>& buffers);
 
+// Seals every non-empty buffer of `allocation` in its pool (Pool::Seal), first to last;
+// the first refusal, as "buffer I: ...". Buffers sealed before it stay sealed.
+[[nodiscard]] Status SealBuffers(const Allocation& allocation);
+
 // Pending allocations by id. The table only records them: the registry keeps each
 // session's allocation ids and pending bytes in step with it, and frees their memory.
 //

@@ -546,6 +546,7 @@ Result<Allocation*> Registry::PendingForPublishLocked(std::uint64_t session_id,
         "buffers all declare sync mode Event in a CUDA pool",
         request.allocation_id(), pending->pool->name()));
   }
+  HURRAY_RETURN_IF_ERROR(SealBuffers(*pending));
   return pending;
 }
 

@@ -64,6 +64,8 @@ v1::SegmentKind ToProto(SegmentKind kind) {
       return v1::SEGMENT_KIND_CUDA_VMM;
     case SegmentKind::kCudaLegacyIpc:
       return v1::SEGMENT_KIND_CUDA_LEGACY_IPC;
+    case SegmentKind::kSealedMemfd:
+      return v1::SEGMENT_KIND_SEALED_MEMFD;
   }
   return v1::SEGMENT_KIND_SHM;
 }
