@@ -5,9 +5,9 @@
 // channels of the hot path.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <future>
 #include <memory>
