@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "client_internal.h"
@@ -36,14 +37,14 @@ struct MappedTensor {
 };
 
 // The memory of one non-empty buffer: a host segment (cached by the connection) or a CUDA
-// slab (the connection's DeviceSlabCache), as the buffer's device tag says; `size` is the
-// mapped segment's or slab's.
+// slab (the connection's DeviceSlabCache), as the buffer's device tag says, of daemon epoch
+// `epoch`; `size` is the mapped segment's or slab's.
 Result<MappedBuffer> MapOne(Connection& connection, const v1::BufferLocation& location,
                             DeviceTag device_tag, bool writable, std::string_view pool,
-                            std::uint64_t& size) {
+                            std::uint64_t epoch, std::uint64_t& size) {
   if (device_tag == DeviceTag::Cpu()) {
     HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
-                            connection.MapSegment(location.segment_id(), writable));
+                            connection.MapSegment(location.segment_id(), writable, epoch));
     size = mapping->size();
     std::byte* data = mapping->base() + std::min(location.offset(), size);
     return MappedBuffer{.mapping = std::move(mapping), .slab = {}, .data = data, .size = 0};
@@ -52,7 +53,7 @@ Result<MappedBuffer> MapOne(Connection& connection, const v1::BufferLocation& lo
     return FailedPreconditionError(fmt::format(
         "pool {}: this client maps CPU and CUDA memory, not {}", pool, device_tag.Name()));
   }
-  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs(epoch));
   HURRAY_ASSIGN_OR_RETURN(client_internal::SlabReference slab,
                           slabs->Acquire(location.segment_id(), writable, pool));
   size = slab.slab().size;
@@ -61,11 +62,11 @@ Result<MappedBuffer> MapOne(Connection& connection, const v1::BufferLocation& lo
   return MappedBuffer{.mapping = nullptr, .slab = std::move(slab), .data = data, .size = 0};
 }
 
-// Maps every location and checks that each lies inside its segment and has the
-// descriptor's size. Nothing stays mapped for the tensor on error.
+// Maps every location (of daemon epoch `epoch`) and checks that each lies inside its segment
+// and has the descriptor's size. Nothing stays mapped for the tensor on error.
 Result<MappedTensor> MapBuffers(
     Connection& connection, const google::protobuf::RepeatedPtrField<v1::BufferLocation>& buffers,
-    const TensorDescriptor& descriptor, bool writable, std::string_view pool) {
+    const TensorDescriptor& descriptor, bool writable, std::string_view pool, std::uint64_t epoch) {
   if (static_cast<std::size_t>(buffers.size()) != descriptor.buffers().size()) {
     return InternalError(fmt::format("daemon sent {} buffer locations for a buffer table of {}",
                                      buffers.size(), descriptor.buffers().size()));
@@ -85,7 +86,7 @@ Result<MappedTensor> MapBuffers(
     }
     std::uint64_t size = 0;
     HURRAY_ASSIGN_OR_RETURN(MappedBuffer buffer, MapOne(connection, location, declared.device_tag(),
-                                                        writable, pool, size));
+                                                        writable, pool, epoch, size));
     if (location.offset() > size || location.byte_size() > size - location.offset()) {
       return InternalError(
           fmt::format("daemon sent buffer {} at offset {} beyond segment {} of {} bytes", i,
@@ -132,19 +133,21 @@ Result<std::uint32_t> WaitMilliseconds(std::chrono::milliseconds wait) {
   return static_cast<std::uint32_t>(wait.count());
 }
 
-Status ReleaseLease(Connection& connection, std::uint64_t lease_id) {
+// Ends lease `lease_id` of daemon epoch `epoch`.
+Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_t epoch) {
   v1::ReleaseRequest request;
   request.add_lease_ids(lease_id);
-  auto released = connection.Release(request);
+  auto released = connection.Release(request, epoch);
   if (!released) return std::unexpected(released.error());
   return {};
 }
 
-// Ends `lease_ids` in requests of at most Client::kMaxLeasesPerRelease ids. The daemon stops
-// a request at the first lease it does not know (NOT_FOUND), leaving the rest of it held;
-// then each of that request's leases is released on its own, so one stale id costs the
-// others nothing. Returns the first error.
-Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids) {
+// Ends `lease_ids` (of daemon epoch `epoch`) in requests of at most
+// Client::kMaxLeasesPerRelease ids. The daemon stops a request at the first lease it does
+// not know (NOT_FOUND), leaving the rest of it held; then each of that request's leases is
+// released on its own, so one stale id costs the others nothing. Returns the first error.
+Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids,
+                     std::uint64_t epoch) {
   Status outcome;
   while (!lease_ids.empty()) {
     const std::span<const std::uint64_t> chunk =
@@ -152,13 +155,13 @@ Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> leas
     lease_ids = lease_ids.subspan(chunk.size());
     v1::ReleaseRequest request;
     request.mutable_lease_ids()->Add(chunk.begin(), chunk.end());
-    auto released = connection.Release(request);
+    auto released = connection.Release(request, epoch);
     if (released) continue;
     if (outcome) outcome = std::unexpected(released.error());
     // Any other error means the session is gone (and its leases with it) or the daemon
     // refused the request as a whole: retrying one by one would only repeat it.
     if (released.error().code() != StatusCode::kNotFound || chunk.size() == 1) continue;
-    for (std::uint64_t lease_id : chunk) (void)ReleaseLease(connection, lease_id);
+    for (std::uint64_t lease_id : chunk) (void)ReleaseLease(connection, lease_id, epoch);
   }
   return outcome;
 }
@@ -171,6 +174,8 @@ struct WritableTensor::State {
   std::shared_ptr<Connection> connection;
   TensorDescriptor descriptor;
   std::uint64_t allocation_id = 0;
+  // The daemon epoch the allocation was made in.
+  std::uint64_t daemon_epoch = 0;
   std::vector<MappedBuffer> buffers;
   DeviceInfo device;
   // The allocation's fence, when its buffers declare SyncMode::kEvent in a CUDA pool.
@@ -215,10 +220,12 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
         state_->allocation_id));
   }
   Connection& connection = *state_->connection;
-  HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
-                          connection.FenceDeviceAddress(*fence_location, /*writable=*/true,
-                                                        state_->device.device_ordinal));
-  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
+  HURRAY_ASSIGN_OR_RETURN(
+      const client_internal::DeviceAddress fence,
+      connection.FenceDeviceAddress(*fence_location, /*writable=*/true,
+                                    state_->device.device_ordinal, state_->daemon_epoch));
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
+                          connection.DeviceSlabs(state_->daemon_epoch));
   HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, fence, fence_location->value()));
   return PublishWith(name, SyncMode::kEvent);
 }
@@ -232,7 +239,7 @@ Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncM
     request.mutable_handoff()->set_sync_mode(SyncModeToByte(sync_mode));
   }
   UnmapSealedBuffers(state_->buffers);
-  auto response = state_->connection->Publish(request);
+  auto response = state_->connection->Publish(request, state_->daemon_epoch);
   if (!response) return std::unexpected(response.error());
   state_.reset();
   return PublishedTensor{.name = response->name(), .version = response->version()};
@@ -242,7 +249,7 @@ Status WritableTensor::Cancel() {
   if (!state_) return {};
   v1::CancelAllocationRequest request;
   request.set_allocation_id(state_->allocation_id);
-  auto cancelled = state_->connection->CancelAllocation(request);
+  auto cancelled = state_->connection->CancelAllocation(request, state_->daemon_epoch);
   state_.reset();
   if (!cancelled) return std::unexpected(cancelled.error());
   return {};
@@ -300,19 +307,20 @@ Status TensorView::WaitOn(CudaStream stream) const {
   if (!state_) return FailedPreconditionError("WaitOn: the view holds no lease");
   if (state_->ready_without_fence()) return {};
   Connection& connection = *state_->connection;
-  HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
-                          connection.FenceDeviceAddress(state_->fence, /*writable=*/false,
-                                                        state_->device.device_ordinal));
-  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs());
+  HURRAY_ASSIGN_OR_RETURN(
+      const client_internal::DeviceAddress fence,
+      connection.FenceDeviceAddress(state_->fence, /*writable=*/false,
+                                    state_->device.device_ordinal, state_->daemon_epoch));
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
+                          connection.DeviceSlabs(state_->daemon_epoch));
   return slabs->mapper().WaitValue(stream, fence, state_->fence.value());
 }
 
 Result<bool> TensorView::Ready() const {
   if (!state_) return FailedPreconditionError("Ready: the view holds no lease");
   if (state_->ready_without_fence()) return true;
-  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t* word, state_->connection->FenceWord(state_->fence));
-  // The producer's GPU writes the word in place: read it as the atomic it is.
-  const std::uint64_t value = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t value,
+                          state_->connection->ReadFence(state_->fence, state_->daemon_epoch));
   if (value == std::numeric_limits<std::uint64_t>::max()) {
     return std::unexpected(Error(
         StatusCode::kDataLoss,
@@ -332,11 +340,13 @@ Result<std::shared_ptr<void>> TensorViewAccess::ReadyEvent(const TensorView& vie
                     state->version));
   }
   std::shared_ptr<Connection> connection = state->connection;
-  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection->DeviceSlabs());
+  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
+                          connection->DeviceSlabs(state->daemon_epoch));
   client_internal::DeviceAddress fence = 0;
   if (!state->ready_without_fence()) {
-    HURRAY_ASSIGN_OR_RETURN(fence, connection->FenceDeviceAddress(state->fence, /*writable=*/false,
-                                                                  state->device.device_ordinal));
+    HURRAY_ASSIGN_OR_RETURN(
+        fence, connection->FenceDeviceAddress(state->fence, /*writable=*/false,
+                                              state->device.device_ordinal, state->daemon_epoch));
   }
   HURRAY_ASSIGN_OR_RETURN(void* event,
                           slabs->mapper().RecordEventAfterWait(state->device.device_ordinal, fence,
@@ -349,7 +359,7 @@ std::uint64_t TensorView::daemon_epoch() const { return state_->daemon_epoch; }
 
 Status TensorView::Release() {
   if (!state_) return {};
-  auto status = ReleaseLease(*state_->connection, state_->lease_id);
+  auto status = ReleaseLease(*state_->connection, state_->lease_id, state_->daemon_epoch);
   state_.reset();
   return status;
 }
@@ -368,14 +378,19 @@ Status TensorViewAccess::CheckAllOf(const Connection& connection,
 }
 
 Status TensorViewAccess::ReleaseAll(Connection& connection, std::span<TensorView> views) {
-  std::vector<std::uint64_t> lease_ids;
-  lease_ids.reserve(views.size());
+  // Epoch -> its leases: views acquired before and after a daemon restart may be mixed.
+  std::map<std::uint64_t, std::vector<std::uint64_t>> lease_ids;
   for (TensorView& view : views) {
     if (!view.state_) continue;
-    lease_ids.push_back(view.state_->lease_id);
+    lease_ids[view.state_->daemon_epoch].push_back(view.state_->lease_id);
     view.state_.reset();
   }
-  return ReleaseLeases(connection, lease_ids);
+  Status outcome;
+  for (const auto& [epoch, ids] : lease_ids) {
+    auto released = ReleaseLeases(connection, ids, epoch);
+    if (outcome && !released) outcome = std::move(released);
+  }
+  return outcome;
 }
 
 void TensorViewAccess::Forget(TensorView& view) { view.state_.reset(); }
@@ -412,7 +427,8 @@ void TensorViewBatch::clear() {
 }
 
 Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>& connection,
-                                               const v1::AcquireResponse& reply, bool populate) {
+                                               const v1::AcquireResponse& reply,
+                                               std::uint64_t epoch, bool populate) {
   auto descriptor = DescriptorFromProto(reply.tensor().tensor_descriptor());
   if (!descriptor) {
     return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
@@ -421,7 +437,7 @@ Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>
   HURRAY_ASSIGN_OR_RETURN(const SyncMode sync_mode, HandoffSyncMode(handoff));
   HURRAY_ASSIGN_OR_RETURN(MappedTensor mapped,
                           MapBuffers(*connection, reply.tensor().buffers(), *descriptor,
-                                     /*writable=*/false, reply.tensor().pool()));
+                                     /*writable=*/false, reply.tensor().pool(), epoch));
   if (populate) {
     for (const MappedBuffer& buffer : mapped.buffers) {
       if (!buffer.slab) client_internal::PopulateForReading(buffer.data, buffer.size);
@@ -432,7 +448,7 @@ Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>
                                                             .name = reply.tensor().name(),
                                                             .version = reply.tensor().version(),
                                                             .lease_id = reply.lease_id(),
-                                                            .daemon_epoch = reply.daemon_epoch(),
+                                                            .daemon_epoch = epoch,
                                                             .descriptor = std::move(*descriptor),
                                                             .buffers = std::move(mapped.buffers),
                                                             .device = std::move(mapped.device),
@@ -470,11 +486,12 @@ Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std:
       .connection = connection_,
       .descriptor = descriptor,
       .allocation_id = response->allocation_id(),
+      .daemon_epoch = response->daemon_epoch(),
       .buffers = {},
       .device = {},
       .fence = response->has_fence() ? std::optional(response->fence()) : std::nullopt});
   auto mapped = MapBuffers(*connection_, response->buffers(), descriptor, /*writable=*/true,
-                           pool.empty() ? std::string_view("cpu") : pool);
+                           pool.empty() ? std::string_view("cpu") : pool, response->daemon_epoch());
   if (!mapped) {
     WritableTensor abandoned(std::move(state));  // Cancels the allocation.
     return std::unexpected(mapped.error());
@@ -507,12 +524,19 @@ Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTens
       return InvalidArgumentError(fmt::format(
           "PublishBatch: tensors[{}] ({}) was allocated through another client", i, shown));
     }
+    if (state->daemon_epoch != tensors[0].state_->daemon_epoch) {
+      return UnavailableError(fmt::format(
+          "PublishBatch: tensors[{}] ({}) was allocated in daemon epoch {}, tensors[0] in {}: "
+          "the daemon restarted in between, and the older allocations are gone",
+          i, shown, state->daemon_epoch, tensors[0].state_->daemon_epoch));
+    }
     v1::PublishRequest& item = *request.add_items();
     item.set_allocation_id(state->allocation_id);
     item.set_name(names[i]);
   }
   for (WritableTensor& tensor : tensors) UnmapSealedBuffers(tensor.state_->buffers);
-  HURRAY_ASSIGN_OR_RETURN(v1::PublishBatchResponse response, connection_->PublishBatch(request));
+  HURRAY_ASSIGN_OR_RETURN(v1::PublishBatchResponse response,
+                          connection_->PublishBatch(request, tensors[0].state_->daemon_epoch));
   if (static_cast<std::size_t>(response.items_size()) != tensors.size()) {
     return InternalError(fmt::format("daemon answered a PublishBatch of {} items with {}",
                                      tensors.size(), response.items_size()));
@@ -537,8 +561,9 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   request.set_wait_timeout_ms(*wait);
   auto response = connection_->Acquire(request);
   if (!response) return std::unexpected(response.error());
-  auto view = TensorViewAccess::FromReply(connection_, *response, options.populate);
-  if (!view) (void)ReleaseLease(*connection_, response->lease_id());
+  auto view = TensorViewAccess::FromReply(connection_, *response, response->daemon_epoch(),
+                                          options.populate);
+  if (!view) (void)ReleaseLease(*connection_, response->lease_id(), response->daemon_epoch());
   return view;
 }
 
@@ -557,13 +582,14 @@ Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& nam
   if (!wait_ms) return std::unexpected(wait_ms.error());
   request.set_wait_timeout_ms(*wait_ms);
   v1::BatchAcquireResponse response;
-  auto context = connection_->SessionContext();
+  HURRAY_ASSIGN_OR_RETURN(auto context, connection_->SessionContext("BatchAcquire"));
   grpc::Status status = connection_->stub().BatchAcquire(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "BatchAcquire"));
   std::vector<TensorView> views;
   views.reserve(static_cast<std::size_t>(response.tensors_size()));
   for (int i = 0; i < response.tensors_size(); ++i) {
-    auto view = TensorViewAccess::FromReply(connection_, response.tensors(i), /*populate=*/false);
+    auto view = TensorViewAccess::FromReply(connection_, response.tensors(i),
+                                            response.daemon_epoch(), /*populate=*/false);
     if (!view) {
       // Every lease of the batch ends, in one request: the views made so far are emptied
       // without releasing on their own.
@@ -573,7 +599,7 @@ Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& nam
         lease_ids.push_back(taken.lease_id());
       }
       for (TensorView& made : views) TensorViewAccess::Forget(made);
-      (void)ReleaseLeases(*connection_, lease_ids);
+      (void)ReleaseLeases(*connection_, lease_ids, response.daemon_epoch());
       return std::unexpected(view.error());
     }
     views.push_back(std::move(*view));
@@ -586,7 +612,7 @@ Result<std::uint32_t> Client::Delete(std::string_view name, std::uint64_t versio
   request.set_name(std::string(name));
   request.set_version(version);
   v1::DeleteResponse response;
-  auto context = connection_->SessionContext();
+  HURRAY_ASSIGN_OR_RETURN(auto context, connection_->SessionContext("Delete"));
   grpc::Status status = connection_->stub().Delete(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Delete"));
   return response.versions_deleted();

@@ -3,6 +3,7 @@
 // (client.h declares it a friend of TensorView; nothing outside client/src includes this).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -21,12 +22,13 @@ class TensorViewAccess {
   TensorViewAccess() = delete;
 
   // Maps an acquired tensor (populating its page tables when `populate`) into a view that
-  // holds the reply's lease. INVALID_ARGUMENT ("daemon sent an invalid descriptor") or
-  // INTERNAL (buffer locations that do not fit the descriptor or their segments), or the
-  // error of mapping a segment; the lease is then the caller's to release.
+  // holds the reply's lease, granted in daemon epoch `epoch` (the reply's, or for a batch
+  // the batch's). INVALID_ARGUMENT ("daemon sent an invalid descriptor") or INTERNAL
+  // (buffer locations that do not fit the descriptor or their segments), or the error of
+  // mapping a segment; the lease is then the caller's to release.
   [[nodiscard]] static Result<TensorView> FromReply(const std::shared_ptr<Connection>& connection,
                                                     const v1::AcquireResponse& reply,
-                                                    bool populate);
+                                                    std::uint64_t epoch, bool populate);
 
   // INVALID_ARGUMENT naming the first view that holds a lease of another connection than
   // `connection`; OK when there is none. Changes nothing.

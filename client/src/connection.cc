@@ -49,26 +49,33 @@ void PopulateForReading(const std::byte* data, std::uint64_t size) {
 Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
   std::string message = status.error_message();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    message = fmt::format("{}: daemon unavailable: {}", call, message);
+    message =
+        fmt::format("{}: daemon unavailable (stopped or restarting; the next call reconnects): {}",
+                    call, message);
   }
   return {static_cast<StatusCode>(status.error_code()), std::move(message)};
 }
 
-Connection::Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,
+Connection::Connection(std::string socket_path, std::string client_name,
+                       std::unique_ptr<client::SessionConnection> session,
                        std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
                        std::uint64_t max_mapped_device_bytes)
     : socket_path_(std::move(socket_path)),
+      client_name_(std::move(client_name)),
       use_session_socket_(use_session_socket),
-      session_(std::move(session)),
       channel_(std::move(channel)),
       stub_(v1::Exchange::NewStub(channel_)),
+      session_(std::move(session)),
+      mappings_epoch_(session_->daemon_epoch()),
       max_mapped_device_bytes_(max_mapped_device_bytes) {}
 
-Connection::~Connection() {
+Connection::~Connection() = default;
+
+Connection::DeviceState::~DeviceState() {
   // Host registrations end before their mappings are unmapped; the slab cache unmaps its
   // slabs as it goes.
-  for (const auto& [mapping, address] : registrations_) {
-    device_slabs_->mapper().UnregisterHostMemory(mapping->base());
+  for (const auto& [key, registration] : registrations) {
+    slabs->mapper().UnregisterHostMemory(registration.mapping->base());
   }
 }
 
@@ -83,9 +90,48 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
   arguments.SetMaxReceiveMessageSize(-1);
   auto channel = grpc::CreateCustomChannel(fmt::format("unix:{}", socket_path),
                                            grpc::InsecureChannelCredentials(), arguments);
-  return std::shared_ptr<Connection>(new Connection(std::move(socket_path), std::move(*session),
-                                                    std::move(channel), use_session_socket,
-                                                    max_mapped_device_bytes));
+  return std::shared_ptr<Connection>(
+      new Connection(std::move(socket_path), std::string(client_name), std::move(*session),
+                     std::move(channel), use_session_socket, max_mapped_device_bytes));
+}
+
+Result<std::shared_ptr<client::SessionConnection>> Connection::Session(bool probe) {
+  std::lock_guard lock(session_mutex_);
+  if (session_->StillOpen(probe)) return session_;
+  auto fresh = client::SessionConnection::Connect(SessionSocketPath(socket_path_), client_name_);
+  if (!fresh) {
+    return UnavailableError(fmt::format(
+        "the session of daemon epoch {} ended (the daemon stopped or restarted) and a new one "
+        "cannot be opened: {}",
+        session_->daemon_epoch(), fresh.error().ToString()));
+  }
+  session_ = std::move(*fresh);
+  // The gRPC channel lost its connection with the old daemon and may be waiting out a
+  // reconnect backoff: the new daemon listens now, so the next rpc may connect at once.
+  grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+  return session_;
+}
+
+Result<std::shared_ptr<client::SessionConnection>> Connection::SessionOfEpoch(
+    std::uint64_t epoch, bool probe, std::string_view what) {
+  HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<client::SessionConnection> session, Session(probe));
+  if (epoch != 0 && session->daemon_epoch() != epoch) {
+    return UnavailableError(fmt::format(
+        "{}: the daemon restarted (epoch {} ended; it now runs epoch {}): this client's "
+        "session of that epoch, its leases and its unpublished allocations are gone",
+        what, epoch, session->daemon_epoch()));
+  }
+  return session;
+}
+
+std::uint64_t Connection::session_id() {
+  std::lock_guard lock(session_mutex_);
+  return session_->session_id();
+}
+
+std::uint64_t Connection::daemon_epoch() {
+  std::lock_guard lock(session_mutex_);
+  return session_->daemon_epoch();
 }
 
 template <typename Request, typename Response>
@@ -93,16 +139,23 @@ Result<Response> Connection::Call(
     const Request& request, Request* (v1::SessionMessage::*request_body)(),
     Response* (v1::SessionMessage::*reply_body)(), v1::SessionMessage::BodyCase reply_case,
     grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
-    std::string_view name, bool session_socket) {
+    std::string_view name, bool session_socket, std::uint64_t epoch) {
   if (session_socket) {
     v1::SessionMessage message;
     *(message.*request_body)() = request;
-    auto reply = session_->Exchange(std::move(message), reply_case);
+    HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false, name));
+    bool sent = false;
+    auto reply = session->Exchange(message, reply_case, &sent);
+    if (!reply && !sent) {
+      // The daemon never saw the request (its end had hung up): once more, on a new session.
+      HURRAY_ASSIGN_OR_RETURN(session, SessionOfEpoch(epoch, /*probe=*/false, name));
+      reply = session->Exchange(message, reply_case);
+    }
     if (!reply) return std::unexpected(reply.error());
     return std::move(*((*reply).*reply_body)());
   }
   Response response;
-  auto context = SessionContext();
+  HURRAY_ASSIGN_OR_RETURN(auto context, SessionContext(name, epoch));
   grpc::Status status = ((*stub_).*rpc)(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, name));
   return response;
@@ -111,16 +164,18 @@ Result<Response> Connection::Call(
 Result<v1::AllocateResponse> Connection::Allocate(const v1::AllocateRequest& request) {
   return Call(request, &v1::SessionMessage::mutable_allocate,
               &v1::SessionMessage::mutable_allocate_reply, v1::SessionMessage::kAllocateReply,
-              &v1::Exchange::Stub::Allocate, "Allocate", use_session_socket_);
+              &v1::Exchange::Stub::Allocate, "Allocate", use_session_socket_, /*epoch=*/0);
 }
 
-Result<v1::PublishResponse> Connection::Publish(const v1::PublishRequest& request) {
+Result<v1::PublishResponse> Connection::Publish(const v1::PublishRequest& request,
+                                                std::uint64_t epoch) {
   return Call(request, &v1::SessionMessage::mutable_publish,
               &v1::SessionMessage::mutable_publish_reply, v1::SessionMessage::kPublishReply,
-              &v1::Exchange::Stub::Publish, "Publish", use_session_socket_);
+              &v1::Exchange::Stub::Publish, "Publish", use_session_socket_, epoch);
 }
 
-Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatchRequest& request) {
+Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatchRequest& request,
+                                                          std::uint64_t epoch) {
   const std::size_t request_bytes = request.ByteSizeLong();
   std::size_t name_bytes = 0;
   for (const v1::PublishRequest& item : request.items()) name_bytes += item.name().size();
@@ -129,10 +184,10 @@ Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatch
   const bool fits_frame = request_bytes + kEnvelopeBytes <= kMaxSessionFrameBytes &&
                           PublishBatchReplyBound(static_cast<std::size_t>(request.items_size()),
                                                  name_bytes) <= kMaxSessionFrameBytes;
-  auto response =
-      Call(request, &v1::SessionMessage::mutable_publish_batch,
-           &v1::SessionMessage::mutable_publish_batch_reply, v1::SessionMessage::kPublishBatchReply,
-           &v1::Exchange::Stub::PublishBatch, "PublishBatch", use_session_socket_ && fits_frame);
+  auto response = Call(request, &v1::SessionMessage::mutable_publish_batch,
+                       &v1::SessionMessage::mutable_publish_batch_reply,
+                       v1::SessionMessage::kPublishBatchReply, &v1::Exchange::Stub::PublishBatch,
+                       "PublishBatch", use_session_socket_ && fits_frame, epoch);
   if (!response && response.error().code() == StatusCode::kResourceExhausted && !fits_frame) {
     return ResourceExhaustedError(fmt::format(
         "PublishBatch: the request of {} items takes {} bytes, above the session socket's frame "
@@ -147,34 +202,45 @@ Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& reques
   return Call(request, &v1::SessionMessage::mutable_acquire,
               &v1::SessionMessage::mutable_acquire_reply, v1::SessionMessage::kAcquireReply,
               &v1::Exchange::Stub::Acquire, "Acquire",
-              use_session_socket_ && request.wait_timeout_ms() == 0);
+              use_session_socket_ && request.wait_timeout_ms() == 0, /*epoch=*/0);
 }
 
-Result<v1::ReleaseResponse> Connection::Release(const v1::ReleaseRequest& request) {
+Result<v1::ReleaseResponse> Connection::Release(const v1::ReleaseRequest& request,
+                                                std::uint64_t epoch) {
   return Call(request, &v1::SessionMessage::mutable_release,
               &v1::SessionMessage::mutable_release_reply, v1::SessionMessage::kReleaseReply,
-              &v1::Exchange::Stub::Release, "Release", use_session_socket_);
+              &v1::Exchange::Stub::Release, "Release", use_session_socket_, epoch);
 }
 
 Result<v1::CancelAllocationResponse> Connection::CancelAllocation(
-    const v1::CancelAllocationRequest& request) {
+    const v1::CancelAllocationRequest& request, std::uint64_t epoch) {
   return Call(request, &v1::SessionMessage::mutable_cancel_allocation,
               &v1::SessionMessage::mutable_cancel_allocation_reply,
               v1::SessionMessage::kCancelAllocationReply, &v1::Exchange::Stub::CancelAllocation,
-              "CancelAllocation", use_session_socket_);
+              "CancelAllocation", use_session_socket_, epoch);
 }
 
-std::unique_ptr<grpc::ClientContext> Connection::SessionContext() const {
+Result<std::unique_ptr<grpc::ClientContext>> Connection::SessionContext(std::string_view call,
+                                                                       std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/true, call));
   auto context = std::make_unique<grpc::ClientContext>();
-  context->AddMetadata(kSessionMetadataKey, session_->token());
+  context->AddMetadata(kSessionMetadataKey, session->token());
   return context;
 }
 
-Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id, bool writable) {
+Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id, bool writable,
+                                                        std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false,
+                                                       fmt::format("map segment {}", segment_id)));
   std::lock_guard lock(mutex_);
+  if (mappings_epoch_ != session->daemon_epoch()) {
+    // The old epoch's mappings stay with the tensors and views that hold them.
+    mappings_.clear();
+    mappings_epoch_ = session->daemon_epoch();
+  }
   auto key = std::make_pair(segment_id, writable);
   if (auto found = mappings_.find(key); found != mappings_.end()) return found->second;
-  auto granted = session_->MapSegment(segment_id, writable);
+  auto granted = session->MapSegment(segment_id, writable);
   if (!granted) return std::unexpected(granted.error());
   const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
   void* base = ::mmap(nullptr, granted->size, protection, MAP_SHARED, granted->fd.get(), 0);
@@ -190,27 +256,44 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   return mapping;
 }
 
-Result<DeviceSlabCache*> Connection::DeviceSlabs() {
+Result<Connection::DeviceState*> Connection::Device(std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false, "CUDA slabs"));
+  const std::uint64_t current = session->daemon_epoch();
   std::lock_guard lock(device_mutex_);
-  if (device_slabs_) return device_slabs_.get();
+  if (device_ && device_->epoch != current) retired_devices_.push_back(std::move(device_));
+  if (device_) return device_.get();
   HURRAY_ASSIGN_OR_RETURN(auto mapper, CreateCudaDeviceMemoryMapper());
-  client::SessionConnection* session = session_.get();
-  device_slabs_ = std::make_unique<DeviceSlabCache>(
+  // Grants and reports go to the session of the cache's epoch only: slab ids of another
+  // epoch name other slabs.
+  auto session_of = [this, current](std::uint64_t segment_id) {
+    return SessionOfEpoch(current, /*probe=*/false, fmt::format("map slab {}", segment_id));
+  };
+  device_ = std::make_unique<DeviceState>();
+  device_->epoch = current;
+  device_->slabs = std::make_unique<DeviceSlabCache>(
       std::move(mapper), max_mapped_device_bytes_,
-      [session](std::uint64_t segment_id, bool writable) {
-        return session->MapSegment(segment_id, writable);
+      [session_of](std::uint64_t segment_id, bool writable) -> Result<client::GrantedSegment> {
+        HURRAY_ASSIGN_OR_RETURN(auto granting, session_of(segment_id));
+        return granting->MapSegment(segment_id, writable);
       },
-      [session](std::uint64_t segment_id, bool read_only) {
+      [session_of](std::uint64_t segment_id, bool read_only) {
         // Only the daemon's Stats lose by a refusal: the mapping works all the same.
-        (void)session->ReportSlabMapped(segment_id, read_only);
+        if (auto reporting = session_of(segment_id)) {
+          (void)(*reporting)->ReportSlabMapped(segment_id, read_only);
+        }
       });
-  return device_slabs_.get();
+  return device_.get();
+}
+
+Result<DeviceSlabCache*> Connection::DeviceSlabs(std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(DeviceState * device, Device(epoch));
+  return device->slabs.get();
 }
 
 Result<std::pair<std::shared_ptr<Mapping>, std::uint64_t>> Connection::MapFence(
-    const v1::Fence& fence, bool writable) {
+    const v1::Fence& fence, bool writable, std::uint64_t epoch) {
   HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
-                          MapSegment(fence.segment_id(), writable));
+                          MapSegment(fence.segment_id(), writable, epoch));
   if (fence.offset() % sizeof(std::uint64_t) != 0 || fence.offset() > mapping->size() ||
       mapping->size() - fence.offset() < sizeof(std::uint64_t)) {
     return InternalError(fmt::format("daemon sent a fence at offset {} of segment {} of {} bytes",
@@ -220,26 +303,28 @@ Result<std::pair<std::shared_ptr<Mapping>, std::uint64_t>> Connection::MapFence(
 }
 
 Result<DeviceAddress> Connection::FenceDeviceAddress(const v1::Fence& fence, bool writable,
-                                                     int device_ordinal) {
-  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, writable));
-  HURRAY_ASSIGN_OR_RETURN(DeviceSlabCache * slabs, DeviceSlabs());
+                                                     int device_ordinal, std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, writable, epoch));
+  HURRAY_ASSIGN_OR_RETURN(DeviceState * device, Device(epoch));
   std::lock_guard lock(device_mutex_);
   const Mapping* key = mapped.first.get();
-  auto found = registrations_.find(key);
-  if (found == registrations_.end()) {
+  auto found = device->registrations.find(key);
+  if (found == device->registrations.end()) {
     HURRAY_ASSIGN_OR_RETURN(
         const DeviceAddress base,
-        slabs->mapper().RegisterHostMemory(mapped.first->base(), mapped.first->size(),
-                                           device_ordinal, !writable));
-    found = registrations_.emplace(key, base).first;
+        device->slabs->mapper().RegisterHostMemory(mapped.first->base(), mapped.first->size(),
+                                                   device_ordinal, !writable));
+    found = device->registrations.emplace(key, Registration{.mapping = mapped.first, .base = base})
+                .first;
   }
-  return found->second + mapped.second;
+  return found->second.base + mapped.second;
 }
 
-Result<const std::uint64_t*> Connection::FenceWord(const v1::Fence& fence) {
-  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, /*writable=*/false));
-  // The mapping is cached for the life of the connection, so the pointer stays valid.
-  return reinterpret_cast<const std::uint64_t*>(mapped.first->base() + mapped.second);
+Result<std::uint64_t> Connection::ReadFence(const v1::Fence& fence, std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, /*writable=*/false, epoch));
+  const auto* word = reinterpret_cast<const std::uint64_t*>(mapped.first->base() + mapped.second);
+  // The producer's GPU writes the word in place: read it as the atomic it is.
+  return __atomic_load_n(word, __ATOMIC_ACQUIRE);
 }
 
 }  // namespace hurray::client_internal

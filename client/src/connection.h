@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "device/device_memory_mapper.h"
 #include "device/device_slab_cache.h"
@@ -52,6 +53,19 @@ void PopulateForReading(const std::byte* data, std::uint64_t size);
 // The gRPC status of a call, as an Error with the same code and message.
 [[nodiscard]] Error FromGrpcStatus(const grpc::Status& status, std::string_view call);
 
+// Sessions: the connection holds one session at a time. When the daemon is gone (its session
+// socket hung up: EOF or EPIPE, seen by a call or, before a gRPC call, by a probe) the next
+// call opens a new session by itself (new hello, new token for gRPC metadata) and goes on;
+// a call in flight when the daemon died fails with UNAVAILABLE naming the restart. A
+// request that never reached the daemon (the socket had hung up before it was sent) is
+// sent again once on the new session, unless it names ids of the old epoch.
+//
+// Epochs: every lease, allocation and segment id belongs to the daemon epoch that granted
+// it. Calls that carry such ids take that epoch (`epoch`; 0: any) and answer UNAVAILABLE,
+// without sending anything, once the session is of another epoch: a restarted daemon knows
+// none of them, and the same numbers may name other objects of its own. The segment
+// mapping caches are per epoch: a new epoch starts them empty, while the mappings that
+// tensors and views of the old epoch hold stay mapped, and readable, until those go.
 class Connection {
  public:
   // `use_session_socket`: send the hot path (allocate, publish, acquire without a wait,
@@ -65,87 +79,131 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // The exchange's hot path, over the session socket or gRPC (see Open). Acquires that
-  // wait always go through gRPC.
+  // wait always go through gRPC. `epoch`: the epoch of the allocation or leases the
+  // request names.
   [[nodiscard]] Result<v1::AllocateResponse> Allocate(const v1::AllocateRequest& request);
-  [[nodiscard]] Result<v1::PublishResponse> Publish(const v1::PublishRequest& request);
+  [[nodiscard]] Result<v1::PublishResponse> Publish(const v1::PublishRequest& request,
+                                                    std::uint64_t epoch);
   // On the session socket when the hot path goes there and both the request and its
   // largest reply fit one frame; otherwise through gRPC. RESOURCE_EXHAUSTED naming the
   // request's size when gRPC refuses it as too large too.
   [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
-      const v1::PublishBatchRequest& request);
+      const v1::PublishBatchRequest& request, std::uint64_t epoch);
   [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
-  [[nodiscard]] Result<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request);
+  [[nodiscard]] Result<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request,
+                                                    std::uint64_t epoch);
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
-      const v1::CancelAllocationRequest& request);
+      const v1::CancelAllocationRequest& request, std::uint64_t epoch);
 
-  // A context for a session call: carries the session token as metadata.
-  [[nodiscard]] std::unique_ptr<grpc::ClientContext> SessionContext() const;
+  // A context for session call `call` (named in errors): carries the current session's
+  // token as metadata, after a probe of the session socket (a new session when the daemon
+  // restarted). UNAVAILABLE when no session can be opened, or when `epoch` (0: any) is not
+  // the session's.
+  [[nodiscard]] Result<std::unique_ptr<grpc::ClientContext>> SessionContext(
+      std::string_view call, std::uint64_t epoch = 0);
 
   [[nodiscard]] v1::Exchange::Stub& stub() const { return *stub_; }
-  [[nodiscard]] std::uint64_t session_id() const { return session_->session_id(); }
-  [[nodiscard]] std::uint64_t daemon_epoch() const { return session_->daemon_epoch(); }
+  // The current session's; they change when the client opens a new session.
+  [[nodiscard]] std::uint64_t session_id();
+  [[nodiscard]] std::uint64_t daemon_epoch();
   [[nodiscard]] const std::string& socket_path() const { return socket_path_; }
 
-  // The mapping of a segment, made on first use and cached for the life of the connection.
-  // Read-only mappings come from O_RDONLY descriptors: the kernel refuses writes. A sealed
-  // pool's segment (one buffer's memfd) is mapped anew on each call and never cached: its
-  // mapping lives as long as the tensor or view that holds it, so that a producer's
-  // writable mapping can end before its publish (the daemon refuses to seal a memfd that
-  // is still mapped writable) and a consumer's ends with its lease.
-  [[nodiscard]] Result<std::shared_ptr<Mapping>> MapSegment(std::uint64_t segment_id,
-                                                            bool writable);
+  // The mapping of a segment of epoch `epoch` (0: the current one), made on first use and
+  // cached for the rest of the epoch. Read-only mappings come from O_RDONLY descriptors:
+  // the kernel refuses writes. A sealed pool's segment (one buffer's memfd) is mapped anew
+  // on each call and never cached: its mapping lives as long as the tensor or view that
+  // holds it, so that a producer's writable mapping can end before its publish (the daemon
+  // refuses to seal a memfd that is still mapped writable) and a consumer's ends with its
+  // lease. UNAVAILABLE when the session is of another epoch.
+  [[nodiscard]] Result<std::shared_ptr<Mapping>> MapSegment(std::uint64_t segment_id, bool writable,
+                                                            std::uint64_t epoch);
 
-  // This process's CUDA slabs, their cache made on first use over the CUDA driver.
-  // FAILED_PRECONDITION saying why when this process has no usable driver (the next call
-  // tries again).
-  [[nodiscard]] Result<DeviceSlabCache*> DeviceSlabs();
+  // This process's CUDA slabs of epoch `epoch` (0: the current one), their cache made on
+  // first use over the CUDA driver. FAILED_PRECONDITION saying why when this process has
+  // no usable driver (the next call tries again); UNAVAILABLE for an epoch not the
+  // session's.
+  [[nodiscard]] Result<DeviceSlabCache*> DeviceSlabs(std::uint64_t epoch);
 
-  // The device address of `fence`'s word, for device `device_ordinal` (and every other):
-  // its fence segment mapped (read-write when `writable`) as MapSegment does, and
-  // registered with the driver once per mapping for the life of the connection. INTERNAL for a
-  // fence outside its segment or not 8-aligned; DeviceSlabs' errors; the driver's.
+  // The device address of `fence`'s word (a fence of epoch `epoch`), for device
+  // `device_ordinal` (and every other): its fence segment mapped (read-write when
+  // `writable`) as MapSegment does, and registered with the driver once per mapping for
+  // the rest of the epoch. INTERNAL for a fence outside its segment or not 8-aligned;
+  // DeviceSlabs' errors; the driver's.
   [[nodiscard]] Result<DeviceAddress> FenceDeviceAddress(const v1::Fence& fence, bool writable,
-                                                         int device_ordinal);
-  // The fence word in this process's read-only mapping of its segment, for host reads.
-  // INTERNAL for a fence outside its segment or not 8-aligned; MapSegment's errors.
-  [[nodiscard]] Result<const std::uint64_t*> FenceWord(const v1::Fence& fence);
+                                                         int device_ordinal, std::uint64_t epoch);
+  // The fence word's value now, read (acquire) in this process's read-only mapping of its
+  // segment. INTERNAL for a fence outside its segment or not 8-aligned; MapSegment's errors.
+  [[nodiscard]] Result<std::uint64_t> ReadFence(const v1::Fence& fence, std::uint64_t epoch);
 
  private:
-  Connection(std::string socket_path, std::unique_ptr<client::SessionConnection> session,
+  // A host mapping registered with the CUDA driver, kept mapped while registered.
+  struct Registration {
+    std::shared_ptr<Mapping> mapping;
+    DeviceAddress base = 0;
+  };
+  // The CUDA state of one epoch: its slab cache and its fence registrations. Unregisters
+  // them when destroyed.
+  struct DeviceState {
+    std::uint64_t epoch = 0;
+    std::unique_ptr<DeviceSlabCache> slabs;
+    std::map<const Mapping*, Registration> registrations;
+    ~DeviceState();
+  };
+
+  Connection(std::string socket_path, std::string client_name,
+             std::unique_ptr<client::SessionConnection> session,
              std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
              std::uint64_t max_mapped_device_bytes);
 
+  // The current session, a new one when it is closed (or, with `probe`, found hung up).
+  // UNAVAILABLE naming the old session's end when no new one can be opened.
+  Result<std::shared_ptr<client::SessionConnection>> Session(bool probe);
+  // Session(probe), checked to be of `epoch` (0: any): UNAVAILABLE naming `what` and the
+  // restart otherwise.
+  Result<std::shared_ptr<client::SessionConnection>> SessionOfEpoch(std::uint64_t epoch, bool probe,
+                                                                    std::string_view what);
+
   // The mapping of `fence`'s segment and the word's offset in it, checked.
   Result<std::pair<std::shared_ptr<Mapping>, std::uint64_t>> MapFence(const v1::Fence& fence,
-                                                                      bool writable);
+                                                                      bool writable,
+                                                                      std::uint64_t epoch);
+  // The CUDA state of `epoch`'s session, made (retiring an older one) when missing.
+  Result<DeviceState*> Device(std::uint64_t epoch);
 
   // One hot-path call: on the session socket as request body `request_body` answered by
-  // `reply_body`, or as the gRPC rpc `rpc`.
+  // `reply_body`, or as the gRPC rpc `rpc`; `epoch` as SessionOfEpoch's.
   template <typename Request, typename Response>
   Result<Response> Call(const Request& request, Request* (v1::SessionMessage::*request_body)(),
                         Response* (v1::SessionMessage::*reply_body)(),
                         v1::SessionMessage::BodyCase reply_case,
                         grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*,
                                                                 const Request&, Response*),
-                        std::string_view name, bool session_socket);
+                        std::string_view name, bool session_socket, std::uint64_t epoch);
 
   const std::string socket_path_;
+  const std::string client_name_;
   const bool use_session_socket_;
-  std::unique_ptr<client::SessionConnection> session_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Exchange::Stub> stub_;
 
+  std::mutex session_mutex_;
+  // Never null. Guarded by session_mutex_ (the session itself is thread-safe); replaced
+  // when it closes.
+  std::shared_ptr<client::SessionConnection> session_;
+
   std::mutex mutex_;
+  // The epoch mappings_ belongs to. Guarded by mutex_.
+  std::uint64_t mappings_epoch_ = 0;
   // (segment id, writable) -> mapping. Guarded by mutex_.
   std::map<std::pair<std::uint64_t, bool>, std::shared_ptr<Mapping>> mappings_;
 
   const std::uint64_t max_mapped_device_bytes_;
   std::mutex device_mutex_;
-  // Made by DeviceSlabs. Guarded by device_mutex_ (the cache itself is thread-safe).
-  std::unique_ptr<DeviceSlabCache> device_slabs_;
-  // Mapping of a fence segment -> the device address of its base: registered once,
-  // portable (for every device and context of the process). Guarded by device_mutex_.
-  std::map<const Mapping*, DeviceAddress> registrations_;
+  // The current epoch's CUDA state, made by Device. Guarded by device_mutex_.
+  std::unique_ptr<DeviceState> device_;
+  // Older epochs' CUDA state, kept while this connection lives: views of those epochs may
+  // still hold references to their slabs. Guarded by device_mutex_.
+  std::vector<std::unique_ptr<DeviceState>> retired_devices_;
 };
 
 }  // namespace hurray::client_internal

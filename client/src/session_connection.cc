@@ -1,6 +1,7 @@
 #include "session_connection.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 
 #include <string>
 #include <utility>
@@ -106,9 +107,22 @@ Error SessionConnection::BreakLocked(Error cause) {
   return cause;
 }
 
+bool SessionConnection::StillOpen(bool probe) {
+  std::lock_guard lock(mutex_);
+  if (broken_) return false;
+  if (!probe) return true;
+  pollfd watched{.fd = socket_.get(), .events = POLLIN, .revents = 0};
+  if (::poll(&watched, 1, 0) == 0) return true;
+  (void)BreakLocked(Error(
+      StatusCode::kUnavailable,
+      "the daemon hung up the session socket between requests (it stopped or restarted)"));
+  return false;
+}
+
 Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
     v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, UniqueFd* fd,
-    std::string_view context) {
+    std::string_view context, bool* sent) {
+  if (sent != nullptr) *sent = false;
   if (broken_) {
     return UnavailableError(
         fmt::format("the session connection is closed after: {}", broken_->ToString()));
@@ -120,10 +134,19 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   };
   const std::uint64_t request_id = next_request_id_++;
   request.set_request_id(request_id);
-  if (auto sent = Send(socket_.get(), request); !sent) {
-    return std::unexpected(BreakLocked(sent.error().WithContext(describe())));
+  if (auto written = Send(socket_.get(), request); !written) {
+    return std::unexpected(BreakLocked(written.error().WithContext(describe())));
   }
+  if (sent != nullptr) *sent = true;
   auto reply = Receive(socket_.get(), reader_, describe);
+  if (!reply && reply.error().code() == StatusCode::kUnavailable) {
+    return std::unexpected(BreakLocked(Error(
+        StatusCode::kUnavailable,
+        fmt::format("{}: the daemon ended the session before replying (it stopped or "
+                    "restarted); whether the request took effect is unknown, and the next call "
+                    "opens a new session: {}",
+                    describe(), reply.error().message()))));
+  }
   if (!reply) return std::unexpected(BreakLocked(reply.error()));
   v1::SessionMessage& message = reply->message;
   if (message.request_id() != request_id) {
@@ -185,10 +208,11 @@ Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_o
   return {};
 }
 
-Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage request,
-                                                       v1::SessionMessage::BodyCase reply_case) {
+Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage& request,
+                                                       v1::SessionMessage::BodyCase reply_case,
+                                                       bool* sent) {
   std::lock_guard lock(mutex_);
-  return RoundTripLocked(request, reply_case, nullptr, /*context=*/{});
+  return RoundTripLocked(request, reply_case, nullptr, /*context=*/{}, sent);
 }
 
 }  // namespace hurray::client

@@ -41,6 +41,8 @@ inline constexpr std::size_t kLegacyIpcHandleBytes = 64;
 
 // A connected session: hello sent, welcome received. Destroying it closes the socket,
 // which ends the session (the daemon releases its leases and unpublished allocations).
+// Once closed (the daemon hung up, stopped or restarted, or the protocol broke) it stays
+// closed: a new session needs a new SessionConnection (client_internal::Connection makes it).
 // Thread-safe: requests from several threads are serialized, one request and its reply at
 // a time. Calls block; nothing times out.
 class SessionConnection {
@@ -54,6 +56,12 @@ class SessionConnection {
 
   SessionConnection(const SessionConnection&) = delete;
   SessionConnection& operator=(const SessionConnection&) = delete;
+
+  // Whether the session still stands: false once the connection is closed. With `probe`,
+  // also looks (poll, without blocking) whether the daemon hung up since the last reply,
+  // and closes the connection then: the daemon never speaks unasked, so anything readable
+  // between requests means its end is gone.
+  [[nodiscard]] bool StillOpen(bool probe);
 
   // Sent as gRPC metadata `x-hurray-session` on calls made for this session.
   [[nodiscard]] const std::string& token() const { return token_; }
@@ -79,11 +87,16 @@ class SessionConnection {
   [[nodiscard]] Status ReportSlabMapped(std::uint64_t segment_id, bool read_only);
 
   // One exchange request on the session socket (allocate, publish, acquire without a wait,
-  // release, cancel_allocation; request_id is set here) and its reply, which must have body
-  // `reply_case`. The daemon's error with its code when it refuses; the same failures of
-  // the connection as MapSegment.
-  [[nodiscard]] Result<v1::SessionMessage> Exchange(v1::SessionMessage request,
-                                                    v1::SessionMessage::BodyCase reply_case);
+  // release, cancel_allocation; its request_id is set here) and its reply, which must have
+  // body `reply_case`. The daemon's error with its code when it refuses; the same failures
+  // of the connection as MapSegment, and UNAVAILABLE naming the restart when the daemon
+  // hung up after the request was sent (whether it took effect is unknown). `*sent`, when
+  // given, says whether the whole request reached the socket: when it did not (the
+  // connection was closed already, or the daemon had hung up before), the daemon never
+  // saw it, and sending it again on a new session is safe.
+  [[nodiscard]] Result<v1::SessionMessage> Exchange(v1::SessionMessage& request,
+                                                    v1::SessionMessage::BodyCase reply_case,
+                                                    bool* sent = nullptr);
 
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
@@ -101,10 +114,12 @@ class SessionConnection {
 
   // Sends `request` with a fresh request_id and receives its reply of body `reply_case`,
   // taking the descriptor that came with it into *fd when fd is not null. Errors name the
-  // request by `context`, or, when it is empty, by the request's body ("acquire").
+  // request by `context`, or, when it is empty, by the request's body ("acquire"). `*sent`
+  // (when not null) as Exchange says.
   [[nodiscard]] Result<v1::SessionMessage> RoundTripLocked(v1::SessionMessage& request,
                                                            v1::SessionMessage::BodyCase reply_case,
-                                                           UniqueFd* fd, std::string_view context);
+                                                           UniqueFd* fd, std::string_view context,
+                                                           bool* sent = nullptr);
 
   std::mutex mutex_;
   UniqueFd socket_;                    // Guarded by mutex_. Invalid once broken.

@@ -762,6 +762,35 @@ TEST_F(SessionServerCreateTest, SetsTheSocketModeItIsGiven) {
   EXPECT_EQ(info.st_mode & 0777, 0600u);
 }
 
+TEST_F(SessionServerTest, ProbeSeesADaemonThatHungUpAndItsRequestIsNeverSent) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  EXPECT_TRUE(connection->StillOpen(/*probe=*/true));
+  server_->Stop();
+  // Without a probe nothing is known yet; the probe sees the hang-up and closes.
+  EXPECT_TRUE(connection->StillOpen(/*probe=*/false));
+  EXPECT_FALSE(connection->StillOpen(/*probe=*/true));
+  EXPECT_FALSE(connection->StillOpen(/*probe=*/false));
+  v1::SessionMessage request;
+  request.mutable_release()->add_lease_ids(1);
+  bool sent = true;
+  EXPECT_ERROR(connection->Exchange(request, v1::SessionMessage::kReleaseReply, &sent),
+               StatusCode::kUnavailable, {"restarted"});
+  EXPECT_FALSE(sent);
+}
+
+TEST_F(SessionServerTest, RequestToADaemonThatHungUpIsReportedUnsent) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  server_->Stop();
+  v1::SessionMessage request;
+  request.mutable_release()->add_lease_ids(1);
+  bool sent = true;
+  EXPECT_ERROR(connection->Exchange(request, v1::SessionMessage::kReleaseReply, &sent),
+               StatusCode::kUnavailable);
+  EXPECT_FALSE(sent);
+}
+
 TEST_F(SessionServerCreateTest, RefusesSocketInUse) {
   auto first = SessionServer::Create(io_context_, socket_path_, host_, 1);
   ASSERT_OK(first);

@@ -16,11 +16,26 @@
 // for one thread at a time; each keeps the client's connection alive while it exists.
 //
 // Errors are canonical codes (hurray/error.h); each call below says which it returns and
-// when. Besides those, any call that reaches the daemon returns UNAVAILABLE once the daemon
-// is gone (and with it this client's session, its leases and its unpublished allocations),
-// UNAUTHENTICATED when the daemon no longer knows this client's session, and INTERNAL (or
-// INVALID_ARGUMENT, "daemon sent ...") for a reply this client cannot use: a daemon of
-// another protocol version, or a bug on one side.
+// when. Besides those, any call that reaches the daemon returns UNAVAILABLE while no daemon
+// serves, UNAUTHENTICATED when the daemon no longer knows this client's session, and
+// INTERNAL (or INVALID_ARGUMENT, "daemon sent ...") for a reply this client cannot use: a
+// daemon of another protocol version, or a bug on one side.
+//
+// Daemon restarts: the session lives as long as the daemon that granted it. When the
+// daemon stops or restarts (a new daemon_epoch), the client notices (its session socket
+// hung up) and re-establishes a session by itself on its next call, which then goes on as
+// usual: no new Client is needed, and session_id() and daemon_epoch() change. A call in
+// flight when the daemon died fails with UNAVAILABLE naming the restart (whether it took
+// effect is unknown); while no daemon serves, calls fail with UNAVAILABLE and each tries
+// again. The old session's leases and unpublished allocations end with it: a
+// WritableTensor of the old epoch can no longer be published (UNAVAILABLE naming the
+// restart), and releasing a view of the old epoch answers UNAVAILABLE (its lease ended
+// anyway). Tensors the restarted daemon serves again (CPU tensors it kept) are acquired
+// anew. The client's segment mappings cache starts afresh in the new epoch, but views and
+// tensors of the old epoch keep their own mappings: their buffers stay readable (and a
+// WritableTensor's writable) until they are dropped, even though the daemon has forgotten
+// their leases. Ready and WaitOn of a CUDA view of the old epoch whose data was not ready at
+// acquire answer UNAVAILABLE: GPU tensors do not survive a restart.
 #pragma once
 
 #include <chrono>
@@ -267,8 +282,8 @@ class Client {
     std::uint64_t max_mapped_device_bytes = 0;
   };
 
-  // Opens the session socket (the session lives as long as the client) and the gRPC
-  // channel. UNAVAILABLE when no daemon listens; PERMISSION_DENIED when this process may
+  // Opens the session socket (a session, renewed after a daemon restart as said above) and
+  // the gRPC channel. UNAVAILABLE when no daemon listens; PERMISSION_DENIED when this process may
   // not open the daemon's socket (its file mode); INVALID_ARGUMENT for a client_name longer
   // than the session protocol allows.
   [[nodiscard]] static Result<std::unique_ptr<Client>> Connect(Options options);
@@ -368,6 +383,8 @@ class Client {
       std::string_view prefix, std::function<void(const WatchEvent&)> on_event,
       std::function<void(const Status&)> on_end = {});
 
+  // The current session's id and its daemon's epoch: both change when the client opens a
+  // new session after a daemon restart.
   [[nodiscard]] std::uint64_t session_id() const;
   [[nodiscard]] std::uint64_t daemon_epoch() const;
   [[nodiscard]] const std::string& socket_path() const;
