@@ -31,7 +31,8 @@ Result<TensorSummary> TensorSummaryFromProto(const v1::TensorSummary& summary) {
                        .shape = {summary.shape().begin(), summary.shape().end()},
                        .byte_size = summary.byte_size(),
                        .lease_count = summary.lease_count(),
-                       .published_at = TimeFromNanoseconds(summary.published_at_ns())};
+                       .published_at = TimeFromNanoseconds(summary.published_at_ns()),
+                       .owner_uid = summary.owner_uid()};
 }
 
 Result<SyncMode> SyncModeFromProto(std::uint32_t sync_mode) {
@@ -80,7 +81,9 @@ Result<TensorDetails> TensorDetailsFromProto(const v1::DescribeResponse& reply) 
                         .pool = tensor.pool(),
                         .published_at = TimeFromNanoseconds(tensor.published_at_ns()),
                         .versions = {},
-                        .daemon_epoch = reply.daemon_epoch()};
+                        .daemon_epoch = reply.daemon_epoch(),
+                        .owner_uid = reply.owner().uid(),
+                        .owner_user = reply.owner().user()};
   details.buffers.reserve(static_cast<std::size_t>(tensor.buffers_size()));
   for (const v1::BufferLocation& location : tensor.buffers()) {
     details.buffers.push_back(BufferLocation{.segment_id = location.segment_id(),

@@ -3,14 +3,13 @@
 #include <fmt/format.h>
 #include <spdlog/common.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "hurray/ipc/socket_path.h"
 #include "metrics/metrics_address.h"
@@ -464,11 +463,10 @@ Result<Invocation> LoadConfig(int argc, const char* const* argv) {
 }
 
 Result<AccessPolicy> MakeAccessPolicy(const Config& config) {
-  return AccessPolicy::Make(
-      config.namespace_rules,
-      {{.pool = "cpu", .patterns = config.cpu_pool.namespaces},
-       {.pool = "cuda", .patterns = config.cuda_pool.namespaces}},
-      ::geteuid());
+  return AccessPolicy::Make(config.namespace_rules,
+                            {{.pool = "cpu", .patterns = config.cpu_pool.namespaces},
+                             {.pool = "cuda", .patterns = config.cuda_pool.namespaces}},
+                            ::geteuid());
 }
 
 std::string ToToml(const Config& config) {

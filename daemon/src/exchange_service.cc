@@ -173,9 +173,9 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
     hello.set_name(prefix);
     hello.set_daemon_epoch(registry.daemon_epoch());
     Push(std::move(hello));
-    watch_id_ =
-        registry_.Watch(std::move(prefix), [this](const v1::WatchEvent& event) { Push(event); },
-                        viewer ? &*viewer : nullptr);
+    watch_id_ = registry_.Watch(
+        std::move(prefix), [this](const v1::WatchEvent& event) { Push(event); },
+        viewer ? &*viewer : nullptr);
   }
 
   void OnWriteDone(bool ok) override {

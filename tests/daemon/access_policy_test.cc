@@ -26,8 +26,8 @@ TEST(NamespacePatternTest, SingleStarStaysWithinAComponentDoubleStarCrossesThem)
   ASSERT_OK_AND_ASSIGN(const NamespacePattern mid, NamespacePattern::Parse("*/w-*.bin", "p"));
   EXPECT_TRUE(mid.Matches("m/w-1.bin"));
   EXPECT_FALSE(mid.Matches("m/x/w-1.bin"));
-  EXPECT_ERROR(NamespacePattern::Parse("", "namespace[0].pattern"),
-               StatusCode::kInvalidArgument, {"namespace[0].pattern is empty"});
+  EXPECT_ERROR(NamespacePattern::Parse("", "namespace[0].pattern"), StatusCode::kInvalidArgument,
+               {"namespace[0].pattern is empty"});
   EXPECT_ERROR(NamespacePattern::Parse("a/***", "p"), StatusCode::kInvalidArgument, {"***"});
 }
 
@@ -102,18 +102,18 @@ TEST(AccessPolicyTest, FirstMatchingRuleDecidesAndNoMatchIsDenied) {
 }
 
 TEST(AccessPolicyTest, RuleMistakesNameTheirKey) {
-  EXPECT_ERROR(AccessPolicy::Make({{.pattern = "a/**", .publish = {}, .read = {"uid:1", "who"},
-                                    .remove = {}}},
-                                  {}, kDaemonUid),
+  EXPECT_ERROR(AccessPolicy::Make(
+                   {{.pattern = "a/**", .publish = {}, .read = {"uid:1", "who"}, .remove = {}}}, {},
+                   kDaemonUid),
                StatusCode::kInvalidArgument, {"namespace[0].read[1]"});
   EXPECT_ERROR(AccessPolicy::Make({}, {{.pool = "cpu", .patterns = {""}}}, kDaemonUid),
                StatusCode::kInvalidArgument, {"cpu_pool.namespaces[0] is empty"});
 }
 
 TEST(AccessPolicyTest, PoolLimitsApplyToThePoolAndItsFamily) {
-  ASSERT_OK_AND_ASSIGN(const AccessPolicy policy,
-                       AccessPolicy::Make({}, {{.pool = "cuda", .patterns = {"gpu/**"}}},
-                                          kDaemonUid));
+  ASSERT_OK_AND_ASSIGN(
+      const AccessPolicy policy,
+      AccessPolicy::Make({}, {{.pool = "cuda", .patterns = {"gpu/**"}}}, kDaemonUid));
   EXPECT_OK(policy.CheckPool("cuda:1", "gpu/w"));
   EXPECT_ERROR(policy.CheckPool("cuda:0", "cpu/w"), StatusCode::kPermissionDenied,
                {"pool cuda:0 holds only namespaces [gpu/**]: cpu/w matches none of them"});
@@ -123,20 +123,17 @@ TEST(AccessPolicyTest, PoolLimitsApplyToThePoolAndItsFamily) {
 }
 
 TEST(AccessPolicyTest, ExplainSaysEachRuleInWords) {
-  ASSERT_OK_AND_ASSIGN(const AccessPolicy policy,
-                       AccessPolicy::Make({{.pattern = "team-a/**",
-                                            .publish = {"user:root"},
-                                            .read = {"any"},
-                                            .remove = {}}},
-                                          {{.pool = "cpu", .patterns = {"team-a/**"}}},
-                                          kDaemonUid));
+  ASSERT_OK_AND_ASSIGN(
+      const AccessPolicy policy,
+      AccessPolicy::Make(
+          {{.pattern = "team-a/**", .publish = {"user:root"}, .read = {"any"}, .remove = {}}},
+          {{.pool = "cpu", .patterns = {"team-a/**"}}}, kDaemonUid));
   const std::string text = policy.Explain();
   EXPECT_NE(text.find("rule 1: names matching \"team-a/**\"\n  publish: user:root (uid 0)\n"
                       "  read:    anyone, anonymous callers included\n  delete:  nobody\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("pool cpu holds only names matching [team-a/**]"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("pool cpu holds only names matching [team-a/**]"), std::string::npos) << text;
   EXPECT_NE(AccessPolicy(kDaemonUid).Explain().find("the default policy"), std::string::npos);
 }
 

@@ -442,8 +442,9 @@ TEST_F(LoadConfigTest, CheckConfigExplainsTheNamespaceRules) {
   ASSERT_TRUE(invocation->output.has_value());
   const std::string& text = *invocation->output;
   EXPECT_NE(text.find("2 [[namespace]] rules"), std::string::npos) << text;
-  EXPECT_NE(text.find("rule 1: names matching \"team-a/**\"\n  publish: user:root (uid 0); uid:1001"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("rule 1: names matching \"team-a/**\"\n  publish: user:root (uid 0); uid:1001"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("rule 2: names matching \"shared/*\"\n  publish: nobody"), std::string::npos)
       << text;

@@ -327,11 +327,13 @@ TEST_F(RegistryTest, RepublishKeepsOldVersionAliveUntilItsLeaseEnds) {
   EXPECT_EQ(second.version(), 2u);
   EXPECT_EQ(UsedBytes(), 2 * used_one);  // v1 is leased: not reclaimed.
   EXPECT_EQ(Acquire(consumer_, "model/w")->tensor().version(), 2u);
-  auto describe = registry_->Describe([] {
-    v1::DescribeRequest request;
-    request.set_name("model/w");
-    return request;
-  }(), nullptr);
+  auto describe = registry_->Describe(
+      [] {
+        v1::DescribeRequest request;
+        request.set_name("model/w");
+        return request;
+      }(),
+      nullptr);
   ASSERT_OK(describe);
   ASSERT_EQ(describe->versions_size(), 2);
   EXPECT_TRUE(describe->versions(0).superseded());
@@ -567,7 +569,8 @@ TEST_F(RegistryTest, PublishBatchRefusesTheWholeBatchAndChangesNothing) {
     mine.push_back(allocation->allocation_id());
   }
   std::atomic<int> events{0};
-  const std::uint64_t watch = registry_->Watch("", [&](const v1::WatchEvent&) { ++events; }, nullptr);
+  const std::uint64_t watch =
+      registry_->Watch("", [&](const v1::WatchEvent&) { ++events; }, nullptr);
   const v1::StatsResponse before = registry_->Stats();
   const std::uint64_t used = UsedBytes();
 
@@ -648,10 +651,13 @@ TEST_F(RegistryTest, PublishBatchTellsWatchersOncePerItemInOrderAfterTheWholeSet
   }
   std::mutex mutex;
   std::vector<std::string> seen;
-  const std::uint64_t watch = registry_->Watch("w/", [&](const v1::WatchEvent& event) {
-    std::lock_guard lock(mutex);
-    seen.push_back(event.name() + "@" + std::to_string(event.version()));
-  }, nullptr);
+  const std::uint64_t watch = registry_->Watch(
+      "w/",
+      [&](const v1::WatchEvent& event) {
+        std::lock_guard lock(mutex);
+        seen.push_back(event.name() + "@" + std::to_string(event.version()));
+      },
+      nullptr);
   ASSERT_OK(registry_->PublishBatch(producer_, BatchOf(items)));
   registry_->Unwatch(watch);
   std::lock_guard lock(mutex);
@@ -681,11 +687,14 @@ TEST_F(RegistryTest, PublishBatchCompletesABatchAcquireWaitingForTheWholeSet) {
 TEST_F(RegistryTest, WatchSeesPublishesAndDeletesInOrder) {
   std::vector<std::string> seen;
   std::mutex mutex;
-  const std::uint64_t watch = registry_->Watch("w/", [&](const v1::WatchEvent& event) {
-    std::lock_guard lock(mutex);
-    seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
-                   std::to_string(event.version()));
-  }, nullptr);
+  const std::uint64_t watch = registry_->Watch(
+      "w/",
+      [&](const v1::WatchEvent& event) {
+        std::lock_guard lock(mutex);
+        seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
+                       std::to_string(event.version()));
+      },
+      nullptr);
   Put("w/a");
   Put("x/ignored");
   Put("w/a");
@@ -923,10 +932,13 @@ TEST_F(RegistryFenceTest, PublishingEventNeedsTheAllocationsFence) {
 
 TEST_F(RegistryFenceTest, ProducerEndingBeforeItsFenceDeletesTheVersion) {
   std::vector<std::string> seen;
-  const std::uint64_t watch = registry_->Watch("gpu/", [&](const v1::WatchEvent& event) {
-    seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
-                   std::to_string(event.version()));
-  }, nullptr);
+  const std::uint64_t watch = registry_->Watch(
+      "gpu/",
+      [&](const v1::WatchEvent& event) {
+        seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
+                       std::to_string(event.version()));
+      },
+      nullptr);
   const v1::AllocateResponse allocation = PutEvent("gpu/lost");
   const v1::Fence& fence = allocation.fence();
   auto lease = Acquire(consumer_, "gpu/lost");
@@ -1116,8 +1128,7 @@ TEST_F(RegistryAccessTest, DefaultPolicyKeepsANamespaceItsFirstPublishersWhileAV
   const std::uint64_t alice = OpenSessionAs(1001);
   const std::uint64_t bob = OpenSessionAs(1002);
   ASSERT_OK(PutAs(alice, "team/w"));
-  EXPECT_ERROR(PutAs(bob, "team/w"), StatusCode::kPermissionDenied,
-               {"owned by uid 1001"});
+  EXPECT_ERROR(PutAs(bob, "team/w"), StatusCode::kPermissionDenied, {"owned by uid 1001"});
   v1::DeleteRequest remove;
   remove.set_name("team/w");
   EXPECT_ERROR(registry_->Delete(bob, remove), StatusCode::kPermissionDenied,
@@ -1125,7 +1136,8 @@ TEST_F(RegistryAccessTest, DefaultPolicyKeepsANamespaceItsFirstPublishersWhileAV
   ASSERT_OK(Acquire(bob, "team/w"));
   v1::DescribeRequest describe;
   describe.set_name("team/w");
-  ASSERT_OK_AND_ASSIGN(const v1::DescribeResponse described, registry_->Describe(describe, nullptr));
+  ASSERT_OK_AND_ASSIGN(const v1::DescribeResponse described,
+                       registry_->Describe(describe, nullptr));
   EXPECT_EQ(described.owner().uid(), 1001u);
   v1::ListResponse listed = *registry_->List(v1::ListRequest(), nullptr);
   ASSERT_EQ(listed.tensors_size(), 1);
@@ -1150,11 +1162,10 @@ TEST_F(RegistryAccessTest, DefaultPolicyKeepsANamespaceItsFirstPublishersWhileAV
 TEST_F(RegistryAccessTest, AnonymousInspectionSeesOnlyNamesAnyMayRead) {
   ASSERT_OK_AND_ASSIGN(
       AccessPolicy policy,
-      AccessPolicy::Make({{.pattern = "open/**", .publish = {"uid:1001"}, .read = {"any"},
-                           .remove = {}},
-                          {.pattern = "closed/**", .publish = {"uid:1001"}, .read = {"uid:1001"},
-                           .remove = {}}},
-                         {}, ::geteuid()));
+      AccessPolicy::Make(
+          {{.pattern = "open/**", .publish = {"uid:1001"}, .read = {"any"}, .remove = {}},
+           {.pattern = "closed/**", .publish = {"uid:1001"}, .read = {"uid:1001"}, .remove = {}}},
+          {}, ::geteuid()));
   UsePolicy(std::move(policy));
   const std::uint64_t alice = OpenSessionAs(1001);
   const std::uint64_t bob = OpenSessionAs(1002);
@@ -1184,7 +1195,8 @@ TEST_F(RegistryAccessTest, AnonymousInspectionSeesOnlyNamesAnyMayRead) {
   v1::BatchAcquireRequest batch;
   batch.set_prefix("c");
   std::optional<Result<v1::BatchAcquireResponse>> got;
-  registry_->BatchAcquire(bob, batch, [&](Result<v1::BatchAcquireResponse> r) { got = std::move(r); });
+  registry_->BatchAcquire(bob, batch,
+                          [&](Result<v1::BatchAcquireResponse> r) { got = std::move(r); });
   ASSERT_TRUE(got.has_value());
   ASSERT_OK(*got);
   EXPECT_EQ((*got)->tensors_size(), 0);

@@ -68,8 +68,7 @@ const std::vector<Principal>& AccessPolicy::Rule::For(AccessVerb verb) const {
 }
 
 Result<AccessPolicy> AccessPolicy::Make(const std::vector<RuleSpec>& rules,
-                                        const std::vector<PoolLimitSpec>& pools,
-                                        uid_t daemon_uid) {
+                                        const std::vector<PoolLimitSpec>& pools, uid_t daemon_uid) {
   AccessPolicy policy(daemon_uid);
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const std::string field = fmt::format("namespace[{}]", i);

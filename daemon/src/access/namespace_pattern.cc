@@ -21,8 +21,8 @@ bool GlobMatches(std::string_view pattern, std::string_view name) {
       i += any ? 2 : 1;
       for (std::size_t j = 0; j <= name.size(); ++j) {
         // A star extends a match by one more character (never a '/' for a single star).
-        next[j] = static_cast<char>(
-            reach[j] != 0 || (j > 0 && next[j - 1] != 0 && (any || name[j - 1] != '/')));
+        next[j] = static_cast<char>(reach[j] != 0 ||
+                                    (j > 0 && next[j - 1] != 0 && (any || name[j - 1] != '/')));
       }
     } else {
       for (std::size_t j = 1; j <= name.size(); ++j) {

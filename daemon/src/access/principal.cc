@@ -59,13 +59,14 @@ Result<Principal> Principal::Parse(std::string_view text, std::string_view field
   const std::string_view kind = text.substr(0, colon);
   const std::string value(colon == std::string_view::npos ? "" : text.substr(colon + 1));
   if (value.empty() || (kind != "uid" && kind != "gid" && kind != "user" && kind != "group")) {
-    return InvalidArgumentError(fmt::format(
-        "{}: \"{}\" is not uid:N, user:NAME, gid:N, group:NAME or any", field, text));
+    return InvalidArgumentError(
+        fmt::format("{}: \"{}\" is not uid:N, user:NAME, gid:N, group:NAME or any", field, text));
   }
   if (kind == "uid" || kind == "gid") {
     const std::optional<std::uint32_t> id = ParseId(value);
     if (!id) {
-      return InvalidArgumentError(fmt::format("{}: \"{}\": {} is not a number", field, text, value));
+      return InvalidArgumentError(
+          fmt::format("{}: \"{}\": {} is not a number", field, text, value));
     }
     Principal principal(kind == "uid" ? Kind::kUid : Kind::kGid, std::string(text));
     principal.uid_ = *id;

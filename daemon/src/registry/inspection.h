@@ -25,8 +25,7 @@ inline constexpr std::uint32_t kMaxListPageSize = 1000;
 // may be acquired, in name order, after its page token), and the next page's token when
 // more follow; only names `visible` accepts. Leaves daemon_epoch to the caller.
 void FillListPage(const VersionStore& versions, const v1::ListRequest& request,
-                  const std::function<bool(std::string_view)>& visible,
-                  v1::ListResponse& response);
+                  const std::function<bool(std::string_view)>& visible, v1::ListResponse& response);
 
 // Describe's version list: every live version of `entry`, oldest first.
 void FillVersionInfos(const NameEntry& entry, v1::DescribeResponse& response);

@@ -1,7 +1,9 @@
 #include "registry/registry.h"
 
 #include <fmt/format.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,9 +16,6 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <pwd.h>
-#include <unistd.h>
 
 #include "hurray/buffer_handle.h"
 #include "hurray/descriptor_codec.h"
@@ -1038,10 +1037,11 @@ std::uint64_t Registry::Watch(std::string prefix, WatchCallback callback,
                               const PeerCredentials* viewer) {
   std::optional<PeerCredentials> who;
   if (viewer != nullptr) who = *viewer;
-  return watches_.Watch(std::move(prefix), [this, who, callback = std::move(callback)](
-                                               const v1::WatchEvent& event) {
-    if (access_->MayRead(event.name(), who ? &*who : nullptr)) callback(event);
-  });
+  return watches_.Watch(std::move(prefix),
+                        [this, who, callback = std::move(callback)](const v1::WatchEvent& event) {
+                          if (access_->MayRead(event.name(), who ? &*who : nullptr))
+                            callback(event);
+                        });
 }
 
 void Registry::Unwatch(std::uint64_t watch_id) { watches_.Unwatch(watch_id); }
