@@ -121,26 +121,28 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .closed_session_allocation_bytes = reply.closed_session_allocation_bytes()};
   stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
   for (const v1::PoolStats& pool : reply.pools()) {
-    stats.pools.push_back(PoolStats{.name = pool.name(),
-                                    .kind = pool.kind(),
-                                    .capacity_bytes = pool.capacity_bytes(),
-                                    .used_bytes = pool.used_bytes(),
-                                    .largest_free_bytes = pool.largest_free_bytes(),
-                                    .fragmentation = pool.fragmentation(),
-                                    .segment_count = pool.segment_count(),
-                                    .allocation_count = pool.allocation_count(),
-                                    .page_size_bytes = pool.page_size(),
-                                    .huge_pages = pool.huge_pages(),
-                                    .device_uuid = pool.device_uuid(),
-                                    .device_name = pool.device_name(),
-                                    .device_ordinal = pool.device_ordinal(),
-                                    .mechanism = pool.mechanism(),
-                                    .slab_bytes = pool.slab_bytes(),
-                                    .slab_mappings = pool.slab_mappings(),
-                                    .read_only_slab_mappings = pool.read_only_slab_mappings(),
-                                    .fences_in_use = pool.fences_in_use(),
-                                    .fences_retired = pool.fences_retired(),
-                                    .reserved_bytes = pool.reserved_bytes()});
+    stats.pools.push_back(
+        PoolStats{.name = pool.name(),
+                  .kind = pool.kind(),
+                  .capacity_bytes = pool.capacity_bytes(),
+                  .used_bytes = pool.used_bytes(),
+                  .largest_free_bytes = pool.largest_free_bytes(),
+                  .fragmentation = pool.fragmentation(),
+                  .segment_count = pool.segment_count(),
+                  .allocation_count = pool.allocation_count(),
+                  .page_size_bytes = pool.page_size(),
+                  .huge_pages = pool.huge_pages(),
+                  .device_uuid = pool.device_uuid(),
+                  .device_name = pool.device_name(),
+                  .device_ordinal = pool.device_ordinal(),
+                  .mechanism = pool.mechanism(),
+                  .slab_bytes = pool.slab_bytes(),
+                  .slab_mappings = pool.slab_mappings(),
+                  .read_only_slab_mappings = pool.read_only_slab_mappings(),
+                  .fences_in_use = pool.fences_in_use(),
+                  .fences_retired = pool.fences_retired(),
+                  .reserved_bytes = pool.reserved_bytes(),
+                  .namespaces = {pool.namespaces().begin(), pool.namespaces().end()}});
   }
   return stats;
 }

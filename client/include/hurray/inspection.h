@@ -166,6 +166,8 @@ struct PoolStats {
   // Bytes of the pool's memory reserved so far: the CPU pool reserves in the background
   // after the daemon starts, and this reaches capacity_bytes once done (cuda: the slabs).
   std::uint64_t reserved_bytes = 0;
+  // Patterns of the tensor names the pool may hold; empty: any.
+  std::vector<std::string> namespaces;
 
   friend bool operator==(const PoolStats&, const PoolStats&) = default;
 };
