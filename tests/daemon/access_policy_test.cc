@@ -129,9 +129,10 @@ TEST(AccessPolicyTest, ExplainSaysEachRuleInWords) {
           {{.pattern = "team-a/**", .publish = {"user:root"}, .read = {"any"}, .remove = {}}},
           {{.pool = "cpu", .patterns = {"team-a/**"}}}, kDaemonUid));
   const std::string text = policy.Explain();
-  EXPECT_NE(text.find("rule 1: names matching \"team-a/**\"\n  publish: user:root (uid 0)\n"
-                      "  read:    anyone, anonymous callers included\n  delete:  nobody\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("rule 1: names matching \"team-a/**\"\n  publish: user:root (uid 0)\n"
+                "  read:    any uid (and, to read, anonymous gRPC callers)\n  delete:  nobody\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("pool cpu holds only names matching [team-a/**]"), std::string::npos) << text;
   EXPECT_NE(AccessPolicy(kDaemonUid).Explain().find("the default policy"), std::string::npos);

@@ -119,11 +119,12 @@ bool Principal::Matches(const PeerCredentials& peer) const {
 std::string Principal::Explain() const {
   switch (kind_) {
     case Kind::kAny:
-      return "anyone, anonymous callers included";
+      return "any uid (and, to read, anonymous gRPC callers)";
     case Kind::kUid:
       return text_.starts_with("uid:") ? text_ : fmt::format("{} (uid {})", text_, uid_);
     case Kind::kGid:
-      return fmt::format("{} (gid {}, or members {})", text_, gid_, fmt::join(members_, ", "));
+      if (members_.empty()) return fmt::format("{} (gid {})", text_, gid_);
+      return fmt::format("{} (gid {}, or uids {})", text_, gid_, fmt::join(members_, ", "));
   }
   return text_;
 }
