@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,7 +30,7 @@
 
 namespace hurray::daemon {
 
-enum class AccessVerb { kPublish, kRead, kDelete };
+enum class AccessVerb : std::uint8_t { kPublish, kRead, kDelete };
 
 // "publish", "read", "delete".
 [[nodiscard]] std::string_view AccessVerbName(AccessVerb verb);

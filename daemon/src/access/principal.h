@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +32,7 @@ class Principal {
   [[nodiscard]] std::string Explain() const;
 
  private:
-  enum class Kind { kAny, kUid, kGid };
+  enum class Kind : std::uint8_t { kAny, kUid, kGid };
   Principal(Kind kind, std::string text) : kind_(kind), text_(std::move(text)) {}
 
   Kind kind_;
