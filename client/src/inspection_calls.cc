@@ -1,6 +1,7 @@
 #include "inspection_calls.h"
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <utility>
 
@@ -16,7 +17,8 @@ class WatchThread final : public WatchHandle {
       : connection_(std::move(connection)) {
     v1::WatchRequest request;
     request.set_prefix(std::move(prefix));
-    reader_ = connection_->stub().Watch(&context_, request);
+    context_ = connection_->SessionContext();  // The session's uid decides what it sees.
+    reader_ = connection_->stub().Watch(context_.get(), request);
     thread_ = std::thread([this, on_event = std::move(on_event), on_end = std::move(on_end)] {
       v1::WatchEvent event;
       while (reader_->Read(&event)) {
@@ -39,7 +41,7 @@ class WatchThread final : public WatchHandle {
   }
 
   ~WatchThread() override {
-    context_.TryCancel();
+    context_->TryCancel();
     thread_.join();
   }
 
@@ -51,7 +53,7 @@ class WatchThread final : public WatchHandle {
 
  private:
   std::shared_ptr<Connection> connection_;
-  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> reader_;
   std::atomic<int> confirmed_{0};  // 0 waiting, 1 confirmed, 2 ended.
   std::thread thread_;
@@ -66,8 +68,9 @@ Result<v1::ListResponse> CallList(Connection& connection, std::string_view prefi
   request.set_page_size(page_size);
   request.set_page_token(std::string(page_token));
   v1::ListResponse response;
-  grpc::ClientContext context;
-  grpc::Status status = connection.stub().List(&context, request, &response);
+  // With the session's token: the daemon shows this session what its uid may read.
+  const std::unique_ptr<grpc::ClientContext> context = connection.SessionContext();
+  grpc::Status status = connection.stub().List(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "List"));
   return response;
 }
@@ -78,8 +81,9 @@ Result<v1::DescribeResponse> CallDescribe(Connection& connection, std::string_vi
   request.set_name(std::string(name));
   request.set_version(version);
   v1::DescribeResponse response;
-  grpc::ClientContext context;
-  grpc::Status status = connection.stub().Describe(&context, request, &response);
+  // With the session's token: the daemon shows this session what its uid may read.
+  const std::unique_ptr<grpc::ClientContext> context = connection.SessionContext();
+  grpc::Status status = connection.stub().Describe(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Describe"));
   return response;
 }

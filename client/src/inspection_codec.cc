@@ -31,7 +31,8 @@ Result<TensorSummary> TensorSummaryFromProto(const v1::TensorSummary& summary) {
                        .shape = {summary.shape().begin(), summary.shape().end()},
                        .byte_size = summary.byte_size(),
                        .lease_count = summary.lease_count(),
-                       .published_at = TimeFromNanoseconds(summary.published_at_ns())};
+                       .published_at = TimeFromNanoseconds(summary.published_at_ns()),
+                       .owner_uid = summary.owner_uid()};
 }
 
 Result<SyncMode> SyncModeFromProto(std::uint32_t sync_mode) {
@@ -80,7 +81,9 @@ Result<TensorDetails> TensorDetailsFromProto(const v1::DescribeResponse& reply) 
                         .pool = tensor.pool(),
                         .published_at = TimeFromNanoseconds(tensor.published_at_ns()),
                         .versions = {},
-                        .daemon_epoch = reply.daemon_epoch()};
+                        .daemon_epoch = reply.daemon_epoch(),
+                        .owner_uid = reply.owner().uid(),
+                        .owner_user = reply.owner().user()};
   details.buffers.reserve(static_cast<std::size_t>(tensor.buffers_size()));
   for (const v1::BufferLocation& location : tensor.buffers()) {
     details.buffers.push_back(BufferLocation{.segment_id = location.segment_id(),
@@ -118,26 +121,28 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .closed_session_allocation_bytes = reply.closed_session_allocation_bytes()};
   stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
   for (const v1::PoolStats& pool : reply.pools()) {
-    stats.pools.push_back(PoolStats{.name = pool.name(),
-                                    .kind = pool.kind(),
-                                    .capacity_bytes = pool.capacity_bytes(),
-                                    .used_bytes = pool.used_bytes(),
-                                    .largest_free_bytes = pool.largest_free_bytes(),
-                                    .fragmentation = pool.fragmentation(),
-                                    .segment_count = pool.segment_count(),
-                                    .allocation_count = pool.allocation_count(),
-                                    .page_size_bytes = pool.page_size(),
-                                    .huge_pages = pool.huge_pages(),
-                                    .device_uuid = pool.device_uuid(),
-                                    .device_name = pool.device_name(),
-                                    .device_ordinal = pool.device_ordinal(),
-                                    .mechanism = pool.mechanism(),
-                                    .slab_bytes = pool.slab_bytes(),
-                                    .slab_mappings = pool.slab_mappings(),
-                                    .read_only_slab_mappings = pool.read_only_slab_mappings(),
-                                    .fences_in_use = pool.fences_in_use(),
-                                    .fences_retired = pool.fences_retired(),
-                                    .reserved_bytes = pool.reserved_bytes()});
+    stats.pools.push_back(
+        PoolStats{.name = pool.name(),
+                  .kind = pool.kind(),
+                  .capacity_bytes = pool.capacity_bytes(),
+                  .used_bytes = pool.used_bytes(),
+                  .largest_free_bytes = pool.largest_free_bytes(),
+                  .fragmentation = pool.fragmentation(),
+                  .segment_count = pool.segment_count(),
+                  .allocation_count = pool.allocation_count(),
+                  .page_size_bytes = pool.page_size(),
+                  .huge_pages = pool.huge_pages(),
+                  .device_uuid = pool.device_uuid(),
+                  .device_name = pool.device_name(),
+                  .device_ordinal = pool.device_ordinal(),
+                  .mechanism = pool.mechanism(),
+                  .slab_bytes = pool.slab_bytes(),
+                  .slab_mappings = pool.slab_mappings(),
+                  .read_only_slab_mappings = pool.read_only_slab_mappings(),
+                  .fences_in_use = pool.fences_in_use(),
+                  .fences_retired = pool.fences_retired(),
+                  .reserved_bytes = pool.reserved_bytes(),
+                  .namespaces = {pool.namespaces().begin(), pool.namespaces().end()}});
   }
   return stats;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/common.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -115,6 +116,21 @@ Result<std::string> MetricsAddressOf(const toml::node& node, const std::string& 
   return text;
 }
 
+// An array of strings.
+Result<std::vector<std::string>> StringsOf(const toml::node& node, const std::string& key) {
+  const auto* array = node.as_array();
+  if (array == nullptr) {
+    return InvalidArgumentError(fmt::format("{} must be an array of strings", key));
+  }
+  std::vector<std::string> strings;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    HURRAY_ASSIGN_OR_RETURN(std::string text,
+                            StringOf(*array->get(i), fmt::format("{}[{}]", key, i)));
+    strings.push_back(std::move(text));
+  }
+  return strings;
+}
+
 // ---- The settings of the file ----
 
 using Apply = Status (*)(Config& config, const toml::node& node, const std::string& key);
@@ -168,12 +184,15 @@ constexpr Setting kSettings[] = {
     {"cpu_pool.page_size", AssignCpuPool<&Config::CpuPool::page_size, SizeOf>},
     {"cpu_pool.shm_prefix", AssignCpuPool<&Config::CpuPool::shm_prefix, StringOf>},
     {"cpu_pool.huge_pages", AssignCpuPool<&Config::CpuPool::huge_pages, HugePagesOf>},
+    {"cpu_pool.namespaces", AssignCpuPool<&Config::CpuPool::namespaces, StringsOf>},
     {"cuda_pool.enabled", AssignCudaPool<&Config::CudaPool::enabled, BoolOf>},
     {"cuda_pool.capacity", AssignCudaPool<&Config::CudaPool::capacity_bytes, SizeOf>},
     {"cuda_pool.slab_size", AssignCudaPool<&Config::CudaPool::slab_bytes, PositiveSizeOf>},
     {"cuda_pool.idle_slab_release_ms",
      AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"cuda_pool.namespaces", AssignCudaPool<&Config::CudaPool::namespaces, StringsOf>},
     {"sealed_pool.capacity", AssignSealedPool<&Config::SealedPool::capacity_bytes, SizeOf>},
+    {"sealed_pool.namespaces", AssignSealedPool<&Config::SealedPool::namespaces, StringsOf>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
     {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
 };
@@ -226,6 +245,47 @@ Status ApplyPreload(Config& config, const toml::node& node) {
   return {};
 }
 
+// One [[namespace]] table; `field` is "namespace[i]".
+Result<AccessPolicy::RuleSpec> NamespaceRuleOf(const toml::table& table, const std::string& field) {
+  AccessPolicy::RuleSpec rule;
+  for (const auto& [key_node, node] : table) {
+    const std::string key = fmt::format("{}.{}", field, key_node.str());
+    if (key_node.str() == "pattern") {
+      HURRAY_ASSIGN_OR_RETURN(rule.pattern, StringOf(node, key));
+    } else if (key_node.str() == "publish") {
+      HURRAY_ASSIGN_OR_RETURN(rule.publish, StringsOf(node, key));
+    } else if (key_node.str() == "read") {
+      HURRAY_ASSIGN_OR_RETURN(rule.read, StringsOf(node, key));
+    } else if (key_node.str() == "delete") {
+      HURRAY_ASSIGN_OR_RETURN(rule.remove, StringsOf(node, key));
+    } else {
+      return InvalidArgumentError(fmt::format("unknown setting {}", key));
+    }
+  }
+  if (rule.pattern.empty()) {
+    return InvalidArgumentError(fmt::format("{}.pattern is missing or empty", field));
+  }
+  return rule;
+}
+
+// The [[namespace]] array of tables: it replaces any rules `config` had.
+Status ApplyNamespaceRules(Config& config, const toml::node& node) {
+  const auto* array = node.as_array();
+  if (array == nullptr) {
+    return InvalidArgumentError("namespace must be an array of tables: [[namespace]]");
+  }
+  std::vector<AccessPolicy::RuleSpec> rules;
+  for (std::size_t i = 0; i < array->size(); ++i) {
+    const std::string field = fmt::format("namespace[{}]", i);
+    const auto* table = array->get(i)->as_table();
+    if (table == nullptr) return InvalidArgumentError(fmt::format("{} must be a table", field));
+    HURRAY_ASSIGN_OR_RETURN(AccessPolicy::RuleSpec rule, NamespaceRuleOf(*table, field));
+    rules.push_back(std::move(rule));
+  }
+  config.namespace_rules = std::move(rules);
+  return {};
+}
+
 // Applies the settings of `table`, the whole document when `table_name` is empty.
 Status ApplyTable(Config& config, const toml::table& table, std::string_view table_name) {
   for (const auto& [key_node, node] : table) {
@@ -234,6 +294,10 @@ Status ApplyTable(Config& config, const toml::table& table, std::string_view tab
         table_name.empty() ? std::string(name) : fmt::format("{}.{}", table_name, name);
     if (table_name.empty() && name == "preload") {
       HURRAY_RETURN_IF_ERROR(ApplyPreload(config, node));
+      continue;
+    }
+    if (table_name.empty() && name == "namespace") {
+      HURRAY_RETURN_IF_ERROR(ApplyNamespaceRules(config, node));
       continue;
     }
     if (table_name.empty() && std::ranges::find(kTables, name) != std::end(kTables)) {
@@ -252,6 +316,12 @@ Status ApplyTable(Config& config, const toml::table& table, std::string_view tab
   return {};
 }
 
+toml::array TomlStrings(const std::vector<std::string>& strings) {
+  toml::array array;
+  for (const std::string& text : strings) array.push_back(text);
+  return array;
+}
+
 // ---- The command line ----
 
 // hurrayd's flags as given; an empty string is a flag not given.
@@ -262,6 +332,7 @@ struct Flags {
   std::string cpu_pool_capacity;
   std::string cpu_pool_huge_pages;
   bool print_config = false;
+  bool check_config = false;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -273,6 +344,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--cpu-pool-huge-pages", flags.cpu_pool_huge_pages,
                  "Huge pages for the CPU pool: off, transparent, explicit or auto");
   app.add_flag("--print-config", flags.print_config, "Print the effective configuration and exit");
+  app.add_flag("--check-config", flags.check_config,
+               "Check the configuration, explain its access policy and exit");
 }
 
 // `config` with the flags that were given applied over it.
@@ -360,6 +433,7 @@ Result<Config> ApplyToml(Config base, std::string_view toml_text, std::string_vi
                                             error.source().begin.column, error.description()));
   }
   HURRAY_RETURN_IF_ERROR(ApplyTable(base, document, ""));
+  HURRAY_RETURN_IF_ERROR(MakeAccessPolicy(base));  // Resolves user and group names now.
   return base;
 }
 
@@ -389,7 +463,19 @@ Result<Invocation> LoadConfig(int argc, const char* const* argv) {
   HURRAY_ASSIGN_OR_RETURN(config, MergeFlags(std::move(config), flags));
   Invocation invocation{.config = std::move(config), .output = std::nullopt};
   if (flags.print_config) invocation.output = ToToml(invocation.config);
+  if (flags.check_config) {
+    HURRAY_ASSIGN_OR_RETURN(const AccessPolicy policy, MakeAccessPolicy(invocation.config));
+    invocation.output = fmt::format("configuration OK\n{}", policy.Explain());
+  }
   return invocation;
+}
+
+Result<AccessPolicy> MakeAccessPolicy(const Config& config) {
+  return AccessPolicy::Make(config.namespace_rules,
+                            {{.pool = "cpu", .patterns = config.cpu_pool.namespaces},
+                             {.pool = "cuda", .patterns = config.cuda_pool.namespaces},
+                             {.pool = "sealed", .patterns = config.sealed_pool.namespaces}},
+                            ::geteuid());
 }
 
 std::string ToToml(const Config& config) {
@@ -399,12 +485,15 @@ std::string ToToml(const Config& config) {
                    {"segment_size", integer(config.cpu_pool.segment_bytes)},
                    {"page_size", integer(config.cpu_pool.page_size)},
                    {"shm_prefix", config.cpu_pool.shm_prefix},
-                   {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))}};
+                   {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))},
+                   {"namespaces", TomlStrings(config.cpu_pool.namespaces)}};
   toml::table cuda_pool{{"enabled", config.cuda_pool.enabled},
                         {"capacity", integer(config.cuda_pool.capacity_bytes)},
                         {"slab_size", integer(config.cuda_pool.slab_bytes)},
-                        {"idle_slab_release_ms", integer(config.cuda_pool.idle_slab_release_ms)}};
-  toml::table sealed_pool{{"capacity", integer(config.sealed_pool.capacity_bytes)}};
+                        {"idle_slab_release_ms", integer(config.cuda_pool.idle_slab_release_ms)},
+                        {"namespaces", TomlStrings(config.cuda_pool.namespaces)}};
+  toml::table sealed_pool{{"capacity", integer(config.sealed_pool.capacity_bytes)},
+                          {"namespaces", TomlStrings(config.sealed_pool.namespaces)}};
   toml::table document{{"socket", config.socket_path},
                        {"tcp_address", config.tcp_address},
                        {"log_level", config.log_level},
@@ -433,6 +522,16 @@ std::string ToToml(const Config& config) {
                                     {"required", entry.required}});
     }
     document.insert("preload", std::move(preload));
+  }
+  if (!config.namespace_rules.empty()) {
+    toml::array rules;
+    for (const AccessPolicy::RuleSpec& rule : config.namespace_rules) {
+      rules.push_back(toml::table{{"pattern", rule.pattern},
+                                  {"publish", TomlStrings(rule.publish)},
+                                  {"read", TomlStrings(rule.read)},
+                                  {"delete", TomlStrings(rule.remove)}});
+    }
+    document.insert("namespace", std::move(rules));
   }
   std::ostringstream out;
   out << document << "\n";

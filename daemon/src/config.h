@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "access/access_policy.h"
 #include "hurray/error.h"
 #include "logging.h"
 #include "pool/huge_pages.h"
@@ -39,6 +40,8 @@ struct Config {
     std::string shm_prefix = "hurray";
     // off, transparent, explicit or auto; Daemon::Start resolves auto (ChooseHugePages).
     HugePages huge_pages = HugePages::kOff;
+    // Patterns of the tensor names it may hold (access/namespace_pattern.h); empty: any.
+    std::vector<std::string> namespaces;
   } cpu_pool;
 
   // The CUDA pools: one per device the NVIDIA driver shows the daemon (cuda:0, cuda:1, ...),
@@ -55,6 +58,8 @@ struct Config {
     std::uint64_t slab_bytes = std::uint64_t{2} << 30;
     // How long a slab stays empty before it is returned to the device, in milliseconds.
     std::uint32_t idle_slab_release_ms = 60'000;
+    // Patterns of the tensor names every CUDA pool may hold; empty: any.
+    std::vector<std::string> namespaces;
   } cuda_pool;
 
   // The sealed pool ("sealed"; SealedPool): one memfd per tensor buffer, sealed against
@@ -62,6 +67,8 @@ struct Config {
   struct SealedPool {
     // Most bytes of its live buffers, each rounded up to 4096; 0: no sealed pool.
     std::uint64_t capacity_bytes = 0;
+    // Patterns of the tensor names it may hold (access/namespace_pattern.h); empty: any.
+    std::vector<std::string> namespaces;
   } sealed_pool;
 
   // Most bytes one session may hold in unpublished allocations; 0: no limit.
@@ -107,6 +114,10 @@ struct Config {
   // ParseMetricsAddress); empty: off. A host that is not loopback is allowed, with a warning:
   // the metrics name tensors and pools.
   std::string metrics_address;
+
+  // The [[namespace]] access rules, in the file's order (access/access_policy.h: the first
+  // whose pattern matches decides; none: the default first-publisher policy).
+  std::vector<AccessPolicy::RuleSpec> namespace_rules;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;
@@ -127,10 +138,15 @@ inline constexpr std::uint32_t kMaxIoThreads = 1024;
 struct Invocation {
   // Defaults, then the file of --config, then the flags.
   Config config;
-  // Set for --help (the usage) and --print-config (ToToml of `config`): print it and exit
-  // instead of serving.
+  // Set for --help (the usage), --print-config (ToToml of `config`) and --check-config (the
+  // access policy in words): print it and exit instead of serving.
   std::optional<std::string> output;
 };
+
+// The access policy `config` describes, for a daemon running as the effective uid: its
+// rules and the pools' namespaces, user and group names resolved now. INVALID_ARGUMENT
+// naming the key ("namespace[0].read[1]: ...").
+[[nodiscard]] Result<AccessPolicy> MakeAccessPolicy(const Config& config);
 
 // Parses hurrayd's command line (argv[0] is the program) and builds the configuration it
 // names. INVALID_ARGUMENT naming the flag for an unknown flag, a missing value or a bad

@@ -180,13 +180,15 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
 Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(PrepareSocketPaths());
   HURRAY_RETURN_IF_ERROR(CreatePools());
+  HURRAY_ASSIGN_OR_RETURN(AccessPolicy access, MakeAccessPolicy(config_));
   registry_ = std::make_unique<Registry>(
       *pools_, io_,
       Registry::Options{.daemon_epoch = epoch_,
                         .session_quota_bytes = config_.session_quota_bytes,
                         .max_wait_ms = config_.max_wait_ms,
                         .max_batch_names = config_.max_batch_names,
-                        .fence_shm_prefix = config_.cpu_pool.shm_prefix});
+                        .fence_shm_prefix = config_.cpu_pool.shm_prefix,
+                        .access = std::make_shared<const AccessPolicy>(std::move(access))});
   service_ = std::make_unique<ExchangeService>(
       *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length,
                                            .request_metrics = request_metrics_.get()});

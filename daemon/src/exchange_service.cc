@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace hurray::daemon {
 namespace {
@@ -16,6 +17,16 @@ Result<std::uint64_t> SessionOf(const grpc::CallbackServerContext* context,
   auto found = metadata.find(kSessionMetadataKey);
   if (found == metadata.end()) return registry.Authenticate("");
   return registry.Authenticate(std::string_view(found->second.data(), found->second.size()));
+}
+
+// Whom an inspection call shows the registry to: the credentials of the session its
+// metadata names, or nullopt (an anonymous caller) without a session token or with one
+// that names no session.
+std::optional<PeerCredentials> ViewerOf(const grpc::CallbackServerContext* context,
+                                        const Registry& registry) {
+  Result<std::uint64_t> session = SessionOf(context, registry);
+  if (!session) return std::nullopt;
+  return registry.SessionPeer(*session);
 }
 
 // Finishes a unary call with a Result, moving its value into *response, and records it.
@@ -154,15 +165,17 @@ grpc::ServerUnaryReactor* StartWaiting(Registry& registry, const RequestTimer& t
 class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
  public:
   // `max_queued` events may wait for the reader; one more drops the watcher as too slow.
-  WatchStream(Registry& registry, std::string prefix, std::size_t max_queued)
+  WatchStream(Registry& registry, std::string prefix, std::size_t max_queued,
+              const std::optional<PeerCredentials>& viewer)
       : registry_(registry), max_queued_(max_queued) {
     v1::WatchEvent hello;
     hello.set_kind(v1::WatchEvent::KIND_WATCHING);
     hello.set_name(prefix);
     hello.set_daemon_epoch(registry.daemon_epoch());
     Push(std::move(hello));
-    watch_id_ =
-        registry_.Watch(std::move(prefix), [this](const v1::WatchEvent& event) { Push(event); });
+    watch_id_ = registry_.Watch(
+        std::move(prefix), [this](const v1::WatchEvent& event) { Push(event); },
+        viewer ? &*viewer : nullptr);
   }
 
   void OnWriteDone(bool ok) override {
@@ -321,27 +334,32 @@ grpc::ServerUnaryReactor* ExchangeService::Delete(grpc::CallbackServerContext* c
   if (!session)
     return FinishWith<v1::DeleteResponse>(context, timer, std::unexpected(session.error()),
                                           response);
-  return FinishWith(context, timer, registry_.Delete(*request), response);
+  return FinishWith(context, timer, registry_.Delete(*session, *request), response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::List(grpc::CallbackServerContext* context,
                                                 const v1::ListRequest* request,
                                                 v1::ListResponse* response) {
   const RequestTimer timer = Timer(RequestMethod::kList);
-  return FinishWith(context, timer, registry_.List(*request), response);
+  const std::optional<PeerCredentials> viewer = ViewerOf(context, registry_);
+  return FinishWith(context, timer, registry_.List(*request, viewer ? &*viewer : nullptr),
+                    response);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Describe(grpc::CallbackServerContext* context,
                                                     const v1::DescribeRequest* request,
                                                     v1::DescribeResponse* response) {
   const RequestTimer timer = Timer(RequestMethod::kDescribe);
-  return FinishWith(context, timer, registry_.Describe(*request), response);
+  const std::optional<PeerCredentials> viewer = ViewerOf(context, registry_);
+  return FinishWith(context, timer, registry_.Describe(*request, viewer ? &*viewer : nullptr),
+                    response);
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* ExchangeService::Watch(
-    grpc::CallbackServerContext* /*context*/, const v1::WatchRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
   const RequestTimer timer = Timer(RequestMethod::kWatch);
-  auto* stream = new WatchStream(registry_, request->prefix(), options_.watch_queue_length);
+  auto* stream = new WatchStream(registry_, request->prefix(), options_.watch_queue_length,
+                                 ViewerOf(context, registry_));
   timer.Finish(StatusCode::kOk);  // A stream is counted as it starts.
   return stream;
 }

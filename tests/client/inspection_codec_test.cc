@@ -62,6 +62,7 @@ v1::TensorSummary SummaryReply(const std::string& name, std::uint64_t version) {
   summary.set_byte_size(24);
   summary.set_lease_count(5);
   summary.set_published_at_ns(kPublishedNanoseconds + static_cast<std::int64_t>(version));
+  summary.set_owner_uid(1001);
   return summary;
 }
 
@@ -84,7 +85,8 @@ TEST(InspectionCodecTest, ListPageCarriesEveryField) {
         .shape = {3, 4},
         .byte_size = 24,
         .lease_count = 5,
-        .published_at = Time(kPublishedNanoseconds + static_cast<std::int64_t>(version))};
+        .published_at = Time(kPublishedNanoseconds + static_cast<std::int64_t>(version)),
+        .owner_uid = 1001};
   };
   EXPECT_EQ(*page, (TensorListPage{.tensors = {summary("model/a", 7), summary("model/b", 1)},
                                    .next_page_token = "model/b",
@@ -144,6 +146,8 @@ v1::DescribeResponse DescribeReply(const TensorDescriptor& descriptor) {
     info.set_published_at_ns(kPublishedNanoseconds - static_cast<std::int64_t>(version));
   }
   reply.set_daemon_epoch(42);
+  reply.mutable_owner()->set_uid(1001);
+  reply.mutable_owner()->set_user("alice");
   return reply;
 }
 
@@ -178,7 +182,9 @@ TEST(InspectionCodecTest, DetailsCarryEveryField) {
                 .pool = "gpu0",
                 .published_at = Time(kPublishedNanoseconds),
                 .versions = {version(2), version(3)},
-                .daemon_epoch = 42}));
+                .daemon_epoch = 42,
+                .owner_uid = 1001,
+                .owner_user = "alice"}));
 }
 
 TEST(InspectionCodecTest, DetailsRefuseAnInvalidDescriptorOrSyncMode) {
@@ -219,6 +225,7 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
     pool.set_fences_in_use(3);
     pool.set_fences_retired(2);
     pool.set_reserved_bytes(1 << 29);
+    pool.add_namespaces("team-a/**");
   }
   reply.set_session_count(4);
   reply.set_lease_count(5);
@@ -255,7 +262,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                      .read_only_slab_mappings = 10,
                      .fences_in_use = 3,
                      .fences_retired = 2,
-                     .reserved_bytes = 1 << 29};
+                     .reserved_bytes = 1 << 29,
+                     .namespaces = {"team-a/**"}};
   };
   EXPECT_EQ(
       DaemonStatsFromProto(reply),

@@ -437,5 +437,49 @@ TEST_F(LoadConfigTest, PrintConfigAndHelpAreOutputs) {
   EXPECT_NE(help->output->find("--cpu-pool-capacity"), std::string::npos) << *help->output;
 }
 
+TEST_F(LoadConfigTest, CheckConfigExplainsTheNamespaceRules) {
+  WriteFile(R"(
+      [cpu_pool]
+      namespaces = ["team-a/**"]
+      [[namespace]]
+      pattern = "team-a/**"
+      publish = ["user:root", "uid:1001"]
+      read = ["any"]
+      [[namespace]]
+      pattern = "shared/*"
+      delete = ["group:root"]
+  )");
+  auto invocation = Load({"--config", path_, "--check-config"});
+  ASSERT_OK(invocation);
+  ASSERT_EQ(invocation->config.namespace_rules.size(), 2u);
+  EXPECT_EQ(invocation->config.namespace_rules[1].remove, std::vector<std::string>{"group:root"});
+  ASSERT_TRUE(invocation->output.has_value());
+  const std::string& text = *invocation->output;
+  EXPECT_NE(text.find("2 [[namespace]] rules"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("rule 1: names matching \"team-a/**\"\n  publish: user:root (uid 0); uid:1001"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rule 2: names matching \"shared/*\"\n  publish: nobody"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pool cpu holds only names matching [team-a/**]"), std::string::npos) << text;
+  // The rules survive --print-config.
+  auto again = ApplyToml(Config{}, ToToml(invocation->config), "printed");
+  ASSERT_OK(again);
+  EXPECT_EQ(ToToml(*again), ToToml(invocation->config));
+}
+
+TEST_F(LoadConfigTest, NamespaceRuleMistakesNameTheKey) {
+  WriteFile("[[namespace]]\npattern = \"a/**\"\nread = [\"user:no-such-user-here\"]\n");
+  EXPECT_ERROR(Load({"--config", path_}), StatusCode::kInvalidArgument,
+               {"namespace[0].read[0]", "does not exist"});
+  WriteFile("[[namespace]]\nread = [\"any\"]\n");
+  EXPECT_ERROR(Load({"--config", path_}), StatusCode::kInvalidArgument,
+               {"namespace[0].pattern is missing"});
+  WriteFile("[[namespace]]\npattern = \"a/**\"\nwrite = [\"any\"]\n");
+  EXPECT_ERROR(Load({"--config", path_}), StatusCode::kInvalidArgument,
+               {"unknown setting namespace[0].write"});
+}
+
 }  // namespace
 }  // namespace hurray::daemon

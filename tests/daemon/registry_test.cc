@@ -249,7 +249,7 @@ TEST_F(RegistryTest, RepliesCarryExactlyThePublishedTensorInfo) {
 
   v1::DescribeRequest describe;
   describe.set_name("quant/w");
-  auto described = registry_->Describe(describe);
+  auto described = registry_->Describe(describe, nullptr);
   ASSERT_OK(described);
   EXPECT_EQ(described->tensor().SerializeAsString(), expected.SerializeAsString());
   ASSERT_EQ(described->versions_size(), 1);
@@ -270,7 +270,7 @@ TEST_F(RegistryTest, RepliesCarryExactlyThePublishedTensorInfo) {
 
   v1::ListRequest list;
   list.set_prefix("quant/");
-  auto listed = registry_->List(list);
+  auto listed = registry_->List(list, nullptr);
   ASSERT_OK(listed);
   ASSERT_EQ(listed->tensors_size(), 1);
   EXPECT_EQ(listed->tensors(0).name(), "quant/w");
@@ -327,11 +327,13 @@ TEST_F(RegistryTest, RepublishKeepsOldVersionAliveUntilItsLeaseEnds) {
   EXPECT_EQ(second.version(), 2u);
   EXPECT_EQ(UsedBytes(), 2 * used_one);  // v1 is leased: not reclaimed.
   EXPECT_EQ(Acquire(consumer_, "model/w")->tensor().version(), 2u);
-  auto describe = registry_->Describe([] {
-    v1::DescribeRequest request;
-    request.set_name("model/w");
-    return request;
-  }());
+  auto describe = registry_->Describe(
+      [] {
+        v1::DescribeRequest request;
+        request.set_name("model/w");
+        return request;
+      }(),
+      nullptr);
   ASSERT_OK(describe);
   ASSERT_EQ(describe->versions_size(), 2);
   EXPECT_TRUE(describe->versions(0).superseded());
@@ -408,7 +410,7 @@ TEST_F(RegistryTest, ClosingASessionReturnsEverything) {
   ASSERT_OK(Acquire(OpenSession(), "model/w"));
   v1::DeleteRequest remove;
   remove.set_name("model/w");
-  ASSERT_OK(registry_->Delete(remove));
+  ASSERT_OK(registry_->Delete(consumer_, remove));
   EXPECT_GT(UsedBytes(), 0u);  // Still leased by the consumers.
   registry_->CloseSession(consumer_);
   EXPECT_GT(UsedBytes(), 0u);  // The third session's lease remains.
@@ -455,7 +457,7 @@ TEST_F(RegistryTest, DeleteHidesAndReclaimsAfterLastLease) {
   ASSERT_OK(lease);
   v1::DeleteRequest remove;
   remove.set_name("model/w");
-  auto deleted = registry_->Delete(remove);
+  auto deleted = registry_->Delete(consumer_, remove);
   ASSERT_OK(deleted);
   EXPECT_EQ(deleted->versions_deleted(), 1u);
   EXPECT_ERROR(Acquire(consumer_, "model/w"), StatusCode::kNotFound);
@@ -463,7 +465,7 @@ TEST_F(RegistryTest, DeleteHidesAndReclaimsAfterLastLease) {
   EXPECT_GT(UsedBytes(), 0u);
   ASSERT_OK(Release(consumer_, lease->lease_id()));
   EXPECT_EQ(UsedBytes(), 0u);
-  EXPECT_ERROR(registry_->Delete(remove), StatusCode::kNotFound, {"has no versions"});
+  EXPECT_ERROR(registry_->Delete(consumer_, remove), StatusCode::kNotFound, {"has no versions"});
 }
 
 TEST_F(RegistryTest, ListPagesThroughNamesInOrder) {
@@ -474,7 +476,7 @@ TEST_F(RegistryTest, ListPagesThroughNamesInOrder) {
   request.set_page_size(10);
   std::vector<std::string> names;
   for (int page = 0; page < 10; ++page) {
-    auto listed = registry_->List(request);
+    auto listed = registry_->List(request, nullptr);
     ASSERT_OK(listed);
     for (const auto& summary : listed->tensors()) names.push_back(summary.name());
     if (listed->next_page_token().empty()) break;
@@ -567,7 +569,8 @@ TEST_F(RegistryTest, PublishBatchRefusesTheWholeBatchAndChangesNothing) {
     mine.push_back(allocation->allocation_id());
   }
   std::atomic<int> events{0};
-  const std::uint64_t watch = registry_->Watch("", [&](const v1::WatchEvent&) { ++events; });
+  const std::uint64_t watch =
+      registry_->Watch("", [&](const v1::WatchEvent&) { ++events; }, nullptr);
   const v1::StatsResponse before = registry_->Stats();
   const std::uint64_t used = UsedBytes();
 
@@ -648,10 +651,13 @@ TEST_F(RegistryTest, PublishBatchTellsWatchersOncePerItemInOrderAfterTheWholeSet
   }
   std::mutex mutex;
   std::vector<std::string> seen;
-  const std::uint64_t watch = registry_->Watch("w/", [&](const v1::WatchEvent& event) {
-    std::lock_guard lock(mutex);
-    seen.push_back(event.name() + "@" + std::to_string(event.version()));
-  });
+  const std::uint64_t watch = registry_->Watch(
+      "w/",
+      [&](const v1::WatchEvent& event) {
+        std::lock_guard lock(mutex);
+        seen.push_back(event.name() + "@" + std::to_string(event.version()));
+      },
+      nullptr);
   ASSERT_OK(registry_->PublishBatch(producer_, BatchOf(items)));
   registry_->Unwatch(watch);
   std::lock_guard lock(mutex);
@@ -681,17 +687,20 @@ TEST_F(RegistryTest, PublishBatchCompletesABatchAcquireWaitingForTheWholeSet) {
 TEST_F(RegistryTest, WatchSeesPublishesAndDeletesInOrder) {
   std::vector<std::string> seen;
   std::mutex mutex;
-  const std::uint64_t watch = registry_->Watch("w/", [&](const v1::WatchEvent& event) {
-    std::lock_guard lock(mutex);
-    seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
-                   std::to_string(event.version()));
-  });
+  const std::uint64_t watch = registry_->Watch(
+      "w/",
+      [&](const v1::WatchEvent& event) {
+        std::lock_guard lock(mutex);
+        seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
+                       std::to_string(event.version()));
+      },
+      nullptr);
   Put("w/a");
   Put("x/ignored");
   Put("w/a");
   v1::DeleteRequest remove;
   remove.set_name("w/a");
-  ASSERT_OK(registry_->Delete(remove));
+  ASSERT_OK(registry_->Delete(consumer_, remove));
   registry_->Unwatch(watch);
   Put("w/b");
   std::lock_guard lock(mutex);
@@ -880,7 +889,7 @@ TEST_F(RegistryFenceTest, AcquireSaysReadyOnceTheProducerWroteTheFence) {
   // Describe shows the fence (readiness is for acquires).
   v1::DescribeRequest describe;
   describe.set_name("gpu/w");
-  auto described = registry_->Describe(describe);
+  auto described = registry_->Describe(describe, nullptr);
   ASSERT_OK(described);
   EXPECT_TRUE(MessageDifferencer::Equals(described->tensor().handoff().fence(), fence));
 }
@@ -923,10 +932,13 @@ TEST_F(RegistryFenceTest, PublishingEventNeedsTheAllocationsFence) {
 
 TEST_F(RegistryFenceTest, ProducerEndingBeforeItsFenceDeletesTheVersion) {
   std::vector<std::string> seen;
-  const std::uint64_t watch = registry_->Watch("gpu/", [&](const v1::WatchEvent& event) {
-    seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
-                   std::to_string(event.version()));
-  });
+  const std::uint64_t watch = registry_->Watch(
+      "gpu/",
+      [&](const v1::WatchEvent& event) {
+        seen.push_back(std::to_string(event.kind()) + ":" + event.name() + "@" +
+                       std::to_string(event.version()));
+      },
+      nullptr);
   const v1::AllocateResponse allocation = PutEvent("gpu/lost");
   const v1::Fence& fence = allocation.fence();
   auto lease = Acquire(consumer_, "gpu/lost");
@@ -1089,6 +1101,119 @@ TEST(TensorNameTest, Rules) {
   EXPECT_ERROR(ValidateTensorName(std::string(200, 'a') + "/" + std::string(128, 'b') + "/" +
                                   std::string(128, 'c') + "/" + std::string(60, 'd')),
                StatusCode::kInvalidArgument, {"above the limit 512"});
+}
+
+// Registry with sessions of two ordinary uids, under the default policy or the rules a
+// test gives.
+class RegistryAccessTest : public RegistryTest {
+ protected:
+  std::uint64_t OpenSessionAs(std::uint32_t uid) {
+    auto grant = registry_->OpenSession(PeerCredentials{.pid = 1, .uid = uid, .gid = uid}, "t");
+    EXPECT_OK(grant);
+    return grant->session_id;
+  }
+  Result<v1::PublishResponse> PutAs(std::uint64_t session, const std::string& name) {
+    auto allocation = Allocate(session, DenseFloat32({16}));
+    if (!allocation) return std::unexpected(allocation.error());
+    return Publish(session, allocation->allocation_id(), name);
+  }
+  void UsePolicy(AccessPolicy policy) {
+    registry_ = std::make_unique<Registry>(
+        pools_, io_,
+        Registry::Options{.access = std::make_shared<const AccessPolicy>(std::move(policy))});
+  }
+};
+
+TEST_F(RegistryAccessTest, DefaultPolicyKeepsANamespaceItsFirstPublishersWhileAVersionLives) {
+  const std::uint64_t alice = OpenSessionAs(1001);
+  const std::uint64_t bob = OpenSessionAs(1002);
+  ASSERT_OK(PutAs(alice, "team/w"));
+  EXPECT_ERROR(PutAs(bob, "team/w"), StatusCode::kPermissionDenied, {"owned by uid 1001"});
+  v1::DeleteRequest remove;
+  remove.set_name("team/w");
+  EXPECT_ERROR(registry_->Delete(bob, remove), StatusCode::kPermissionDenied,
+               {"namespace \"team\": delete denied to uid 1002 by the default policy"});
+  ASSERT_OK(Acquire(bob, "team/w"));
+  v1::DescribeRequest describe;
+  describe.set_name("team/w");
+  ASSERT_OK_AND_ASSIGN(const v1::DescribeResponse described,
+                       registry_->Describe(describe, nullptr));
+  EXPECT_EQ(described.owner().uid(), 1001u);
+  v1::ListResponse listed = *registry_->List(v1::ListRequest(), nullptr);
+  ASSERT_EQ(listed.tensors_size(), 1);
+  EXPECT_EQ(listed.tensors(0).owner_uid(), 1001u);
+  // Superseded versions keep the namespace's owner, even when the daemon's uid publishes.
+  ASSERT_OK(PutAs(producer_, "team/w2"));
+  ASSERT_OK_AND_ASSIGN(const v1::DescribeResponse again, [&] {
+    v1::DescribeRequest request;
+    request.set_name("team/w2");
+    return registry_->Describe(request, nullptr);
+  }());
+  EXPECT_EQ(again.owner().uid(), 1001u);
+  ASSERT_OK(registry_->Delete(alice, remove));
+  remove.set_name("team/w2");
+  ASSERT_OK(registry_->Delete(alice, remove));
+  // The leased version still lives: the namespace is still alice's.
+  EXPECT_ERROR(PutAs(bob, "team/x"), StatusCode::kPermissionDenied, {"owned by uid 1001"});
+  registry_->CloseSession(bob);  // Its lease ends; nothing lives in team/ any more.
+  EXPECT_OK(PutAs(OpenSessionAs(1002), "team/x"));
+}
+
+TEST_F(RegistryAccessTest, AnonymousInspectionSeesOnlyNamesAnyMayRead) {
+  ASSERT_OK_AND_ASSIGN(
+      AccessPolicy policy,
+      AccessPolicy::Make(
+          {{.pattern = "open/**", .publish = {"uid:1001"}, .read = {"any"}, .remove = {}},
+           {.pattern = "closed/**", .publish = {"uid:1001"}, .read = {"uid:1001"}, .remove = {}}},
+          {}, ::geteuid()));
+  UsePolicy(std::move(policy));
+  const std::uint64_t alice = OpenSessionAs(1001);
+  const std::uint64_t bob = OpenSessionAs(1002);
+  ASSERT_OK(PutAs(alice, "open/a"));
+  ASSERT_OK(PutAs(alice, "closed/b"));
+  std::vector<std::string> events;
+  const std::uint64_t watch = registry_->Watch(
+      "", [&](const v1::WatchEvent& event) { events.push_back(event.name()); }, nullptr);
+  ASSERT_OK(PutAs(alice, "closed/c"));
+  ASSERT_OK(PutAs(alice, "open/d"));
+  registry_->Unwatch(watch);
+  EXPECT_EQ(events, std::vector<std::string>{"open/d"});
+  const v1::ListResponse anonymous = *registry_->List(v1::ListRequest(), nullptr);
+  ASSERT_EQ(anonymous.tensors_size(), 2);
+  EXPECT_EQ(anonymous.tensors(0).name(), "open/a");
+  EXPECT_EQ(anonymous.tensors(1).name(), "open/d");
+  const PeerCredentials alice_peer{.pid = 1, .uid = 1001, .gid = 1001};
+  EXPECT_EQ(registry_->List(v1::ListRequest(), &alice_peer)->tensors_size(), 4);
+  v1::DescribeRequest describe;
+  describe.set_name("closed/b");
+  EXPECT_ERROR(registry_->Describe(describe, nullptr), StatusCode::kPermissionDenied,
+               {"read denied to anonymous callers by rule 2"});
+  EXPECT_OK(registry_->Describe(describe, &alice_peer));
+  EXPECT_ERROR(Acquire(bob, "closed/b"), StatusCode::kPermissionDenied,
+               {"read denied to uid 1002 by rule 2"});
+  // A prefix takes only what the session may read.
+  v1::BatchAcquireRequest batch;
+  batch.set_prefix("c");
+  std::optional<Result<v1::BatchAcquireResponse>> got;
+  registry_->BatchAcquire(bob, batch,
+                          [&](Result<v1::BatchAcquireResponse> r) { got = std::move(r); });
+  ASSERT_TRUE(got.has_value());
+  ASSERT_OK(*got);
+  EXPECT_EQ((*got)->tensors_size(), 0);
+}
+
+TEST_F(RegistryAccessTest, PoolNamespacesLimitPublishAndShowInStats) {
+  ASSERT_OK_AND_ASSIGN(AccessPolicy policy,
+                       AccessPolicy::Make({}, {{.pool = "cpu", .patterns = {"ok/**"}}}, 0));
+  UsePolicy(std::move(policy));
+  const std::uint64_t alice = OpenSessionAs(1001);
+  EXPECT_OK(PutAs(alice, "ok/w"));
+  EXPECT_ERROR(PutAs(alice, "no/w"), StatusCode::kPermissionDenied,
+               {"pool cpu holds only namespaces [ok/**]"});
+  const v1::StatsResponse stats = registry_->Stats();
+  ASSERT_EQ(stats.pools_size(), 1);
+  ASSERT_EQ(stats.pools(0).namespaces_size(), 1);
+  EXPECT_EQ(stats.pools(0).namespaces(0), "ok/**");
 }
 
 }  // namespace

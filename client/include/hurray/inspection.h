@@ -36,6 +36,8 @@ struct TensorSummary {
   // Leases held on all versions of the name.
   std::uint64_t lease_count = 0;
   DaemonTime published_at{};
+  // The uid owning the name's namespace (its first publisher, under the default policy).
+  std::uint32_t owner_uid = 0;
 
   friend bool operator==(const TensorSummary&, const TensorSummary&) = default;
 };
@@ -114,6 +116,9 @@ struct TensorDetails {
   // Every live version of the name, oldest first.
   std::vector<VersionSummary> versions;
   std::uint64_t daemon_epoch = 0;
+  // The uid owning the name's namespace, and its user name on the daemon's host ("" if none).
+  std::uint32_t owner_uid = 0;
+  std::string owner_user;
 
   friend bool operator==(const TensorDetails&, const TensorDetails&) = default;
 };
@@ -161,6 +166,8 @@ struct PoolStats {
   // Bytes of the pool's memory reserved so far: the CPU pool reserves in the background
   // after the daemon starts, and this reaches capacity_bytes once done (cuda: the slabs).
   std::uint64_t reserved_bytes = 0;
+  // Patterns of the tensor names the pool may hold; empty: any.
+  std::vector<std::string> namespaces;
 
   friend bool operator==(const PoolStats&, const PoolStats&) = default;
 };

@@ -323,11 +323,14 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
   std::string text = fmt::format(
       "name:       {}\n"
       "version:    {}\n"
+      "owner:      {} (uid {})\n"
       "pool:       {}\n"
       "published:  {} ({})\n"
       "{}"
       "descriptor:\n",
-      tensor.name(), tensor.version(), tensor.pool(), FormatTimestamp(tensor.published_at_ns()),
+      tensor.name(), tensor.version(),
+      OwnerLabel(response->owner().uid(), response->owner().user()), response->owner().uid(),
+      tensor.pool(), FormatTimestamp(tensor.published_at_ns()),
       FormatAge(tensor.published_at_ns(), now),
       RenderDeviceAndHandoff(tensor, descriptor->device_tag()));
   const std::string rendered = descriptor->ToString();

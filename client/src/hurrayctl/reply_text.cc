@@ -1,6 +1,9 @@
 #include "hurrayctl/reply_text.h"
 
 #include <fmt/format.h>
+#include <pwd.h>
+
+#include <vector>
 
 #include "hurray/element_type.h"
 #include "hurrayctl/hurrayctl_format.h"
@@ -25,13 +28,25 @@ std::string ElementTypeLabel(int value) {
   return fmt::format("type {}", value);
 }
 
+std::string OwnerLabel(std::uint32_t uid, std::string_view user) {
+  if (!user.empty()) return std::string(user);
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) {
+    return entry.pw_name;
+  }
+  return fmt::to_string(uid);
+}
+
 std::vector<std::string> TensorColumns() {
-  return {"NAME", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"};
+  return {"NAME", "OWNER", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"};
 }
 
 std::vector<std::string> TensorRow(const v1::TensorSummary& summary, std::int64_t now_nanos) {
   const std::vector<std::uint64_t> shape(summary.shape().begin(), summary.shape().end());
   return {summary.name(),
+          OwnerLabel(summary.owner_uid(), ""),
           fmt::to_string(summary.latest_version()),
           ElementTypeLabel(summary.element_type()),
           FormatShape(shape),

@@ -17,6 +17,10 @@ namespace hurray::ctl {
 // The lower-case name of a hurray.v1.ElementType value ("float32"), or "type N".
 [[nodiscard]] std::string ElementTypeLabel(int value);
 
+// Who owns a namespace, as ls -l shows a file's owner: `user` when not empty, else the
+// uid's name on this host, else the uid.
+[[nodiscard]] std::string OwnerLabel(std::uint32_t uid, std::string_view user);
+
 // The columns of `ls` and `top`'s tensors: NAME VERSION TYPE SHAPE SIZE LEASES PUBLISHED.
 [[nodiscard]] std::vector<std::string> TensorColumns();
 

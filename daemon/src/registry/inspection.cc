@@ -17,11 +17,13 @@ void FillSummary(const std::string& name, const NameEntry& entry, const TensorVe
   summary.set_byte_size(latest.byte_size);
   summary.set_lease_count(entry.LeaseCount());
   summary.set_published_at_ns(latest.published_at_ns);
+  summary.set_owner_uid(latest.namespace_owner_uid);
 }
 
 }  // namespace
 
 void FillListPage(const VersionStore& versions, const v1::ListRequest& request,
+                  const std::function<bool(std::string_view)>& visible,
                   v1::ListResponse& response) {
   const std::uint32_t page_size = std::min(
       request.page_size() == 0 ? kDefaultListPageSize : request.page_size(), kMaxListPageSize);
@@ -30,7 +32,7 @@ void FillListPage(const VersionStore& versions, const v1::ListRequest& request,
                                          : names.upper_bound(request.page_token());
   for (; it != names.end() && HasPrefix(it->first, request.prefix()); ++it) {
     const TensorVersion* latest = it->second.Latest();
-    if (latest == nullptr) continue;
+    if (latest == nullptr || !visible(it->first)) continue;
     if (static_cast<std::uint32_t>(response.tensors_size()) == page_size) {
       response.set_next_page_token(response.tensors(response.tensors_size() - 1).name());
       break;

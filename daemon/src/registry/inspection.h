@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <string_view>
 
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool_set.h"
@@ -21,9 +23,9 @@ inline constexpr std::uint32_t kMaxListPageSize = 1000;
 
 // The tensors of the page `request` asks for (names with its prefix whose latest version
 // may be acquired, in name order, after its page token), and the next page's token when
-// more follow. Leaves daemon_epoch to the caller.
+// more follow; only names `visible` accepts. Leaves daemon_epoch to the caller.
 void FillListPage(const VersionStore& versions, const v1::ListRequest& request,
-                  v1::ListResponse& response);
+                  const std::function<bool(std::string_view)>& visible, v1::ListResponse& response);
 
 // Describe's version list: every live version of `entry`, oldest first.
 void FillVersionInfos(const NameEntry& entry, v1::DescribeResponse& response);

@@ -1,7 +1,9 @@
 #include "registry/registry.h"
 
 #include <fmt/format.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +22,7 @@
 #include "hurray/ipc/session_protocol.h"
 #include "random_hex.h"
 #include "registry/inspection.h"
+#include "registry/namespace_owner.h"
 #include "registry/tensor_name.h"
 
 namespace hurray::daemon {
@@ -229,6 +232,17 @@ std::optional<ItemError> FirstMalformedItem(const v1::PublishBatchRequest& reque
   return std::nullopt;
 }
 
+// The user name of `uid` on this host; empty when it has none.
+std::string UserName(std::uint32_t uid) {
+  passwd entry{};
+  passwd* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) {
+    return "";
+  }
+  return entry.pw_name;
+}
+
 // True when an acquire that failed with `result` should wait for a publish.
 template <typename T>
 bool ShouldWait(const Result<T>& result, std::uint32_t wait_timeout_ms) {
@@ -240,6 +254,8 @@ bool ShouldWait(const Result<T>& result, std::uint32_t wait_timeout_ms) {
 Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options options)
     : pools_(pools),
       options_(std::move(options)),
+      access_(options_.access != nullptr ? options_.access
+                                         : std::make_shared<const AccessPolicy>(::geteuid())),
       started_(std::chrono::steady_clock::now()),
       fence_tables_(MakeFenceTables(pools, options_.fence_shm_prefix)),
       wait_timer_(io) {}
@@ -430,6 +446,13 @@ Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {
   return UnauthenticatedError("unknown session token");
 }
 
+std::optional<PeerCredentials> Registry::SessionPeer(std::uint64_t session_id) const {
+  std::lock_guard lock(mutex_);
+  const Session* session = sessions_.Find(session_id);
+  if (session == nullptr) return std::nullopt;
+  return session->peer;
+}
+
 // ---- Allocate / publish ----
 
 Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
@@ -539,6 +562,10 @@ Result<Allocation*> Registry::PendingForPublishLocked(std::uint64_t session_id,
                                                       const v1::PublishRequest& request) {
   Allocation* pending = allocations_.FindOfSession(request.allocation_id(), session_id);
   if (pending == nullptr) return std::unexpected(NotPendingAllocation(request.allocation_id()));
+  HURRAY_RETURN_IF_ERROR(access_->Check(AccessVerb::kPublish, request.name(),
+                                        &sessions_.Find(session_id)->peer,
+                                        NamespaceOwner(versions_, request.name())));
+  HURRAY_RETURN_IF_ERROR(access_->CheckPool(pending->pool->name(), request.name()));
   HURRAY_RETURN_IF_ERROR(ValidateHandoff(request.handoff(), pending->descriptor));
   if (IsEventHandoff(request.handoff()) && !pending->fence) {
     return FailedPreconditionError(fmt::format(
@@ -557,7 +584,8 @@ std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishR
   session.pending_bytes -= pending.byte_size;
   std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), pending, request.handoff());
   version->publisher_uid = session.peer.uid;
-  version->namespace_owner_uid = session.peer.uid;
+  version->namespace_owner_uid =
+      NamespaceOwner(versions_, request.name()).value_or(session.peer.uid);
   allocations_.Remove(request.allocation_id());
   if (IsEventHandoff(request.handoff())) NoteUnsignalled(session, version);
   const std::uint64_t number = version->number;
@@ -638,6 +666,8 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
                                                 std::uint64_t version_number) {
   Session* session = sessions_.Find(session_id);
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
+  // Before the lookup: a refusal says nothing of whether the name is published.
+  HURRAY_RETURN_IF_ERROR(access_->Check(AccessVerb::kRead, name, &session->peer, std::nullopt));
   std::shared_ptr<TensorVersion> version = versions_.Find(name, version_number);
   if (version == nullptr) {
     if (version_number != 0) {
@@ -726,11 +756,15 @@ Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(
   // First find every version, then take the leases: all or none.
   std::vector<std::string> wanted(request.names().begin(), request.names().end());
   std::set<std::string, std::less<>> listed(wanted.begin(), wanted.end());
+  const Session* session = sessions_.Find(session_id);
+  if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   if (!request.prefix().empty()) {
     const VersionStore::Names& names = versions_.names();
     for (auto it = names.lower_bound(request.prefix());
          it != names.end() && HasPrefix(it->first, request.prefix()); ++it) {
-      if (it->second.Latest() != nullptr && listed.insert(it->first).second) {
+      // A prefix takes only the names the session may read; listed names are checked below.
+      if (it->second.Latest() != nullptr && access_->MayRead(it->first, &session->peer) &&
+          listed.insert(it->first).second) {
         wanted.push_back(it->first);
       }
     }
@@ -875,9 +909,14 @@ Result<v1::ReleaseResponse> Registry::Release(std::uint64_t session_id,
   return response;
 }
 
-Result<v1::DeleteResponse> Registry::Delete(const v1::DeleteRequest& request) {
+Result<v1::DeleteResponse> Registry::Delete(std::uint64_t session_id,
+                                            const v1::DeleteRequest& request) {
   HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
   std::unique_lock lock(mutex_);
+  const Session* session = sessions_.Find(session_id);
+  if (session == nullptr) return std::unexpected(SessionEnded(session_id));
+  HURRAY_RETURN_IF_ERROR(access_->Check(AccessVerb::kDelete, request.name(), &session->peer,
+                                        NamespaceOwner(versions_, request.name())));
   const std::vector<TensorVersion*> deleted =
       versions_.MarkDeleted(request.name(), request.version());
   if (deleted.empty()) {
@@ -902,18 +941,24 @@ Result<v1::DeleteResponse> Registry::Delete(const v1::DeleteRequest& request) {
 
 // ---- Inspection ----
 
-Result<v1::ListResponse> Registry::List(const v1::ListRequest& request) const {
+Result<v1::ListResponse> Registry::List(const v1::ListRequest& request,
+                                        const PeerCredentials* viewer) const {
   v1::ListResponse response;
+  const auto visible = [this, viewer](std::string_view name) {
+    return access_->MayRead(name, viewer);
+  };
   {
     std::lock_guard lock(mutex_);
-    FillListPage(versions_, request, response);
+    FillListPage(versions_, request, visible, response);
   }
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;
 }
 
-Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& request) const {
+Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& request,
+                                                const PeerCredentials* viewer) const {
   HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
+  HURRAY_RETURN_IF_ERROR(access_->Check(AccessVerb::kRead, request.name(), viewer, std::nullopt));
   v1::DescribeResponse response;
   std::shared_ptr<const TensorVersion> version;
   {
@@ -929,6 +974,8 @@ Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& reque
     FillVersionInfos(*versions_.FindEntry(request.name()), response);
   }
   version->FillTensorInfo(request.name(), *response.mutable_tensor());
+  response.mutable_owner()->set_uid(version->namespace_owner_uid);
+  response.mutable_owner()->set_user(UserName(version->namespace_owner_uid));
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;
 }
@@ -936,6 +983,11 @@ Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& reque
 v1::StatsResponse Registry::Stats() const {
   v1::StatsResponse response;
   FillPoolStats(pools_, response);
+  for (v1::PoolStats& pool : *response.mutable_pools()) {
+    for (std::string& pattern : access_->PoolNamespaces(pool.name())) {
+      pool.add_namespaces(std::move(pattern));
+    }
+  }
   std::map<const Pool*, RegistryPoolCounts> counts;
   for (const auto& [pool, table] : fence_tables_) {
     const FenceTable::Counts fences = table->counts();
@@ -982,8 +1034,15 @@ std::uint64_t Registry::PoisonUnreachedFences() {
 
 // ---- Watch ----
 
-std::uint64_t Registry::Watch(std::string prefix, WatchCallback callback) {
-  return watches_.Watch(std::move(prefix), std::move(callback));
+std::uint64_t Registry::Watch(std::string prefix, WatchCallback callback,
+                              const PeerCredentials* viewer) {
+  std::optional<PeerCredentials> who;
+  if (viewer != nullptr) who = *viewer;
+  return watches_.Watch(std::move(prefix),
+                        [this, who, callback = std::move(callback)](const v1::WatchEvent& event) {
+                          if (access_->MayRead(event.name(), who ? &*who : nullptr))
+                            callback(event);
+                        });
 }
 
 void Registry::Unwatch(std::uint64_t watch_id) { watches_.Unwatch(watch_id); }

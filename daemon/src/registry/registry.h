@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "access/access_policy.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool_set.h"
@@ -63,6 +64,9 @@ class Registry final : public SessionHost {
     std::size_t max_batch_names = 100'000;
     // Fence segments are named "/<fence_shm_prefix>-<32 random hex digits>".
     std::string fence_shm_prefix = "hurray";
+    // Who may publish, read and delete where (both channels); null: the default policy
+    // (first publisher owns a namespace) for the daemon's effective uid.
+    std::shared_ptr<const AccessPolicy> access;
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -96,6 +100,8 @@ class Registry final : public SessionHost {
 
   // The session a token names; UNAUTHENTICATED for an unknown token.
   [[nodiscard]] Result<std::uint64_t> Authenticate(std::string_view token) const;
+  // The credentials a session was opened with; nullopt for an unknown session.
+  [[nodiscard]] std::optional<PeerCredentials> SessionPeer(std::uint64_t session_id) const;
 
   // ---- Exchange ----
 
@@ -134,19 +140,26 @@ class Registry final : public SessionHost {
 
   [[nodiscard]] Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                                     const v1::ReleaseRequest& request) override;
-  [[nodiscard]] Result<v1::DeleteResponse> Delete(const v1::DeleteRequest& request);
+  // PERMISSION_DENIED when the access policy does not let the session's uid delete there.
+  [[nodiscard]] Result<v1::DeleteResponse> Delete(std::uint64_t session_id,
+                                                  const v1::DeleteRequest& request);
 
   // ---- Inspection (no session needed) ----
+  //
+  // Each shows only the names `viewer` may read (AccessPolicy; null: an anonymous caller).
 
-  [[nodiscard]] Result<v1::ListResponse> List(const v1::ListRequest& request) const;
-  [[nodiscard]] Result<v1::DescribeResponse> Describe(const v1::DescribeRequest& request) const;
+  [[nodiscard]] Result<v1::ListResponse> List(const v1::ListRequest& request,
+                                              const PeerCredentials* viewer) const;
+  // PERMISSION_DENIED for a name the viewer may not read.
+  [[nodiscard]] Result<v1::DescribeResponse> Describe(const v1::DescribeRequest& request,
+                                                      const PeerCredentials* viewer) const;
   [[nodiscard]] v1::StatsResponse Stats() const;
 
   using WatchCallback = WatchHub::Callback;
-  // Calls `callback` with every publish and delete of a name starting with `prefix`, in
-  // order, until Unwatch. Callbacks run on publishing threads and must not block or call
-  // back into the registry. Returns the watch id.
-  std::uint64_t Watch(std::string prefix, WatchCallback callback);
+  // Calls `callback` with every publish and delete of a name starting with `prefix` that
+  // `viewer` may read, in order, until Unwatch. Callbacks run on publishing threads and
+  // must not block or call back into the registry. Returns the watch id.
+  std::uint64_t Watch(std::string prefix, WatchCallback callback, const PeerCredentials* viewer);
   void Unwatch(std::uint64_t watch_id);
 
   // Poisons every fence not reached yet (of pending allocations and of versions), so that
@@ -233,6 +246,7 @@ class Registry final : public SessionHost {
 
   const PoolSet& pools_;
   const Options options_;
+  const std::shared_ptr<const AccessPolicy> access_;  // options_.access, or the default.
   const std::chrono::steady_clock::time_point started_;
   // One per CUDA pool, made by the constructor, then unchanged (the tables are thread-safe).
   // Declared before the tables below, whose allocations and versions hold fences of them.
