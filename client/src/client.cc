@@ -206,11 +206,13 @@ void* WritableTensor::data(std::size_t index) const { return state_->buffers.at(
 const DeviceInfo& WritableTensor::device() const { return state_->device; }
 std::uint64_t WritableTensor::allocation_id() const { return state_->allocation_id; }
 
-Result<PublishedTensor> WritableTensor::Publish(std::string_view name) {
-  return PublishWith(name, SyncMode::kProducerSynced);
+Result<PublishedTensor> WritableTensor::Publish(std::string_view name,
+                                                const PublishOptions& options) {
+  return PublishWith(name, SyncMode::kProducerSynced, options);
 }
 
-Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, CudaStream stream) {
+Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, CudaStream stream,
+                                                     const PublishOptions& options) {
   if (!state_) return FailedPreconditionError("PublishAfter: the tensor was already published");
   const std::optional<v1::Fence>& fence_location = state_->fence;
   if (!fence_location) {
@@ -227,14 +229,16 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
                           connection.DeviceSlabs(state_->daemon_epoch));
   HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, fence, fence_location->value()));
-  return PublishWith(name, SyncMode::kEvent);
+  return PublishWith(name, SyncMode::kEvent, options);
 }
 
-Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncMode sync_mode) {
+Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncMode sync_mode,
+                                                    const PublishOptions& options) {
   if (!state_) return FailedPreconditionError("Publish: the tensor was already published");
   v1::PublishRequest request;
   request.set_allocation_id(state_->allocation_id);
   request.set_name(std::string(name));
+  request.set_evictable(options.evictable);
   if (sync_mode != SyncMode::kProducerSynced) {
     request.mutable_handoff()->set_sync_mode(SyncModeToByte(sync_mode));
   }

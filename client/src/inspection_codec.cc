@@ -118,7 +118,9 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .closed_session_count = reply.closed_session_count(),
                     .closed_session_lease_count = reply.closed_session_lease_count(),
                     .closed_session_allocation_count = reply.closed_session_allocation_count(),
-                    .closed_session_allocation_bytes = reply.closed_session_allocation_bytes()};
+                    .closed_session_allocation_bytes = reply.closed_session_allocation_bytes(),
+                    .evicted_tensor_count = reply.evicted_tensor_count(),
+                    .evicted_bytes_total = reply.evicted_bytes_total()};
   stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
   for (const v1::PoolStats& pool : reply.pools()) {
     stats.pools.push_back(
@@ -155,6 +157,9 @@ std::optional<WatchEvent> WatchEventFromProto(const v1::WatchEvent& event) {
       break;
     case v1::WatchEvent::KIND_DELETED:
       kind = WatchEvent::Kind::kDeleted;
+      break;
+    case v1::WatchEvent::KIND_EVICTED:
+      kind = WatchEvent::Kind::kEvicted;
       break;
     default:
       return std::nullopt;

@@ -142,15 +142,18 @@ void BindClientClass(py::module_& module) {
           "The buffers of `descriptor` allocated in `pool`, to fill and publish.")
       .def(
           "publish",
-          [](const PyClient& self, const std::string& name, py::handle obj,
-             const std::string& pool) {
+          [](const PyClient& self, const std::string& name, py::handle obj, const std::string& pool,
+             bool evictable) {
             const std::shared_ptr<Client>& client = self.Open();
             PyWritableTensor tensor(client, CopyIntoPool(*client, obj, pool));
-            return tensor.Publish(name, std::nullopt).version;
+            return tensor.Publish(name, std::nullopt, PublishOptions{.evictable = evictable})
+                .version;
           },
-          py::arg("name"), py::arg("obj"), py::arg("pool") = "cpu",
+          py::arg("name"), py::arg("obj"), py::arg("pool") = "cpu", py::kw_only(),
+          py::arg("evictable") = false,
           "Copies `obj` (ndarray, CPU torch tensor, hurray.Tensor) once into `pool` and "
-          "publishes it under `name`; returns the version.")
+          "publishes it under `name`; returns the version. `evictable`: the daemon may evict "
+          "it (least recently used, never while leased) when the pool is full.")
       .def(
           "publish_batch",
           [](const PyClient& self, const std::vector<PyWritableTensor*>& tensors,

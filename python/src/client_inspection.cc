@@ -21,6 +21,19 @@ auto NanosecondsOf(DaemonTime T::* member) {
   return [member](const T& value) { return (value.*member).time_since_epoch().count(); };
 }
 
+// WatchEvent.kind in Python.
+const char* WatchKindName(const WatchEvent& event) {
+  switch (event.kind) {
+    case WatchEvent::Kind::kPublished:
+      return "published";
+    case WatchEvent::Kind::kDeleted:
+      return "deleted";
+    case WatchEvent::Kind::kEvicted:
+      return "evicted";
+  }
+  return "unknown";
+}
+
 void BindTensorReports(py::module_& module) {
   py::class_<TensorSummary>(module, "TensorSummary")
       .def_readonly("name", &TensorSummary::name)
@@ -109,20 +122,17 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("closed_session_allocation_count",
                     &DaemonStats::closed_session_allocation_count)
       .def_readonly("closed_session_allocation_bytes",
-                    &DaemonStats::closed_session_allocation_bytes);
+                    &DaemonStats::closed_session_allocation_bytes)
+      .def_readonly("evicted_tensor_count", &DaemonStats::evicted_tensor_count)
+      .def_readonly("evicted_bytes_total", &DaemonStats::evicted_bytes_total);
   py::class_<WatchEvent>(module, "WatchEvent")
-      .def_property_readonly("kind",
-                             [](const WatchEvent& event) {
-                               return event.kind == WatchEvent::Kind::kPublished ? "published"
-                                                                                 : "deleted";
-                             })
+      .def_property_readonly("kind", &WatchKindName)
       .def_readonly("name", &WatchEvent::name)
       .def_readonly("version", &WatchEvent::version)
       .def_readonly("daemon_epoch", &WatchEvent::daemon_epoch)
       .def("__repr__", [](const WatchEvent& event) {
-        return fmt::format("<hurray.WatchEvent {} {} v{}>",
-                           event.kind == WatchEvent::Kind::kPublished ? "published" : "deleted",
-                           event.name, event.version);
+        return fmt::format("<hurray.WatchEvent {} {} v{}>", WatchKindName(event), event.name,
+                           event.version);
       });
 }
 

@@ -169,12 +169,16 @@ void BindWritableTensor(py::module_& module) {
           py::arg("dtype") = py::none())
       .def(
           "publish",
-          [](PyWritableTensor& self, const std::string& name, py::object stream) {
-            return self.Publish(name, StreamArgument(stream)).version;
+          [](PyWritableTensor& self, const std::string& name, py::object stream, bool evictable) {
+            return self
+                .Publish(name, StreamArgument(stream), PublishOptions{.evictable = evictable})
+                .version;
           },
-          py::arg("name"), py::arg("stream") = py::none(),
+          py::arg("name"), py::arg("stream") = py::none(), py::kw_only(),
+          py::arg("evictable") = false,
           "Publishes under `name`; returns the version. `stream`: a CUDA stream (GPU pools) to "
-          "hand off with an event after the work queued on it.")
+          "hand off with an event after the work queued on it. `evictable`: the daemon may "
+          "evict it (least recently used, never while leased) when its pool is full.")
       .def("cancel", &PyWritableTensor::Cancel, "Frees the allocation unpublished.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyWritableTensor& self, const py::args&) { self.Cancel(); });
@@ -285,13 +289,13 @@ const WritableTensor& PyWritableTensor::Open() const {
   return tensor_;
 }
 
-PublishedTensor PyWritableTensor::Publish(const std::string& name,
-                                          std::optional<CudaStream> stream) {
+PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional<CudaStream> stream,
+                                          const PublishOptions& options) {
   (void)Open();
   Result<PublishedTensor> published = [&] {
     const py::gil_scoped_release release;
     const std::scoped_lock lock(mutex_);
-    return stream ? tensor_.PublishAfter(name, *stream) : tensor_.Publish(name);
+    return stream ? tensor_.PublishAfter(name, *stream, options) : tensor_.Publish(name, options);
   }();
   PublishedTensor value = ValueOrRaise(std::move(published));
   done_ = true;

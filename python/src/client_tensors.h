@@ -27,7 +27,8 @@ class PyWritableTensor {
   // The tensor, for reads under the GIL; hurray.BufferError once published or cancelled.
   [[nodiscard]] const WritableTensor& Open() const;
   // Publishes (with an Event handoff on `stream` when given); releases the GIL.
-  [[nodiscard]] PublishedTensor Publish(const std::string& name, std::optional<CudaStream> stream);
+  [[nodiscard]] PublishedTensor Publish(const std::string& name, std::optional<CudaStream> stream,
+                                        const PublishOptions& options = {});
   // Cancels; a published or cancelled tensor: nothing to do. Releases the GIL.
   void Cancel();
   [[nodiscard]] bool done() const { return done_; }

@@ -198,6 +198,25 @@ def test_list_describe_stats_delete(client):
     assert client.list("inspect/") == []
 
 
+def test_evictable_tensors_make_room_least_recently_used_first(client):
+    chunk = np.ones(4 << 20, dtype=np.float32)  # 16 MiB: four fill the test daemon's pool.
+    with client.watch("evict/") as watch:
+        for i in range(8):
+            client.publish(f"evict/{i}", chunk, evictable=True)
+        evicted = []
+        while (event := watch.get(timeout=1)) is not None:
+            if event.kind == "evicted":
+                evicted.append(event.name)
+    assert evicted[0] == "evict/0"
+    assert client.stats().evicted_tensor_count >= len(evicted) >= 4
+    with pytest.raises(hurray.NotFoundError):
+        client.acquire("evict/0")
+    with client.acquire("evict/7") as view:
+        assert view.numpy()[0] == 1
+    for summary in client.list("evict/"):
+        client.delete(summary.name)
+
+
 def test_watch_reports_publishes_and_deletes(client):
     with client.watch("watch/") as watch:
         client.publish("watch/a", np.zeros(1))

@@ -240,6 +240,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_closed_session_lease_count(13);
   reply.set_closed_session_allocation_count(14);
   reply.set_closed_session_allocation_bytes(15);
+  reply.set_evicted_tensor_count(16);
+  reply.set_evicted_bytes_total(17);
   ExpectEveryFieldSet(reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
@@ -280,7 +282,9 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                    .closed_session_count = 12,
                    .closed_session_lease_count = 13,
                    .closed_session_allocation_count = 14,
-                   .closed_session_allocation_bytes = 15}));
+                   .closed_session_allocation_bytes = 15,
+                   .evicted_tensor_count = 16,
+                   .evicted_bytes_total = 17}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {
@@ -296,6 +300,11 @@ TEST(InspectionCodecTest, WatchEventsCarryEveryField) {
                                                     .daemon_epoch = 34}));
   reply.set_kind(v1::WatchEvent::KIND_DELETED);
   EXPECT_EQ(WatchEventFromProto(reply), (WatchEvent{.kind = WatchEvent::Kind::kDeleted,
+                                                    .name = "model/w",
+                                                    .version = 12,
+                                                    .daemon_epoch = 34}));
+  reply.set_kind(v1::WatchEvent::KIND_EVICTED);
+  EXPECT_EQ(WatchEventFromProto(reply), (WatchEvent{.kind = WatchEvent::Kind::kEvicted,
                                                     .name = "model/w",
                                                     .version = 12,
                                                     .daemon_epoch = 34}));

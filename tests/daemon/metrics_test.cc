@@ -87,6 +87,8 @@ TEST(StatsFamiliesTest, PoolsAreLabelledAndCountersEndInTotal) {
   stats.set_session_count(3);
   stats.set_published_bytes_total(8192);
   stats.set_closed_session_allocation_bytes(123);
+  stats.set_evicted_tensor_count(5);
+  stats.set_evicted_bytes_total(20480);
   const std::string text = Serialize(StatsFamilies(stats));
   EXPECT_NE(text.find("hurray_pool_used_bytes{kind=\"cpu\",pool=\"cpu\"} 4096"), std::string::npos)
       << text;
@@ -98,6 +100,8 @@ TEST(StatsFamiliesTest, PoolsAreLabelledAndCountersEndInTotal) {
   EXPECT_NE(text.find("# TYPE hurray_published_bytes_total counter"), std::string::npos);
   EXPECT_NE(text.find("hurray_published_bytes_total 8192"), std::string::npos);
   EXPECT_NE(text.find("hurray_closed_session_allocation_bytes_total 123"), std::string::npos);
+  EXPECT_NE(text.find("hurray_evicted_tensors_total 5"), std::string::npos);
+  EXPECT_NE(text.find("hurray_evicted_bytes_total 20480"), std::string::npos);
   for (const prometheus::MetricFamily& family : StatsFamilies(stats)) {
     EXPECT_EQ(family.name.rfind("hurray_", 0), 0u) << family.name;
     EXPECT_FALSE(family.help.empty()) << family.name;

@@ -83,6 +83,15 @@ struct PublishedTensor {
   std::uint64_t version = 0;
 };
 
+// How a tensor is published (WritableTensor::Publish, PublishAfter).
+struct PublishOptions {
+  // The daemon may evict the version to make room when an allocation in its pool would
+  // otherwise fail: least recently used (published or acquired) first, never while any
+  // lease on it is held, only while it is the latest version of its name. An evicted
+  // version is gone as if deleted (watchers see WatchEvent::Kind::kEvicted).
+  bool evictable = false;
+};
+
 // A tensor this process is writing: buffers allocated in a daemon pool, mapped read-write.
 // Publish it, or Cancel it; dropping it unpublished cancels it.
 class WritableTensor {
@@ -118,7 +127,8 @@ class WritableTensor {
   // process. FAILED_PRECONDITION "buffer I: segment N still has a writable mapping; unmap
   // it before publishing" while some other writable mapping of a buffer remains (a forked
   // child's, a copy made with mremap).
-  [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name);
+  [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name,
+                                                const PublishOptions& options = {});
 
   // Publishes under `name` with an Event handoff, without waiting for the GPU: enqueues on
   // `stream` (a stream of this tensor's device, in this process) the signal of the
@@ -128,7 +138,8 @@ class WritableTensor {
   // SyncMode::kEvent, or its pool is not a CUDA pool) or is empty; the CUDA error of
   // enqueuing the signal; otherwise Publish's errors. On error the tensor is still this
   // object's; a signal already enqueued is harmless (the fence is this allocation's alone).
-  [[nodiscard]] Result<PublishedTensor> PublishAfter(std::string_view name, CudaStream stream);
+  [[nodiscard]] Result<PublishedTensor> PublishAfter(std::string_view name, CudaStream stream,
+                                                     const PublishOptions& options = {});
 
   // Frees the allocation. This object becomes empty, even on error. An empty object: OK,
   // nothing to do. NOT_FOUND when the daemon no longer holds the allocation.
@@ -138,7 +149,8 @@ class WritableTensor {
   friend class Client;
   struct State;
   explicit WritableTensor(std::unique_ptr<State> state);
-  Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode);
+  Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode,
+                                      const PublishOptions& options);
   std::unique_ptr<State> state_;
 };
 

@@ -195,15 +195,19 @@ struct DaemonStats {
   std::uint64_t closed_session_lease_count = 0;
   std::uint64_t closed_session_allocation_count = 0;
   std::uint64_t closed_session_allocation_bytes = 0;
+  // Since the daemon started: evictable versions evicted to make room, and their bytes.
+  std::uint64_t evicted_tensor_count = 0;
+  std::uint64_t evicted_bytes_total = 0;
 
   friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
 };
 
-// A publish or delete under a watched prefix (Client::Watch).
+// A publish, delete or eviction under a watched prefix (Client::Watch).
 struct WatchEvent {
   enum class Kind : std::uint8_t {
     kPublished,  // A new version was published.
     kDeleted,    // A version was deleted.
+    kEvicted,    // An evictable version was evicted to make room in its pool.
   };
   Kind kind = Kind::kPublished;
   std::string name;

@@ -208,6 +208,8 @@ std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
       return "published";
     case v1::WatchEvent::KIND_DELETED:
       return "deleted";
+    case v1::WatchEvent::KIND_EVICTED:
+      return "evicted";
     case v1::WatchEvent::KIND_WATCHING:
       return "watching";
     default:

@@ -109,6 +109,12 @@ std::vector<MetricFamily> StatsFamilies(const v1::StatsResponse& stats) {
   families.push_back(Single("hurray_closed_session_allocation_bytes_total",
                             "Bytes of the unpublished allocations of ended sessions.", counter,
                             Count(stats.closed_session_allocation_bytes())));
+  families.push_back(Single("hurray_evicted_tensors_total",
+                            "Evictable versions evicted to make room for an allocation in their "
+                            "pool.",
+                            counter, Count(stats.evicted_tensor_count())));
+  families.push_back(Single("hurray_evicted_bytes_total", "Bytes of the versions evicted.", counter,
+                            Count(stats.evicted_bytes_total())));
   return families;
 }
 

@@ -471,13 +471,18 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                         .descriptor = request.tensor_descriptor(),
                         .buffers = {},
                         .byte_size = total};
-  std::lock_guard lock(mutex_);
-  return AllocateLocked(session_id, *descriptor, needs_fence ? fences : nullptr, allocation);
+  std::unique_lock lock(mutex_);
+  std::vector<v1::WatchEvent> evictions;
+  auto response = AllocateLocked(session_id, *descriptor, needs_fence ? fences : nullptr,
+                                 allocation, evictions);
+  if (!evictions.empty()) watches_.Deliver(lock, evictions);
+  return response;
 }
 
 Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
                                                       const TensorDescriptor& descriptor,
-                                                      FenceTable* fences, Allocation& allocation) {
+                                                      FenceTable* fences, Allocation& allocation,
+                                                      std::vector<v1::WatchEvent>& evictions) {
   Session* session = sessions_.Find(session_id);
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   const std::uint64_t quota = options_.session_quota_bytes;
@@ -487,7 +492,8 @@ Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
         fmt::format("session quota: {} more bytes would exceed {} ({} pending)", total, quota,
                     session->pending_bytes));
   }
-  HURRAY_ASSIGN_OR_RETURN(allocation.buffers, PlaceBuffers(*allocation.pool, descriptor));
+  HURRAY_ASSIGN_OR_RETURN(allocation.buffers, PlaceBuffersEvictingLocked(
+                                                  *allocation.pool, descriptor, total, evictions));
   if (fences != nullptr) {
     // Last, so that no failure after it could retire the fresh fence.
     auto fence = fences->Reserve();
@@ -507,6 +513,26 @@ Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
   session->pending_bytes += total;
   allocations_.Add(id, std::move(allocation));
   return response;
+}
+
+Result<std::vector<v1::BufferLocation>> Registry::PlaceBuffersEvictingLocked(
+    Pool& pool, const TensorDescriptor& descriptor, std::uint64_t byte_size,
+    std::vector<v1::WatchEvent>& evictions) {
+  auto placed = PlaceBuffers(pool, descriptor);
+  // Evicting cannot help an allocation larger than the whole pool.
+  if (!placed && byte_size > pool.Usage().capacity_bytes) return placed;
+  while (!placed && placed.error().code() == StatusCode::kResourceExhausted) {
+    TensorVersion* victim = versions_.EvictionCandidate(&pool);
+    if (victim == nullptr) return placed;
+    const std::string name = *victim->name;
+    spdlog::debug("evicting {} version {} ({} bytes) from pool {} for an allocation of {} bytes",
+                  Shown(name), victim->number, victim->byte_size, pool.name(), byte_size);
+    ++evicted_.tensors;
+    evicted_.bytes += victim->byte_size;
+    RemoveVersionsLocked(name, victim->number, v1::WatchEvent::KIND_EVICTED, evictions);
+    placed = PlaceBuffers(pool, descriptor);
+  }
+  return placed;
 }
 
 Result<v1::CancelAllocationResponse> Registry::CancelAllocation(
@@ -586,6 +612,7 @@ std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishR
   version->publisher_uid = session.peer.uid;
   version->namespace_owner_uid =
       NamespaceOwner(versions_, request.name()).value_or(session.peer.uid);
+  version->evictable = request.evictable();
   allocations_.Remove(request.allocation_id());
   if (IsEventHandoff(request.handoff())) NoteUnsignalled(session, version);
   const std::uint64_t number = version->number;
@@ -686,6 +713,7 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
   leases_.Add(lease_id, Lease{.session_id = session_id, .version = version.get()});
   session->leases.insert(lease_id);
   ++version->lease_count;
+  versions_.MarkUsed(version.get());
   return Grant{.lease_id = lease_id, .version = std::move(version)};
 }
 
@@ -917,26 +945,30 @@ Result<v1::DeleteResponse> Registry::Delete(std::uint64_t session_id,
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   HURRAY_RETURN_IF_ERROR(access_->Check(AccessVerb::kDelete, request.name(), &session->peer,
                                         NamespaceOwner(versions_, request.name())));
-  const std::vector<TensorVersion*> deleted =
-      versions_.MarkDeleted(request.name(), request.version());
-  if (deleted.empty()) {
+  std::vector<v1::WatchEvent> events;
+  const std::size_t deleted =
+      RemoveVersionsLocked(request.name(), request.version(), v1::WatchEvent::KIND_DELETED, events);
+  if (deleted == 0) {
     if (request.version() == 0) {
       return NotFoundError(fmt::format("{} has no versions", Shown(request.name())));
     }
     return NotFoundError(
         fmt::format("{} has no version {}", Shown(request.name()), request.version()));
   }
-  std::vector<v1::WatchEvent> events;
-  events.reserve(deleted.size());
-  for (const TensorVersion* version : deleted) {
-    events.push_back(Event(v1::WatchEvent::KIND_DELETED, request.name(), version->number));
-  }
-  for (TensorVersion* version : deleted) versions_.ReclaimIfUnused(version);  // May end the name.
   v1::DeleteResponse response;
-  response.set_versions_deleted(static_cast<std::uint32_t>(deleted.size()));
+  response.set_versions_deleted(static_cast<std::uint32_t>(deleted));
   response.set_daemon_epoch(options_.daemon_epoch);
   watches_.Deliver(lock, events);
   return response;
+}
+
+std::size_t Registry::RemoveVersionsLocked(const std::string& name, std::uint64_t number,
+                                           v1::WatchEvent::Kind kind,
+                                           std::vector<v1::WatchEvent>& events) {
+  const std::vector<TensorVersion*> removed = versions_.MarkDeleted(name, number);
+  for (const TensorVersion* version : removed) events.push_back(Event(kind, name, version->number));
+  for (TensorVersion* version : removed) versions_.ReclaimIfUnused(version);  // May end the name.
+  return removed.size();
 }
 
 // ---- Inspection ----
@@ -1014,6 +1046,8 @@ v1::StatsResponse Registry::Stats() const {
     response.set_closed_session_lease_count(closed_sessions_.leases);
     response.set_closed_session_allocation_count(closed_sessions_.allocations);
     response.set_closed_session_allocation_bytes(closed_sessions_.allocation_bytes);
+    response.set_evicted_tensor_count(evicted_.tensors);
+    response.set_evicted_bytes_total(evicted_.bytes);
   }
   FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);

@@ -6,6 +6,12 @@
 // its pool only when a version is deleted or superseded *and* its last lease has ended, or
 // when an unpublished allocation is cancelled or its session ends.
 //
+// A version published with `evictable` may also be evicted: when an Allocate finds no room
+// in its pool, the pool's evictable versions without a lease go least recently used
+// (published or acquired) first, one at a time, until the allocation fits; each is removed
+// as Delete removes it, and watchers see KIND_EVICTED. Nothing is evicted for an allocation
+// that fits, nor for one larger than its pool.
+//
 // Each part of the state is a table of its own (SessionTable, AllocationTable, LeaseTable,
 // VersionStore, WaitSet, WatchHub; List, Describe and Stats read them through
 // inspection.h); the registry holds the one mutex that guards them and applies the rules
@@ -193,7 +199,20 @@ class Registry final : public SessionHost {
   [[nodiscard]] Result<v1::AllocateResponse> AllocateLocked(std::uint64_t session_id,
                                                             const TensorDescriptor& descriptor,
                                                             FenceTable* fences,
-                                                            Allocation& allocation);
+                                                            Allocation& allocation,
+                                                            std::vector<v1::WatchEvent>& evictions);
+  // The pool's ranges for `descriptor` (`byte_size` bytes in all). While the pool has no room
+  // (RESOURCE_EXHAUSTED), evicts its least recently used evictable version without a lease
+  // and tries again, adding a KIND_EVICTED event per version evicted; returns the last
+  // refusal when nothing is left to evict, or at once when `byte_size` exceeds the pool.
+  [[nodiscard]] Result<std::vector<v1::BufferLocation>> PlaceBuffersEvictingLocked(
+      Pool& pool, const TensorDescriptor& descriptor, std::uint64_t byte_size,
+      std::vector<v1::WatchEvent>& evictions);
+  // The removal path of Delete and eviction: marks the versions of `name` (all, or only
+  // `number` when not 0) deleted, adds a `kind` event for each, and reclaims the unleased
+  // ones. Returns how many it removed.
+  std::size_t RemoveVersionsLocked(const std::string& name, std::uint64_t number,
+                                   v1::WatchEvent::Kind kind, std::vector<v1::WatchEvent>& events);
   // The fence table of `pool`, or null for a pool without fences.
   [[nodiscard]] FenceTable* FencesOf(const Pool* pool) const;
   // True when a pool or a fence table holds `segment_id`.
@@ -267,7 +286,13 @@ class Registry final : public SessionHost {
     std::uint64_t allocation_bytes = 0;
   };
   ClosedSessions closed_sessions_;  // Guarded by mutex_.
-  WaitSet waits_;                   // Guarded by mutex_.
+  // Versions evicted so far, and their bytes (StatsResponse's evicted_*).
+  struct Evicted {
+    std::uint64_t tensors = 0;
+    std::uint64_t bytes = 0;
+  };
+  Evicted evicted_;  // Guarded by mutex_.
+  WaitSet waits_;    // Guarded by mutex_.
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
   // Its own lock, taken before mutex_ is released when events are delivered.

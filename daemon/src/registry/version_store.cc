@@ -42,10 +42,12 @@ void VersionStore::Add(const std::string& name, std::shared_ptr<TensorVersion> v
   for (const auto& old : entry.versions) {
     if (!old->superseded) {
       old->superseded = true;
+      evictable_.Remove(old.get());
       superseded.push_back(old.get());
     }
   }
   published_bytes_ += version->byte_size;
+  if (version->evictable) evictable_.Add(version.get());
   entry.versions.push_back(std::move(version));
   ++version_count_;
   for (TensorVersion* old : superseded) ReclaimIfUnused(old);  // Never erases the entry.
@@ -58,6 +60,7 @@ std::vector<TensorVersion*> VersionStore::MarkDeleted(std::string_view name, std
   for (const auto& version : entry->second.versions) {
     if (!version->deleted && (number == 0 || number == version->number)) {
       version->deleted = true;
+      evictable_.Remove(version.get());
       deleted.push_back(version.get());
     }
   }

@@ -12,6 +12,7 @@
 
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool.h"
+#include "registry/eviction_list.h"
 #include "registry/fence_table.h"
 
 namespace hurray::daemon {
@@ -49,6 +50,9 @@ struct TensorVersion {
   // was published (the access policy's default owner; see access/). Both persist with it.
   std::uint32_t publisher_uid = 0;
   std::uint32_t namespace_owner_uid = 0;
+  // Published with `evictable`: the registry may evict it, while it is the latest of its
+  // name and unleased, to make room in its pool (see EvictionList).
+  bool evictable = false;
 
   // Set by Publish, then immutable: replies being built read its state without the mutex.
   // Event mode: the allocation's fence (also in info_without_name's handoff), returned to
@@ -80,6 +84,7 @@ struct NameEntry {
 // Names and their versions. A version is superseded when a newer one of its name is
 // added, hidden when deleted, and reclaimed (its buffers returned to its pool, its record
 // dropped) once it is superseded or deleted and unleased; a name goes with its last version.
+// The evictable latest versions are kept in an EvictionList, in step with these changes.
 //
 // Not thread-safe: guarded by Registry::mutex_.
 class VersionStore {
@@ -89,7 +94,8 @@ class VersionStore {
   // The number the next version of `name` gets.
   [[nodiscard]] std::uint64_t NextNumber(std::string_view name) const;
   // Adds `version` (numbered NextNumber(name), buffers and pool set) as the latest of
-  // `name`, and supersedes the ones before it (reclaiming those without a lease).
+  // `name`, and supersedes the ones before it (reclaiming those without a lease). An
+  // evictable version joins the eviction list as its most recently used.
   void Add(const std::string& name, std::shared_ptr<TensorVersion> version);
   // Marks the versions of `name` not yet deleted (all, or only `number` when not 0) deleted,
   // and returns them, oldest first. The caller reclaims them with ReclaimIfUnused.
@@ -105,6 +111,14 @@ class VersionStore {
   [[nodiscard]] const NameEntry* FindEntry(std::string_view name) const;
   [[nodiscard]] const Names& names() const { return names_; }
 
+  // Records that `version` was just used (acquired): the last of its pool to be evicted.
+  void MarkUsed(TensorVersion* version) { evictable_.Touch(version); }
+  // The version to evict next from `pool` (the least recently used evictable latest
+  // version without a lease), or null.
+  [[nodiscard]] TensorVersion* EvictionCandidate(const Pool* pool) const {
+    return evictable_.Oldest(pool);
+  }
+
   // Names whose latest version may be acquired.
   [[nodiscard]] std::uint64_t TensorCount() const;
   // Versions alive (leased superseded or deleted ones included).
@@ -115,6 +129,7 @@ class VersionStore {
 
  private:
   Names names_;
+  EvictionList evictable_;
   std::uint64_t version_count_ = 0;
   std::uint64_t published_bytes_ = 0;
   std::uint64_t reclaimed_bytes_ = 0;

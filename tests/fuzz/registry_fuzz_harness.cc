@@ -1,0 +1,56 @@
+#include "registry_fuzz_harness.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "pool/cpu_pool.h"
+
+namespace hurray::daemon {
+
+void BrokenInvariant(const char* fuzzer, const char* invariant, const std::string& detail) {
+  std::fprintf(stderr, "%s: broken invariant: %s\n%s\n", fuzzer, invariant, detail.c_str());
+  std::abort();
+}
+
+RegistryFuzzHarness::RegistryFuzzHarness(const char* fuzzer, boost::asio::io_context& io)
+    : fuzzer_(fuzzer) {
+  auto pool = CpuPool::Create(
+      CpuPool::Options{.name = "cpu", .capacity_bytes = kPoolBytes, .shm_prefix = "hurray-fuzz"});
+  if (!pool) BrokenInvariant(fuzzer_, "the CPU pool can be made", pool.error().ToString());
+  pool_ = pool->get();
+  pools_.Add(std::move(*pool));
+  registry_ = std::make_unique<Registry>(
+      pools_, io, Registry::Options{.max_wait_ms = 20, .max_batch_names = 64});
+}
+
+void RegistryFuzzHarness::CheckDrained() {
+  std::vector<std::string> names;
+  v1::ListRequest list;
+  list.set_page_size(1000);
+  do {
+    auto listed = registry_->List(list);
+    if (!listed) BrokenInvariant(fuzzer_, "List succeeds", listed.error().ToString());
+    for (const v1::TensorSummary& tensor : listed->tensors()) names.push_back(tensor.name());
+    list.set_page_token(listed->next_page_token());
+  } while (!list.page_token().empty());
+  for (const std::string& name : names) {
+    v1::DeleteRequest request;
+    request.set_name(name);
+    auto deleted = registry_->Delete(request);
+    if (!deleted)
+      BrokenInvariant(fuzzer_, "a listed name can be deleted", deleted.error().ToString());
+  }
+  const v1::StatsResponse stats = registry_->Stats();
+  const std::uint64_t used = stats.pools(0).used_bytes();
+  if (stats.session_count() != 0 || stats.pending_allocation_count() != 0 ||
+      stats.lease_count() != 0 || stats.version_count() != 0 || stats.tensor_count() != 0 ||
+      stats.published_bytes_total() != stats.reclaimed_bytes_total() || used != 0) {
+    BrokenInvariant(fuzzer_, "once every session ended and every name is deleted, nothing is held",
+                    stats.DebugString());
+  }
+}
+
+}  // namespace hurray::daemon
