@@ -34,14 +34,17 @@ class Runner {
  public:
   explicit Runner(boost::asio::io_context& io) : io_(io), harness_(kFuzzer, io) {
     for (std::size_t i = 0; i < 2; ++i) sessions_[i] = Open(i);
-    watch_ = registry().Watch("", [](const v1::WatchEvent& event) {
-      const auto kind = event.kind();
-      if (kind != v1::WatchEvent::KIND_PUBLISHED && kind != v1::WatchEvent::KIND_DELETED &&
-          kind != v1::WatchEvent::KIND_EVICTED) {
-        BrokenInvariant(kFuzzer, "watchers see publishes, deletes and evictions only",
-                        event.DebugString());
-      }
-    });
+    watch_ = registry().Watch(
+        "",
+        [](const v1::WatchEvent& event) {
+          const auto kind = event.kind();
+          if (kind != v1::WatchEvent::KIND_PUBLISHED && kind != v1::WatchEvent::KIND_DELETED &&
+              kind != v1::WatchEvent::KIND_EVICTED) {
+            BrokenInvariant(kFuzzer, "watchers see publishes, deletes and evictions only",
+                            event.DebugString());
+          }
+        },
+        /*viewer=*/nullptr);
   }
 
   void Run(std::span<const std::uint8_t> input) {
@@ -159,17 +162,21 @@ void Runner::RunStep(const Step& step) {
     }
     case Op::kDelete: {
       v1::DeleteRequest request;
-      if (Parse(step.request, request)) (void)registry().Delete(request);
+      if (Parse(step.request, request)) (void)registry().Delete(session, request);
       return;
     }
     case Op::kList: {
       v1::ListRequest request;
-      if (Parse(step.request, request)) (void)registry().List(request);
+      const auto viewer = registry().SessionPeer(session);
+      if (Parse(step.request, request)) (void)registry().List(request, viewer ? &*viewer : nullptr);
       return;
     }
     case Op::kDescribe: {
       v1::DescribeRequest request;
-      if (Parse(step.request, request)) (void)registry().Describe(request);
+      const auto viewer = registry().SessionPeer(session);
+      if (Parse(step.request, request)) {
+        (void)registry().Describe(request, viewer ? &*viewer : nullptr);
+      }
       return;
     }
     case Op::kStats:
