@@ -299,7 +299,8 @@ Status Daemon::StartSessions() {
                            config_.session_socket_mode, config_.socket_directory_mode,
                            {.max_sessions = config_.max_sessions,
                             .max_sessions_per_uid = config_.max_sessions_per_uid,
-                            .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms)}));
+                            .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
+           .event_loops = config_.io_threads}));
   return ApplySocketGroup(session_server_->socket_path());
 }
 

@@ -768,7 +768,7 @@ TEST_F(SessionServerTest, ThousandsOfIdleConnectionsCostNoThreadsAndOthersAreSer
   auto client = ConnectClient("busy");
   ASSERT_NE(client, nullptr);
   ASSERT_OK_AND_ASSIGN(GrantedSegment segment, client->MapSegment(1, false));
-  EXPECT_EQ(segment.segment_size, kSegmentSize);
+  EXPECT_EQ(segment.size, kSegmentSize);
   EXPECT_EQ(ThreadCount(), threads_before);
   EXPECT_EQ(server_->refused_connection_count(), 0u);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <linux/sockios.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
@@ -21,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -101,6 +104,57 @@ void SendParting(int socket, const Error& error) {
 
 }  // namespace
 
+// Event loops of their own for the connections: each an io_context run by one thread, so
+// that the thread woken by a client's request is the one that handles it (an io_context run
+// by several threads hands the wait for the next event to another thread each time, which
+// costs a second wake-up per request). Connections are spread over them in turn.
+// Thread-safe.
+class EventLoops {
+ public:
+  explicit EventLoops(std::size_t count) {
+    for (std::size_t i = 0; i < std::max<std::size_t>(count, 1); ++i) {
+      // Concurrency hint 1: one thread runs it, so Asio takes no lock to hand events over.
+      auto& loop = loops_.emplace_back(std::make_unique<boost::asio::io_context>(1));
+      guards_.emplace_back(boost::asio::make_work_guard(*loop));
+    }
+    for (auto& loop : loops_) {
+      threads_.emplace_back([&context = *loop] { context.run(); });
+      ::pthread_setname_np(threads_.back().native_handle(), "hurrayd-session");
+    }
+  }
+  ~EventLoops() { Join(); }
+  EventLoops(const EventLoops&) = delete;
+  EventLoops& operator=(const EventLoops&) = delete;
+
+  // The loop for the next connection.
+  [[nodiscard]] boost::asio::io_context& Next() {
+    return *loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()];
+  }
+
+  // Lets each loop end once it has no more work (every connection closed, its handlers
+  // run), and waits for them. Idempotent; not from a loop's own thread.
+  void Join() {
+    std::lock_guard lock(join_mutex_);
+    guards_.clear();
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+
+  // Whether the calling thread runs one of the loops.
+  [[nodiscard]] bool RunningInThisThread() const {
+    return std::ranges::any_of(
+        loops_, [](const auto& loop) { return loop->get_executor().running_in_this_thread(); });
+  }
+
+ private:
+  std::vector<std::unique_ptr<boost::asio::io_context>> loops_;
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guards_;
+  std::vector<std::thread> threads_;
+  std::atomic<std::size_t> next_{0};
+  std::mutex join_mutex_;
+};
+
 // The server's state, shared by the SessionServer, the accept loop's handlers and every
 // connection. Thread-safe; everything mutable is guarded by mutex_.
 class SessionServer::Core : public std::enable_shared_from_this<Core> {
@@ -131,6 +185,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
         daemon_epoch_(daemon_epoch),
         limits_(limits),
         socket_file_(socket_file),
+        loops_(limits.event_loops),
         acceptor_(io_context),
         retry_timer_(io_context) {}
 
@@ -144,7 +199,6 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   // A connection has closed: it leaves the set and its uid's count.
   void Finished(std::uint64_t connection_id, uid_t uid);
 
-  [[nodiscard]] boost::asio::io_context& io_context() const { return io_context_; }
   [[nodiscard]] const std::string& socket_path() const { return socket_path_; }
   [[nodiscard]] SessionHost& host() const { return host_; }
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
@@ -170,6 +224,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   const std::uint64_t daemon_epoch_;
   const SessionLimits limits_;
   const FileIdentity socket_file_;
+  EventLoops loops_;
 
   std::mutex stop_mutex_;  // Held by Stop(), so that a second call waits for the first.
   mutable std::mutex mutex_;
@@ -193,13 +248,15 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
 // Thread-safe.
 class SessionServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(std::shared_ptr<Core> core, std::uint64_t id, PeerCredentials peer)
+  // Served on `loop`.
+  Connection(std::shared_ptr<Core> core, boost::asio::io_context& loop, std::uint64_t id,
+             PeerCredentials peer)
       : core_(std::move(core)),
         id_(id),
         peer_(peer),
-        socket_(core_->io_context()),
-        hello_deadline_(core_->io_context()),
-        drain_timer_(core_->io_context()) {}
+        socket_(loop),
+        hello_deadline_(loop),
+        drain_timer_(loop) {}
 
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -320,6 +377,9 @@ void SessionServer::Core::Stop() {
   }
   // Once stopped_ is set no connection is added, and each Shutdown() closes its session.
   for (const auto& connection : open) connection->Shutdown();
+  open.clear();
+  // The loops end once the closed connections' handlers have run.
+  if (!loops_.RunningInThisThread()) loops_.Join();
   // An accept handler that already runs may still be adding a connection (it finds the
   // server stopped); wait for it, unless it could be our caller (waiting would never end).
   if (!io_context_.get_executor().running_in_this_thread()) {
@@ -478,7 +538,8 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
     if (stopped_) return;  // `socket` closes.
     exceeded = CapExceededLocked(*peer);
     if (!exceeded) {
-      connection = std::make_shared<Connection>(shared_from_this(), next_connection_id_++, *peer);
+      connection = std::make_shared<Connection>(shared_from_this(), loops_.Next(),
+                                                next_connection_id_++, *peer);
       if (auto assigned = connection->Assign(std::move(socket)); !assigned) {
         spdlog::warn("session server on {}: dropped a connection (pid {}): {}", socket_path_,
                      peer->pid, assigned.error().ToString());

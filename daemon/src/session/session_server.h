@@ -23,12 +23,16 @@ struct SessionLimits {
   std::size_t max_sessions_per_uid = 1024;
   // How long a new connection may take to send its hello; 0: forever.
   std::chrono::milliseconds hello_timeout{5000};
+  // Event loops (one thread each) that serve the connections; at least 1.
+  std::size_t event_loops = 2;
 };
 
 // Listens on a unix stream socket (accepting on the caller's io_context) and serves every
-// connection with handlers on the io_context's threads: no thread waits for a connection, so
-// an idle one costs its descriptor and a few hundred bytes, and any number of threads may run
-// the io_context. Each connection:
+// connection with handlers on SessionLimits::event_loops event loops of its own (threads
+// named hurrayd-session, each running one io_context, connections spread over them in
+// turn): no thread waits for a connection, so an idle one costs its descriptor and a few
+// hundred bytes, and the server's thread count is fixed. A request costs one wake-up, of the
+// thread that handles it. Each connection:
 //   - is refused at once, with a SessionError RESOURCE_EXHAUSTED naming the cap
 //     (`max_sessions 4096 reached: ...`, `uid 1001: max_sessions_per_uid 1024 reached: ...`)
 //     and closed, when it would exceed SessionLimits; refusals are counted
@@ -56,7 +60,8 @@ struct SessionLimits {
 // When accept4 runs out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the server
 // logs it once, retries every 100 ms, and serves the open connections meanwhile.
 // A host call holds only its own connection's lock; calls for different sessions run
-// concurrently on the io_context's threads, and a host call that blocks holds up one of them.
+// concurrently on the event loops, and a host call that blocks holds up its loop's other
+// connections.
 //
 // Thread-safe: every method may be called from any thread, io_context threads included;
 // the io_context may be run by any number of threads. The io_context and the host must
@@ -85,7 +90,7 @@ class SessionServer {
   SessionServer& operator=(const SessionServer&) = delete;
 
   // Stops accepting, closes every connection (waiting for a handler of it that runs, and
-  // calling CloseSession for its session), and removes the socket file (if it is
+  // calling CloseSession for its session), ends the event loops, and removes the socket file (if it is
   // still the one this server created). Idempotent; a second concurrent call returns once
   // the first is done. Called from a thread that is not running the io_context, it also
   // waits for an accept handler already running, so the host is not called after it
