@@ -1119,8 +1119,7 @@ TEST_F(RegistryUidQuotaTest, PublishedBytesQuotaRefusesPublishAndKeepsTheAllocat
   Put("model/a");
   Put("model/b");
   ASSERT_OK_AND_ASSIGN(const v1::AllocateResponse third, Allocate(producer_, DenseFloat32({1024})));
-  EXPECT_ERROR(Publish(producer_, third.allocation_id(), "model/c"),
-               StatusCode::kResourceExhausted,
+  EXPECT_ERROR(Publish(producer_, third.allocation_id(), "model/c"), StatusCode::kResourceExhausted,
                {"uid 0: published_bytes quota 8 KiB exceeded (8192 bytes published, 4096 more"});
   EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
   v1::DeleteRequest remove;

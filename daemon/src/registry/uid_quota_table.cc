@@ -12,13 +12,13 @@ namespace hurray::daemon {
 namespace {
 
 // RESOURCE_EXHAUSTED when `held` + `more` exceeds `limit` (0: no limit).
-Status CheckBytes(uid_t uid, std::string_view quota, std::string_view held_as,
-                  std::uint64_t limit, std::uint64_t held, std::uint64_t more) {
+Status CheckBytes(uid_t uid, std::string_view quota, std::string_view held_as, std::uint64_t limit,
+                  std::uint64_t held, std::uint64_t more) {
   if (limit == 0 || (more <= limit && held <= limit - more)) return {};
-  return ResourceExhaustedError(fmt::format("uid {}: {} quota {} exceeded ({} bytes {}, {} more "
-                                            "asked)",
-                                            uid, quota, FormatPageSize(limit), held, held_as,
-                                            more));
+  return ResourceExhaustedError(
+      fmt::format("uid {}: {} quota {} exceeded ({} bytes {}, {} more "
+                  "asked)",
+                  uid, quota, FormatPageSize(limit), held, held_as, more));
 }
 
 }  // namespace

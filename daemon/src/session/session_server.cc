@@ -533,11 +533,14 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
   }
   std::shared_ptr<Connection> connection;
   std::optional<Error> exceeded;
+  UniqueFd refused;  // Answered and closed outside mutex_.
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;  // `socket` closes.
     exceeded = CapExceededLocked(*peer);
-    if (!exceeded) {
+    if (exceeded) {
+      refused = std::move(socket);
+    } else {
       connection = std::make_shared<Connection>(shared_from_this(), loops_.Next(),
                                                 next_connection_id_++, *peer);
       if (auto assigned = connection->Assign(std::move(socket)); !assigned) {
@@ -550,7 +553,7 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
     }
   }
   if (exceeded) {
-    Refuse(socket.get(), *peer, *exceeded);
+    Refuse(refused.get(), *peer, *exceeded);
     return;
   }
   // Outside mutex_: its handlers may run (and finish) at once, on any thread.
@@ -660,11 +663,12 @@ void SessionServer::Connection::ServeLocked() {
       CloseOnErrorLocked("", frame.error());
       return;
     }
-    if (!frame->has_value()) {
+    std::optional<Frame> next = std::move(*frame);
+    if (!next.has_value()) {
       ArmRead();
       return;
     }
-    reply_ = Handle(std::move(**frame));
+    reply_ = Handle(std::move(*next));
     if (!StartReplyLocked()) return;
     // Bytes already read wait in the reader, where the socket's readiness cannot tell.
     if (!reader_.has_buffered_bytes()) {
@@ -693,6 +697,7 @@ bool SessionServer::Connection::StartReplyLocked() {
 }
 
 bool SessionServer::Connection::ContinueReplyLocked() {
+  // NOLINTNEXTLINE(bugprone-unchecked-optional-access): every caller has set sender_.
   auto sent = sender_->Continue(socket_fd());
   if (!sent) {
     CloseOnErrorLocked("reply not sent: ", sent.error());

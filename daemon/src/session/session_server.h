@@ -90,11 +90,11 @@ class SessionServer {
   SessionServer& operator=(const SessionServer&) = delete;
 
   // Stops accepting, closes every connection (waiting for a handler of it that runs, and
-  // calling CloseSession for its session), ends the event loops, and removes the socket file (if it is
-  // still the one this server created). Idempotent; a second concurrent call returns once
-  // the first is done. Called from a thread that is not running the io_context, it also
-  // waits for an accept handler already running, so the host is not called after it
-  // returns. Never call it from the host's methods, nor while holding a lock that they take.
+  // calling CloseSession for its session), ends the event loops, and removes the socket file (if it
+  // is still the one this server created). Idempotent; a second concurrent call returns once the
+  // first is done. Called from a thread that is not running the io_context, it also waits for an
+  // accept handler already running, so the host is not called after it returns. Never call it from
+  // the host's methods, nor while holding a lock that they take.
   void Stop();
 
   // Connections accepted and not yet closed.
