@@ -71,11 +71,17 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   hello.set_request_id(0);
   hello.mutable_hello()->set_protocol_version(kSessionProtocolVersion);
   hello.mutable_hello()->set_client_name(std::string(client_name));
-  if (auto sent = Send(socket->get(), hello); !sent) {
+  const Status sent = Send(socket->get(), hello);
+  if (!sent && sent.error().code() != StatusCode::kUnavailable) {
     return std::unexpected(sent.error().WithContext("session hello"));
   }
   FrameReader reader;
   auto reply = Receive(socket->get(), reader, [] { return std::string("session hello"); });
+  // A daemon that refuses the connection (a session cap) sends why and closes without
+  // reading the hello, which then meets a broken pipe: the reason is the answer.
+  if (!sent && !(reply && reply->message.has_error())) {
+    return std::unexpected(sent.error().WithContext("session hello"));
+  }
   if (!reply) return std::unexpected(reply.error());
   const v1::SessionMessage& message = reply->message;
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));

@@ -154,6 +154,12 @@ Status AssignSealedPool(Config& config, const toml::node& node, const std::strin
 }
 
 template <auto kMember, auto kRead>
+Status AssignUidQuota(Config& config, const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(config.uid_quota.*kMember, kRead(node, key));
+  return {};
+}
+
+template <auto kMember, auto kRead>
 Status AssignCudaPool(Config& config, const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(config.cuda_pool.*kMember, kRead(node, key));
   return {};
@@ -173,6 +179,12 @@ constexpr Setting kSettings[] = {
     {"session_socket_mode", Assign<&Config::session_socket_mode, ModeOf>},
     {"socket_directory_mode", Assign<&Config::socket_directory_mode, ModeOf>},
     {"session_quota", Assign<&Config::session_quota_bytes, SizeOf>},
+    {"max_sessions", Assign<&Config::max_sessions, UnsignedIn<0, UINT32_MAX>>},
+    {"max_sessions_per_uid", Assign<&Config::max_sessions_per_uid, UnsignedIn<0, UINT32_MAX>>},
+    {"hello_timeout_ms", Assign<&Config::hello_timeout_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"uid_quota.pending_bytes", AssignUidQuota<&UidQuota::pending_bytes, SizeOf>},
+    {"uid_quota.published_bytes", AssignUidQuota<&UidQuota::published_bytes, SizeOf>},
+    {"uid_quota.leases", AssignUidQuota<&UidQuota::leases, UnsignedIn<0, UINT32_MAX>>},
     {"max_wait_ms", Assign<&Config::max_wait_ms, UnsignedIn<0, UINT32_MAX>>},
     {"max_message_size", Assign<&Config::max_message_bytes, MessageSizeOf>},
     {"max_batch_names", Assign<&Config::max_batch_names, UnsignedIn<1, UINT32_MAX>>},
@@ -198,7 +210,7 @@ constexpr Setting kSettings[] = {
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
-constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool", "sealed_pool"};
+constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool", "sealed_pool", "uid_quota"};
 
 // One [[preload]] table; `field` is "preload[i]".
 Result<Config::Preload> PreloadOf(const toml::table& table, const std::string& field) {
@@ -487,6 +499,9 @@ std::string ToToml(const Config& config) {
                    {"shm_prefix", config.cpu_pool.shm_prefix},
                    {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))},
                    {"namespaces", TomlStrings(config.cpu_pool.namespaces)}};
+  toml::table uid_quota{{"pending_bytes", integer(config.uid_quota.pending_bytes)},
+                        {"published_bytes", integer(config.uid_quota.published_bytes)},
+                        {"leases", integer(config.uid_quota.leases)}};
   toml::table cuda_pool{{"enabled", config.cuda_pool.enabled},
                         {"capacity", integer(config.cuda_pool.capacity_bytes)},
                         {"slab_size", integer(config.cuda_pool.slab_bytes)},
@@ -502,6 +517,9 @@ std::string ToToml(const Config& config) {
                        {"session_socket_mode", mode(config.session_socket_mode)},
                        {"socket_directory_mode", mode(config.socket_directory_mode)},
                        {"session_quota", integer(config.session_quota_bytes)},
+                       {"max_sessions", integer(config.max_sessions)},
+                       {"max_sessions_per_uid", integer(config.max_sessions_per_uid)},
+                       {"hello_timeout_ms", integer(config.hello_timeout_ms)},
                        {"max_wait_ms", integer(config.max_wait_ms)},
                        {"max_message_size", integer(config.max_message_bytes)},
                        {"max_batch_names", integer(config.max_batch_names)},
@@ -511,6 +529,7 @@ std::string ToToml(const Config& config) {
                        {"cpu_pool", std::move(pool)},
                        {"cuda_pool", std::move(cuda_pool)},
                        {"sealed_pool", std::move(sealed_pool)},
+                       {"uid_quota", std::move(uid_quota)},
                        {"socket_group", config.socket_group},
                        {"metrics_address", config.metrics_address}};
   if (!config.preload.empty()) {

@@ -13,6 +13,7 @@
 #include "hurray/error.h"
 #include "logging.h"
 #include "pool/huge_pages.h"
+#include "registry/uid_quota_table.h"
 
 namespace hurray::daemon {
 
@@ -73,6 +74,17 @@ struct Config {
 
   // Most bytes one session may hold in unpublished allocations; 0: no limit.
   std::uint64_t session_quota_bytes = 0;
+  // Most session-socket connections open at once, hello or not (more are refused with
+  // RESOURCE_EXHAUSTED); 0: no limit.
+  std::uint32_t max_sessions = 4096;
+  // Most session-socket connections open at once from processes of one uid; 0: no limit.
+  std::uint32_t max_sessions_per_uid = 1024;
+  // How long a new session-socket connection may take to send its hello, in milliseconds;
+  // 0: forever.
+  std::uint32_t hello_timeout_ms = 5000;
+  // The most each uid may hold over all its sessions (the [uid_quota] table: pending_bytes,
+  // published_bytes, leases); 0 in a field: no limit.
+  UidQuota uid_quota;
   // Longest acquire wait a client may ask for, in milliseconds.
   std::uint32_t max_wait_ms = 3'600'000;
   // Largest gRPC message accepted, in bytes.
@@ -82,8 +94,8 @@ struct Config {
   // Most events a Watch stream may have queued for a slow reader before it is ended with
   // RESOURCE_EXHAUSTED; at least 1.
   std::uint32_t watch_queue_length = 65'536;
-  // Threads that run the daemon's event loop (session-socket accepts, acquire-wait timers,
-  // signals); from 1 to kMaxIoThreads.
+  // Threads that run the daemon's event loop (the session socket's connections, acquire-wait
+  // timers, signals); from 1 to kMaxIoThreads.
   std::uint32_t io_threads = 2;
   // How long a stopping daemon lets gRPC calls in flight finish before it cancels them, in
   // milliseconds.

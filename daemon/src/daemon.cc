@@ -188,7 +188,8 @@ Status Daemon::StartParts() {
                         .max_wait_ms = config_.max_wait_ms,
                         .max_batch_names = config_.max_batch_names,
                         .fence_shm_prefix = config_.cpu_pool.shm_prefix,
-                        .access = std::make_shared<const AccessPolicy>(std::move(access))});
+                        .access = std::make_shared<const AccessPolicy>(std::move(access)),
+                        .uid_quota = config_.uid_quota});
   service_ = std::make_unique<ExchangeService>(
       *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length,
                                            .request_metrics = request_metrics_.get()});
@@ -301,9 +302,13 @@ void Daemon::SetServing(bool serving) {
 
 Status Daemon::StartSessions() {
   HURRAY_ASSIGN_OR_RETURN(
-      session_server_,
-      SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *metered_host_, epoch_,
-                            config_.session_socket_mode, config_.socket_directory_mode));
+      session_server_, SessionServer::Create(
+                           io_, SessionSocketPath(config_.socket_path), *metered_host_, epoch_,
+                           config_.session_socket_mode, config_.socket_directory_mode,
+                           {.max_sessions = config_.max_sessions,
+                            .max_sessions_per_uid = config_.max_sessions_per_uid,
+                            .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
+           .event_loops = config_.io_threads}));
   return ApplySocketGroup(session_server_->socket_path());
 }
 

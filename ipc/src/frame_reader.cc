@@ -92,8 +92,16 @@ std::unexpected<Error> EndOfStreamError(std::size_t header_received, std::size_t
 
 Result<Frame> FrameReader::Next(int socket) {
   while (true) {
-    HURRAY_ASSIGN_OR_RETURN(std::optional<Frame> frame, TakeFrame());
+    HURRAY_ASSIGN_OR_RETURN(std::optional<Frame> frame, TryNext(socket));
     if (frame.has_value()) return std::move(*frame);
+    HURRAY_RETURN_IF_ERROR(ipc_internal::WaitUntilReady(socket, POLLIN));
+  }
+}
+
+Result<std::optional<Frame>> FrameReader::TryNext(int socket) {
+  while (true) {
+    HURRAY_ASSIGN_OR_RETURN(std::optional<Frame> frame, TakeFrame());
+    if (frame.has_value()) return frame;
     const std::size_t available = end_ - begin_;
     std::size_t frame_bytes = kSessionFrameHeaderBytes;
     if (available >= kSessionFrameHeaderBytes) {
@@ -101,11 +109,8 @@ Result<Frame> FrameReader::Next(int socket) {
       std::memcpy(header, buffer_.data() + begin_, kSessionFrameHeaderBytes);
       frame_bytes += DecodeFrameLength(header);  // TakeFrame() checked it against the limit.
     }
-    auto received = Receive(socket, frame_bytes);
-    if (!received) return std::unexpected(std::move(received).error());
-    if (!*received) {
-      HURRAY_RETURN_IF_ERROR(ipc_internal::WaitUntilReady(socket, POLLIN));
-    }
+    HURRAY_ASSIGN_OR_RETURN(const bool received, Receive(socket, frame_bytes));
+    if (!received) return std::nullopt;
   }
 }
 

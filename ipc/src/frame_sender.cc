@@ -15,26 +15,8 @@
 #include "socket_wait.h"
 
 namespace hurray {
-namespace {
 
 using ipc_internal::FrameTooLargeError;
-
-// Writes one frame a piece at a time: Continue() writes what the socket takes, and returns
-// true once the whole frame is written, false when the socket would block before that.
-// Borrows `payload` and `fd_to_pass`. Not thread-safe; one writer per socket.
-class FrameSender {
- public:
-  FrameSender(std::span<const std::uint8_t> payload, int fd_to_pass);
-
-  // INVALID_ARGUMENT when the payload is above the limit; errors as SendFrame.
-  [[nodiscard]] Result<bool> Continue(int socket);
-
- private:
-  ipc_internal::FrameHeader header_ = {};
-  std::span<const std::uint8_t> payload_;
-  int fd_to_pass_;
-  std::size_t sent_ = 0;  // Bytes of header and payload written so far.
-};
 
 FrameSender::FrameSender(std::span<const std::uint8_t> payload, int fd_to_pass)
     : payload_(payload), fd_to_pass_(fd_to_pass) {
@@ -82,8 +64,6 @@ Result<bool> FrameSender::Continue(int socket) {
   }
   return true;
 }
-
-}  // namespace
 
 Status SendFrame(int socket, std::span<const std::uint8_t> payload, int fd_to_pass) {
   FrameSender sender(payload, fd_to_pass);

@@ -311,6 +311,38 @@ TEST(ConfigTest, DaemonLimitsOutOfRangeNameTheKey) {
   }
 }
 
+TEST(ConfigTest, ConnectionCapsAndUidQuotasHaveDefaultsAndReadFromToml) {
+  const Config defaults = DefaultConfig();
+  EXPECT_EQ(defaults.max_sessions, 4096u);
+  EXPECT_EQ(defaults.max_sessions_per_uid, 1024u);
+  EXPECT_EQ(defaults.hello_timeout_ms, 5000u);
+  EXPECT_EQ(defaults.uid_quota.pending_bytes, 0u);
+  EXPECT_EQ(defaults.uid_quota.published_bytes, 0u);
+  EXPECT_EQ(defaults.uid_quota.leases, 0u);
+  auto config = ApplyToml(DefaultConfig(), R"(
+      max_sessions = 100
+      max_sessions_per_uid = 10
+      hello_timeout_ms = 250
+      [uid_quota]
+      pending_bytes = "1GiB"
+      published_bytes = "4GiB"
+      leases = 500
+  )",
+                          "inline");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->max_sessions, 100u);
+  EXPECT_EQ(config->max_sessions_per_uid, 10u);
+  EXPECT_EQ(config->hello_timeout_ms, 250u);
+  EXPECT_EQ(config->uid_quota.pending_bytes, std::uint64_t{1} << 30);
+  EXPECT_EQ(config->uid_quota.published_bytes, std::uint64_t{4} << 30);
+  EXPECT_EQ(config->uid_quota.leases, 500u);
+  auto again = ApplyToml(Config{}, ToToml(*config), "printed");
+  ASSERT_OK(again);
+  EXPECT_EQ(ToToml(*again), ToToml(*config));
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[uid_quota]\nleases = -1", "t"),
+               StatusCode::kInvalidArgument, {"uid_quota.leases must be an integer from 0"});
+}
+
 TEST(ConfigTest, SocketGroupIsEmptyByDefaultAndReadFromToml) {
   EXPECT_EQ(DefaultConfig().socket_group, "");
   auto config = ApplyToml(DefaultConfig(), "socket_group = \"inference\"", "inline");

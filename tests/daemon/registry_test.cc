@@ -34,7 +34,8 @@ class RegistryTest : public ::testing::Test {
     pool_ = pool->get();
     pools_.Add(std::move(*pool));
     AddPools();
-    registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.daemon_epoch = 42});
+    registry_ = std::make_unique<Registry>(
+        pools_, io_, Registry::Options{.daemon_epoch = 42, .uid_quota = Quota()});
     io_thread_ = std::thread([this] {
       auto work = boost::asio::make_work_guard(io_);
       io_.run();
@@ -45,6 +46,8 @@ class RegistryTest : public ::testing::Test {
 
   // Adds the pools a fixture needs beside "cpu", before the registry is built.
   virtual void AddPools() {}
+  // The registry's per-uid quotas.
+  [[nodiscard]] virtual UidQuota Quota() const { return {}; }
 
   void TearDown() override {
     registry_.reset();
@@ -1214,6 +1217,68 @@ TEST_F(RegistryAccessTest, PoolNamespacesLimitPublishAndShowInStats) {
   ASSERT_EQ(stats.pools_size(), 1);
   ASSERT_EQ(stats.pools(0).namespaces_size(), 1);
   EXPECT_EQ(stats.pools(0).namespaces(0), "ok/**");
+// ---- Per-uid quotas ----
+
+// Both fixture sessions are uid 0: the quotas bind them together.
+class RegistryUidQuotaTest : public RegistryTest {
+ protected:
+  [[nodiscard]] UidQuota Quota() const override {
+    return UidQuota{.pending_bytes = 8192, .published_bytes = 8192, .leases = 1};
+  }
+};
+
+TEST_F(RegistryUidQuotaTest, PendingBytesQuotaSpansTheUidsSessions) {
+  ASSERT_OK_AND_ASSIGN(const v1::AllocateResponse first, Allocate(producer_, DenseFloat32({1024})));
+  ASSERT_OK(Allocate(consumer_, DenseFloat32({1024})));
+  EXPECT_ERROR(Allocate(producer_, DenseFloat32({1024})), StatusCode::kResourceExhausted,
+               {"uid 0: pending_bytes quota 8 KiB exceeded (8192 bytes pending, 4096 more"});
+  v1::CancelAllocationRequest cancel;
+  cancel.set_allocation_id(first.allocation_id());
+  ASSERT_OK(registry_->CancelAllocation(producer_, cancel));
+  EXPECT_OK(Allocate(producer_, DenseFloat32({1024})));
+}
+
+TEST_F(RegistryUidQuotaTest, PublishedBytesQuotaRefusesPublishAndKeepsTheAllocation) {
+  Put("model/a");
+  Put("model/b");
+  ASSERT_OK_AND_ASSIGN(const v1::AllocateResponse third, Allocate(producer_, DenseFloat32({1024})));
+  EXPECT_ERROR(Publish(producer_, third.allocation_id(), "model/c"), StatusCode::kResourceExhausted,
+               {"uid 0: published_bytes quota 8 KiB exceeded (8192 bytes published, 4096 more"});
+  EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
+  v1::DeleteRequest remove;
+  remove.set_name("model/a");
+  ASSERT_OK(registry_->Delete(remove));
+  EXPECT_OK(Publish(producer_, third.allocation_id(), "model/c"));
+}
+
+TEST_F(RegistryUidQuotaTest, LeasesQuotaRefusesAcquireUntilOneIsReleased) {
+  Put("model/w");
+  ASSERT_OK_AND_ASSIGN(const v1::AcquireResponse held, Acquire(consumer_, "model/w"));
+  EXPECT_ERROR(Acquire(producer_, "model/w"), StatusCode::kResourceExhausted,
+               {"uid 0: leases quota 1 exceeded (1 leases held)"});
+  ASSERT_OK(Release(consumer_, held.lease_id()));
+  EXPECT_OK(Acquire(producer_, "model/w"));
+}
+
+TEST_F(RegistryUidQuotaTest, StatsShowWhatEachUidHolds) {
+  Put("model/w");
+  ASSERT_OK(Allocate(producer_, DenseFloat32({16})));
+  ASSERT_OK(Acquire(consumer_, "model/w"));
+  const v1::StatsResponse stats = registry_->Stats();
+  ASSERT_EQ(stats.uids_size(), 1);
+  EXPECT_EQ(stats.uids(0).uid(), 0u);
+  EXPECT_EQ(stats.uids(0).sessions(), 2u);
+  EXPECT_EQ(stats.uids(0).published_bytes(), 4096u);
+  EXPECT_EQ(stats.uids(0).pending_bytes(), 64u);
+  EXPECT_EQ(stats.uids(0).leases(), 1u);
+  registry_->CloseSession(consumer_);
+  registry_->CloseSession(producer_);
+  const v1::StatsResponse after = registry_->Stats();
+  ASSERT_EQ(after.uids_size(), 1);  // The published version stays the uid's.
+  EXPECT_EQ(after.uids(0).sessions(), 0u);
+  EXPECT_EQ(after.uids(0).pending_bytes(), 0u);
+  EXPECT_EQ(after.uids(0).leases(), 0u);
+  EXPECT_EQ(after.uids(0).published_bytes(), 4096u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +48,7 @@ using client::SessionConnection;
 using daemon::SegmentAccess;
 using daemon::SessionGrant;
 using daemon::SessionHost;
+using daemon::SessionLimits;
 using daemon::SessionServer;
 using ::hurray::testing::TempDir;
 using std::chrono::seconds;
@@ -230,6 +233,22 @@ Result<v1::SessionMessage> ReceiveMessage(int socket) {
   return message;
 }
 
+// The Threads: line of /proc/self/status; -1 when it cannot be read.
+int ThreadCount() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("Threads:")) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Whether the server has sent something on `socket` that waits to be read.
+bool HasPendingBytes(int socket) {
+  int unread = 0;
+  return ::ioctl(socket, FIONREAD, &unread) == 0 && unread > 0;
+}
+
 v1::SessionMessage Hello(std::uint32_t version = kSessionProtocolVersion) {
   v1::SessionMessage message;
   message.mutable_hello()->set_protocol_version(version);
@@ -255,6 +274,15 @@ class SessionServerTest : public ::testing::Test {
     io_context_.stop();
     for (std::thread& thread : threads_) thread.join();
     directory_.reset();
+  }
+
+  // Replaces the server with one of `limits` on the same socket.
+  void RestartServer(SessionLimits limits) {
+    server_.reset();
+    auto server =
+        SessionServer::Create(io_context_, socket_path_, host_, kDaemonEpoch, 0660, 0755, limits);
+    ASSERT_OK(server);
+    server_ = std::move(*server);
   }
 
   std::unique_ptr<SessionConnection> ConnectClient(std::string_view name = "test-client") {
@@ -712,6 +740,151 @@ TEST_F(SessionServerTest, ManyConcurrentClients) {
   for (std::uint64_t id : ids) EXPECT_EQ(host_.close_count(id), 1) << "session " << id;
   EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
   EXPECT_EQ(host_.grants_outside_sessions(), 0);
+}
+
+// ---- Limits ----
+
+TEST_F(SessionServerTest, ThousandsOfIdleConnectionsCostNoThreadsAndOthersAreServed) {
+  constexpr std::size_t kIdle = 3000;
+  // Both ends of every connection live in this process.
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  const rlim_t needed = 2 * kIdle + 256;
+  if (files.rlim_max < needed) GTEST_SKIP() << "RLIMIT_NOFILE's hard limit is below " << needed;
+  const rlimit saved = files;
+  files.rlim_cur = std::max(files.rlim_cur, needed);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  RestartServer({.max_sessions = 0,
+                 .max_sessions_per_uid = 0,
+                 .hello_timeout = std::chrono::milliseconds(0)});
+  const int threads_before = ThreadCount();
+  ASSERT_GT(threads_before, 0);
+  std::vector<UniqueFd> idle;
+  idle.reserve(kIdle);
+  for (std::size_t i = 0; i < kIdle; ++i) idle.push_back(ConnectRaw());
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == kIdle; }));
+  EXPECT_EQ(ThreadCount(), threads_before);
+
+  auto client = ConnectClient("busy");
+  ASSERT_NE(client, nullptr);
+  ASSERT_OK_AND_ASSIGN(GrantedSegment segment, client->MapSegment(1, false));
+  EXPECT_EQ(segment.size, kSegmentSize);
+  EXPECT_EQ(ThreadCount(), threads_before);
+  EXPECT_EQ(server_->refused_connection_count(), 0u);
+
+  idle.clear();
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 1; }));
+  client.reset();
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
+TEST_F(SessionServerTest, ConnectionBeyondPerUidCapIsRefusedNamingTheCap) {
+  RestartServer({.max_sessions = 10, .max_sessions_per_uid = 2});
+  auto first = ConnectClient("first");
+  auto second = ConnectClient("second");
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  UniqueFd third = ConnectRaw();
+  auto reply = ReceiveMessage(third.get());
+  ASSERT_OK(reply);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kResourceExhausted));
+  EXPECT_NE(reply->error().message().find("uid " + std::to_string(::getuid()) +
+                                          ": max_sessions_per_uid 2 reached"),
+            std::string::npos)
+      << reply->error().message();
+  EXPECT_ERROR(ReceiveOneFrame(third.get()), StatusCode::kUnavailable);
+  EXPECT_EQ(server_->refused_connection_count(), 1u);
+  EXPECT_EQ(host_.open_count(), 2u);
+  // The admitted sessions go on, and a closed one makes room.
+  EXPECT_OK(first->MapSegment(1, false));
+  first.reset();
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == 1; }));
+  EXPECT_NE(ConnectClient("after"), nullptr);
+}
+
+TEST_F(SessionServerTest, ConnectionBeyondGlobalCapIsRefusedNamingTheCap) {
+  RestartServer({.max_sessions = 1, .max_sessions_per_uid = 0});
+  auto admitted = ConnectClient("admitted");
+  ASSERT_NE(admitted, nullptr);
+  auto refused = SessionConnection::Connect(socket_path_, "refused-by-cap");
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.error().message().find("max_sessions 1 reached"), std::string::npos)
+      << refused.error().ToString();
+  EXPECT_EQ(server_->refused_connection_count(), 1u);
+  EXPECT_OK(admitted->MapSegment(2, false));
+}
+
+TEST_F(SessionServerTest, ConnectionWithoutHelloIsClosedAtTheDeadline) {
+  RestartServer({.hello_timeout = std::chrono::milliseconds(100)});
+  UniqueFd silent = ConnectRaw();
+  auto reply = ReceiveMessage(silent.get());
+  ASSERT_OK(reply);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kDeadlineExceeded));
+  EXPECT_NE(reply->error().message().find("no hello within hello_timeout_ms 100"),
+            std::string::npos)
+      << reply->error().message();
+  EXPECT_ERROR(ReceiveOneFrame(silent.get()), StatusCode::kUnavailable);
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  // A client that says hello in time keeps its session past the deadline.
+  auto prompt = ConnectClient("prompt");
+  ASSERT_NE(prompt, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_OK(prompt->MapSegment(1, false));
+  EXPECT_EQ(host_.open_count(), 1u);
+}
+
+TEST_F(SessionServerTest, AcceptOutOfDescriptorsKeepsServingAndAcceptsOnceTheyFree) {
+  UniqueFd served = ConnectRaw();
+  const std::uint64_t session_id = OpenRawSession(served.get());
+  ASSERT_NE(session_id, 0u);
+  // The socket of a client still to connect, made while descriptors are free.
+  UniqueFd waiting(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(waiting.valid());
+  auto address = UnixSocketAddress(socket_path_);
+  ASSERT_OK(address);
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  const rlimit saved = files;
+  {
+    UniqueFd probe(::open("/dev/null", O_RDONLY | O_CLOEXEC));  // The lowest free descriptor.
+    ASSERT_TRUE(probe.valid());
+    files.rlim_cur = static_cast<rlim_t>(probe.get());
+  }
+  // From here this process, the server's accept4 included, gets EMFILE.
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  const int connected =
+      ::connect(waiting.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address));
+  const int connect_errno = errno;
+  const Status hello_sent = SendMessage(waiting.get(), Hello());
+  // The open session is still served meanwhile (a reply that needs no descriptor).
+  v1::SessionMessage request;
+  request.set_request_id(5);
+  request.mutable_map_segment()->set_segment_id(99);
+  const Status request_sent = SendMessage(served.get(), request);
+  auto refused = ReceiveMessage(served.get());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const bool welcomed_early = HasPendingBytes(waiting.get());
+  const std::size_t connections_while_short = server_->connection_count();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+  ASSERT_EQ(connected, 0) << std::strerror(connect_errno);
+  ASSERT_OK(hello_sent);
+  ASSERT_OK(request_sent);
+  ASSERT_OK(refused);
+  EXPECT_EQ(refused->request_id(), 5u);
+  ASSERT_TRUE(refused->has_error());
+  EXPECT_EQ(refused->error().code(), static_cast<std::uint32_t>(StatusCode::kNotFound));
+  EXPECT_FALSE(welcomed_early);
+  EXPECT_EQ(connections_while_short, 1u);
+  // Once descriptors free up, the queued connection is accepted and welcomed.
+  auto welcome = ReceiveMessage(waiting.get());
+  ASSERT_OK(welcome);
+  EXPECT_TRUE(welcome->has_welcome());
+  EXPECT_EQ(server_->connection_count(), 2u);
 }
 
 // ---- Create ----

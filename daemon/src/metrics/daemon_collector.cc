@@ -62,6 +62,24 @@ constexpr PoolGauge kPoolGauges[] = {
      [](const v1::PoolStats& pool) { return static_cast<double>(pool.segment_count()); }},
 };
 
+// A per-uid gauge (StatsResponse.uids).
+struct UidGauge {
+  const char* name;
+  const char* help;
+  double (*read)(const v1::UidUsage& usage);
+};
+
+constexpr UidGauge kUidGauges[] = {
+    {"hurray_uid_pending_bytes", "Bytes of the uid's unpublished allocations.",
+     [](const v1::UidUsage& usage) { return static_cast<double>(usage.pending_bytes()); }},
+    {"hurray_uid_published_bytes", "Bytes of the versions the uid published that hold memory.",
+     [](const v1::UidUsage& usage) { return static_cast<double>(usage.published_bytes()); }},
+    {"hurray_uid_leases", "Leases the uid's sessions hold.",
+     [](const v1::UidUsage& usage) { return static_cast<double>(usage.leases()); }},
+    {"hurray_uid_sessions", "Open sessions of the uid.",
+     [](const v1::UidUsage& usage) { return static_cast<double>(usage.sessions()); }},
+};
+
 double Count(std::uint64_t value) { return static_cast<double>(value); }
 
 }  // namespace
@@ -74,6 +92,14 @@ std::vector<MetricFamily> StatsFamilies(const v1::StatsResponse& stats) {
       family.metric.push_back(
           Value(MetricType::Gauge, gauge.read(pool),
                 {{.name = "kind", .value = pool.kind()}, {.name = "pool", .value = pool.name()}}));
+    }
+    families.push_back(std::move(family));
+  }
+  for (const UidGauge& uid_gauge : kUidGauges) {
+    MetricFamily family = Family(uid_gauge.name, uid_gauge.help, MetricType::Gauge);
+    for (const v1::UidUsage& usage : stats.uids()) {
+      family.metric.push_back(Value(MetricType::Gauge, uid_gauge.read(usage),
+                                    {{.name = "uid", .value = std::to_string(usage.uid())}}));
     }
     families.push_back(std::move(family));
   }
@@ -100,6 +126,10 @@ std::vector<MetricFamily> StatsFamilies(const v1::StatsResponse& stats) {
   families.push_back(Single("hurray_closed_sessions_total",
                             "Sessions ended: their connection closed (exit, crash, disconnect).",
                             counter, Count(stats.closed_session_count())));
+  families.push_back(Single("hurray_refused_connections_total",
+                            "Session-socket connections refused for exceeding max_sessions or "
+                            "max_sessions_per_uid.",
+                            counter, Count(stats.refused_connection_count())));
   families.push_back(Single("hurray_closed_session_leases_total",
                             "Leases that sessions still held when they ended, released then.",
                             counter, Count(stats.closed_session_lease_count())));

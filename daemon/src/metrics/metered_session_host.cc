@@ -9,6 +9,10 @@ Result<SessionGrant> MeteredSessionHost::OpenSession(const PeerCredentials& peer
 
 void MeteredSessionHost::CloseSession(std::uint64_t session_id) { inner_.CloseSession(session_id); }
 
+void MeteredSessionHost::ConnectionRefused(const PeerCredentials& peer, const Error& refusal) {
+  inner_.ConnectionRefused(peer, refusal);
+}
+
 Result<SegmentAccess> MeteredSessionHost::GrantSegment(std::uint64_t session_id,
                                                        std::uint64_t segment_id, bool writable) {
   return Timed(RequestMethod::kMapSegment,

@@ -22,6 +22,7 @@ class MeteredSessionHost final : public SessionHost {
   [[nodiscard]] Result<SessionGrant> OpenSession(const PeerCredentials& peer,
                                                  std::string_view client_name) override;
   void CloseSession(std::uint64_t session_id) override;
+  void ConnectionRefused(const PeerCredentials& peer, const Error& refusal) override;
   [[nodiscard]] Result<SegmentAccess> GrantSegment(std::uint64_t session_id,
                                                    std::uint64_t segment_id,
                                                    bool writable) override;

@@ -258,7 +258,13 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
                                          : std::make_shared<const AccessPolicy>(::geteuid())),
       started_(std::chrono::steady_clock::now()),
       fence_tables_(MakeFenceTables(pools, options_.fence_shm_prefix)),
-      wait_timer_(io) {}
+      uid_quotas_(options_.uid_quota),
+      wait_timer_(io) {
+  // Under mutex_, as every reclaim is.
+  versions_.set_reclaim_observer([this](const TensorVersion& version) {
+    uid_quotas_.RemovePublished(version.publisher_uid, version.byte_size);
+  });
+}
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a mutex or timer that fails here is fatal anyway.
 Registry::~Registry() {
@@ -277,9 +283,14 @@ Result<SessionGrant> Registry::OpenSession(const PeerCredentials& peer,
   std::lock_guard lock(mutex_);
   const std::uint64_t id = next_id_++;
   const Session& opened = sessions_.Open(id, std::move(session));
+  uid_quotas_.AddSession(peer.uid);
   spdlog::debug("session {} opened: pid {} uid {} \"{}\"", id, peer.pid, peer.uid,
                 opened.client_name);
   return SessionGrant{.session_id = id, .token = std::move(token)};
+}
+
+void Registry::ConnectionRefused(const PeerCredentials&, const Error&) {
+  refused_connections_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Registry::CloseSession(std::uint64_t session_id) {
@@ -297,6 +308,7 @@ void Registry::CloseSession(std::uint64_t session_id) {
   for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
   const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session);
   std::vector<Wait> ended = waits_.TakeSession(session_id);
+  uid_quotas_.RemoveSession(session->peer.uid);
   sessions_.Close(session_id);
   spdlog::debug("session {} closed: {} leases released, {} allocations freed", session_id,
                 leases.size(), allocations.size());
@@ -492,6 +504,7 @@ Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
         fmt::format("session quota: {} more bytes would exceed {} ({} pending)", total, quota,
                     session->pending_bytes));
   }
+  HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPending(session->peer.uid, total));
   HURRAY_ASSIGN_OR_RETURN(allocation.buffers, PlaceBuffersEvictingLocked(
                                                   *allocation.pool, descriptor, total, evictions));
   if (fences != nullptr) {
@@ -511,6 +524,7 @@ Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
   response.set_daemon_epoch(options_.daemon_epoch);
   session->allocations.insert(id);
   session->pending_bytes += total;
+  uid_quotas_.AddPending(session->peer.uid, total);
   allocations_.Add(id, std::move(allocation));
   return response;
 }
@@ -554,6 +568,7 @@ void Registry::FreeAllocationLocked(std::uint64_t allocation_id) {
   if (Session* session = sessions_.Find(allocation->session_id)) {
     session->allocations.erase(allocation_id);
     session->pending_bytes -= allocation->byte_size;
+    uid_quotas_.RemovePending(session->peer.uid, allocation->byte_size);
   }
 }
 
@@ -608,6 +623,8 @@ std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishR
   // The allocation becomes the version: its memory now belongs to the daemon.
   session.allocations.erase(request.allocation_id());
   session.pending_bytes -= pending.byte_size;
+  uid_quotas_.RemovePending(session.peer.uid, pending.byte_size);
+  uid_quotas_.AddPublished(session.peer.uid, pending.byte_size);
   std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), pending, request.handoff());
   version->publisher_uid = session.peer.uid;
   version->namespace_owner_uid =
@@ -625,6 +642,8 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
   std::unique_lock lock(mutex_);
   HURRAY_ASSIGN_OR_RETURN(Allocation* const pending, PendingForPublishLocked(session_id, request));
+  HURRAY_RETURN_IF_ERROR(
+      uid_quotas_.CheckPublished(sessions_.Find(session_id)->peer.uid, pending->byte_size));
   const std::uint64_t number = CommitPublishLocked(*sessions_.Find(session_id), request, *pending);
 
   Deferred deferred;
@@ -657,6 +676,9 @@ Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id
 
   // Every item is valid: all versions go in before any wait or watcher hears of one.
   Session& session = *sessions_.Find(session_id);
+  std::uint64_t batch_bytes = 0;
+  for (const Allocation* item : pending) batch_bytes += item->byte_size;
+  HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, batch_bytes));
   v1::PublishBatchResponse response;
   std::vector<v1::WatchEvent> events;
   events.reserve(pending.size());
@@ -709,7 +731,9 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
         "it, or the daemon is stopping)",
         Shown(name), version->number));
   }
+  HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckLease(session->peer.uid));
   const std::uint64_t lease_id = next_id_++;
+  uid_quotas_.AddLease(session->peer.uid);
   leases_.Add(lease_id, Lease{.session_id = session_id, .version = version.get()});
   session->leases.insert(lease_id);
   ++version->lease_count;
@@ -916,7 +940,10 @@ void Registry::ReleaseLeaseLocked(std::uint64_t lease_id) {
   const Lease* lease = leases_.Find(lease_id);
   if (lease == nullptr) return;
   TensorVersion* version = lease->version;
-  if (Session* session = sessions_.Find(lease->session_id)) session->leases.erase(lease_id);
+  if (Session* session = sessions_.Find(lease->session_id)) {
+    session->leases.erase(lease_id);
+    uid_quotas_.RemoveLease(session->peer.uid);
+  }
   leases_.Remove(lease_id);
   --version->lease_count;
   versions_.ReclaimIfUnused(version);
@@ -1048,6 +1075,8 @@ v1::StatsResponse Registry::Stats() const {
     response.set_closed_session_allocation_bytes(closed_sessions_.allocation_bytes);
     response.set_evicted_tensor_count(evicted_.tensors);
     response.set_evicted_bytes_total(evicted_.bytes);
+    response.set_refused_connection_count(refused_connections_.load(std::memory_order_relaxed));
+    uid_quotas_.FillStats(response);
   }
   FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);

@@ -28,6 +28,7 @@
 // keeps its TensorInfo serialized once; replies parse it).
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -47,6 +48,7 @@
 #include "registry/fence_table.h"
 #include "registry/lease_table.h"
 #include "registry/session_table.h"
+#include "registry/uid_quota_table.h"
 #include "registry/version_store.h"
 #include "registry/wait_set.h"
 #include "registry/watch_hub.h"
@@ -73,6 +75,8 @@ class Registry final : public SessionHost {
     // Who may publish, read and delete where (both channels); null: the default policy
     // (first publisher owns a namespace) for the daemon's effective uid.
     std::shared_ptr<const AccessPolicy> access;
+    // The most each uid may hold, over all its sessions (UidQuotaTable).
+    UidQuota uid_quota;
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -91,6 +95,8 @@ class Registry final : public SessionHost {
   // returns after the last lease), with a warning naming tensor, version and session.
   // Unknown ids are ignored.
   void CloseSession(std::uint64_t session_id) override;
+  // Counted in Stats' refused_connection_count.
+  void ConnectionRefused(const PeerCredentials& peer, const Error& refusal) override;
   // A descriptor on a segment: writable only while the session has an unpublished
   // allocation in it; read-only while it has a lease or an allocation in it. For a fence
   // segment, "in it" means the allocation's fence, or the leased version's. PERMISSION_DENIED
@@ -293,6 +299,12 @@ class Registry final : public SessionHost {
   };
   Evicted evicted_;  // Guarded by mutex_.
   WaitSet waits_;    // Guarded by mutex_.
+  WaitSet waits_;                   // Guarded by mutex_.
+
+  UidQuotaTable uid_quotas_;  // Guarded by mutex_.
+  // Connections the session server refused (ConnectionRefused); needs no lock.
+  std::atomic<std::uint64_t> refused_connections_{0};
+
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
   // Its own lock, taken before mutex_ is released when events are delivered.

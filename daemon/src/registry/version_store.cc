@@ -73,6 +73,7 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
     if (buffer.segment_id != 0) version->pool->Free(buffer);
   }
   reclaimed_bytes_ += version->byte_size;
+  if (reclaim_observer_) reclaim_observer_(*version);
   auto entry = names_.find(*version->name);
   auto& versions = entry->second.versions;
   // Drops the entry's reference: *version is destroyed now, or by the last reply being

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hurray/v1/exchange.pb.h"
@@ -103,6 +104,10 @@ class VersionStore {
   // Reclaims `version` when it is superseded or deleted and has no lease (it may be the
   // last reference to it, and to its name's entry).
   void ReclaimIfUnused(TensorVersion* version);
+  // Called with each version as it is reclaimed, before it leaves the store.
+  void set_reclaim_observer(std::function<void(const TensorVersion&)> observer) {
+    reclaim_observer_ = std::move(observer);
+  }
 
   // The version an acquire finds (number 0: the latest); null when it is not published.
   [[nodiscard]] std::shared_ptr<TensorVersion> Find(std::string_view name,
@@ -133,6 +138,7 @@ class VersionStore {
   std::uint64_t version_count_ = 0;
   std::uint64_t published_bytes_ = 0;
   std::uint64_t reclaimed_bytes_ = 0;
+  std::function<void(const TensorVersion&)> reclaim_observer_;
 };
 
 }  // namespace hurray::daemon

@@ -37,6 +37,10 @@ class SessionHost {
   // unpublished allocations. Called exactly once per successful OpenSession.
   virtual void CloseSession(std::uint64_t session_id) = 0;
 
+  // A connection of `peer` was refused before its hello, for exceeding a cap of the
+  // session server (`refusal`, RESOURCE_EXHAUSTED naming it): for Stats. No session exists.
+  virtual void ConnectionRefused(const PeerCredentials& peer, const Error& refusal);
+
   // A new descriptor on a segment for the session, read-only or read-write as asked. The
   // error (NOT_FOUND, PERMISSION_DENIED, ...) is sent to the client with its code.
   virtual Result<SegmentAccess> GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
@@ -65,6 +69,7 @@ class SessionHost {
       std::uint64_t session_id, const v1::CancelAllocationRequest& request);
 };
 
+inline void SessionHost::ConnectionRefused(const PeerCredentials&, const Error&) {}
 inline Result<v1::SlabMappedAck> SessionHost::SlabMapped(std::uint64_t, const v1::SlabMapped&) {
   return UnimplementedError("slab_mapped is not served on this socket");
 }

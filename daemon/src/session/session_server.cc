@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <linux/sockios.h>
-#include <poll.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
@@ -13,6 +12,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
@@ -22,8 +23,8 @@
 #include <mutex>
 #include <optional>
 #include <string_view>
-#include <system_error>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -86,10 +87,78 @@ struct FileIdentity {
   ino_t inode = 0;
 };
 
+// accept4's errors that say the process or the host ran out of something, which passes.
+bool IsExhaustion(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
+}
+
+// Writes `error` as a SessionError frame without waiting, to a connection about to be
+// closed: the frame is small and the socket new, so it fits unless the client is gone.
+void SendParting(int socket, const Error& error) {
+  v1::SessionMessage message;
+  message.mutable_error()->set_code(static_cast<std::uint32_t>(error.code()));
+  message.mutable_error()->set_message(error.message());
+  std::vector<std::uint8_t> bytes(message.ByteSizeLong());
+  message.SerializeWithCachedSizesToArray(bytes.data());
+  FrameSender sender(bytes, -1);
+  (void)sender.Continue(socket);  // Best effort: the connection closes either way.
+}
+
 }  // namespace
 
-// The server's state, shared by the SessionServer, the accept loop's handlers and the thread
-// of every connection. Thread-safe; everything mutable is guarded by mutex_.
+// Event loops of their own for the connections: each an io_context run by one thread, so
+// that the thread woken by a client's request is the one that handles it (an io_context run
+// by several threads hands the wait for the next event to another thread each time, which
+// costs a second wake-up per request). Connections are spread over them in turn.
+// Thread-safe.
+class EventLoops {
+ public:
+  explicit EventLoops(std::size_t count) {
+    for (std::size_t i = 0; i < std::max<std::size_t>(count, 1); ++i) {
+      // Concurrency hint 1: one thread runs it, so Asio takes no lock to hand events over.
+      auto& loop = loops_.emplace_back(std::make_unique<boost::asio::io_context>(1));
+      guards_.emplace_back(boost::asio::make_work_guard(*loop));
+    }
+    for (auto& loop : loops_) {
+      threads_.emplace_back([&context = *loop] { context.run(); });
+      ::pthread_setname_np(threads_.back().native_handle(), "hurrayd-session");
+    }
+  }
+  ~EventLoops() { Join(); }
+  EventLoops(const EventLoops&) = delete;
+  EventLoops& operator=(const EventLoops&) = delete;
+
+  // The loop for the next connection.
+  [[nodiscard]] boost::asio::io_context& Next() {
+    return *loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()];
+  }
+
+  // Lets each loop end once it has no more work (every connection closed, its handlers
+  // run), and waits for them. Idempotent; not from a loop's own thread.
+  void Join() {
+    std::lock_guard lock(join_mutex_);
+    guards_.clear();
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+
+  // Whether the calling thread runs one of the loops.
+  [[nodiscard]] bool RunningInThisThread() const {
+    return std::ranges::any_of(
+        loops_, [](const auto& loop) { return loop->get_executor().running_in_this_thread(); });
+  }
+
+ private:
+  std::vector<std::unique_ptr<boost::asio::io_context>> loops_;
+  std::vector<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guards_;
+  std::vector<std::thread> threads_;
+  std::atomic<std::size_t> next_{0};
+  std::mutex join_mutex_;
+};
+
+// The server's state, shared by the SessionServer, the accept loop's handlers and every
+// connection. Thread-safe; everything mutable is guarded by mutex_.
 class SessionServer::Core : public std::enable_shared_from_this<Core> {
  public:
   // Counts a running accept handler so that Stop() can wait for it. entered() is false once
@@ -111,12 +180,14 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   };
 
   Core(boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
-       std::uint64_t daemon_epoch, FileIdentity socket_file)
+       std::uint64_t daemon_epoch, SessionLimits limits, FileIdentity socket_file)
       : io_context_(io_context),
         socket_path_(std::move(socket_path)),
         host_(host),
         daemon_epoch_(daemon_epoch),
+        limits_(limits),
         socket_file_(socket_file),
+        loops_(limits.event_loops),
         acceptor_(io_context),
         retry_timer_(io_context) {}
 
@@ -124,74 +195,86 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   [[nodiscard]] Status Listen(UniqueFd listener);
   void Stop();
   [[nodiscard]] std::size_t connection_count() const;
-  // The last call of a connection's thread: the connection leaves the set. Its thread is
-  // joined by the next connection's thread to end, or by Stop(), so at most one ended
-  // thread waits to be joined.
-  void Finished(std::uint64_t connection_id);
+  [[nodiscard]] std::uint64_t refused_connection_count() const {
+    return refused_connections_.load(std::memory_order_relaxed);
+  }
+  // A connection has closed: it leaves the set and its uid's count.
+  void Finished(std::uint64_t connection_id, uid_t uid);
 
   [[nodiscard]] const std::string& socket_path() const { return socket_path_; }
   [[nodiscard]] SessionHost& host() const { return host_; }
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
+  [[nodiscard]] const SessionLimits& limits() const { return limits_; }
 
  private:
-  // An open connection and the thread that serves it.
-  struct Served {
-    std::shared_ptr<Connection> connection;
-    std::thread thread;
-  };
-
   [[nodiscard]] bool EnterHandler();
   void LeaveHandler();
   void ArmAcceptLocked();
   void ArmRetryLocked();
   void OnListenerReady(const boost::system::error_code& error);
+  // Accepts what is queued; false when accepting must pause (the retry timer resumes it).
+  [[nodiscard]] bool AcceptQueuedLocked(std::vector<UniqueFd>& accepted);
   void AddConnection(UniqueFd socket);
+  // RESOURCE_EXHAUSTED naming the cap a new connection of `peer` would exceed, if any.
+  [[nodiscard]] std::optional<Error> CapExceededLocked(const PeerCredentials& peer) const;
+  void Refuse(int socket, const PeerCredentials& peer, const Error& error);
   void RemoveSocketFile() const;
 
   boost::asio::io_context& io_context_;
   const std::string socket_path_;
   SessionHost& host_;
   const std::uint64_t daemon_epoch_;
+  const SessionLimits limits_;
   const FileIdentity socket_file_;
+  EventLoops loops_;
 
   std::mutex stop_mutex_;  // Held by Stop(), so that a second call waits for the first.
   mutable std::mutex mutex_;
-  stream_protocol::acceptor acceptor_;            // Guarded by mutex_.
-  boost::asio::steady_timer retry_timer_;         // Guarded by mutex_.
-  std::map<std::uint64_t, Served> connections_;   // Guarded by mutex_.
-  std::vector<std::thread> ended_threads_;        // Guarded by mutex_. Not joined yet.
-  std::uint64_t next_connection_id_ = 1;          // Guarded by mutex_.
-  bool stopped_ = false;                          // Guarded by mutex_.
-  std::size_t running_handlers_ = 0;              // Guarded by mutex_.
-  std::condition_variable handlers_finished_;     // running_handlers_ fell to 0.
-  std::condition_variable connections_finished_;  // connections_ became empty.
+  stream_protocol::acceptor acceptor_;                                // Guarded by mutex_.
+  boost::asio::steady_timer retry_timer_;                             // Guarded by mutex_.
+  std::map<std::uint64_t, std::shared_ptr<Connection>> connections_;  // Guarded by mutex_.
+  std::unordered_map<uid_t, std::size_t> connections_per_uid_;        // Guarded by mutex_.
+  std::uint64_t next_connection_id_ = 1;                              // Guarded by mutex_.
+  bool accept_exhausted_ = false;              // Guarded by mutex_. accept4 ran out; logged once.
+  bool stopped_ = false;                       // Guarded by mutex_.
+  std::size_t running_handlers_ = 0;           // Guarded by mutex_.
+  std::condition_variable handlers_finished_;  // running_handlers_ fell to 0.
+  std::atomic<std::uint64_t> refused_connections_{0};
 };
 
-// One client connection, served by a thread of its own that reads a request (blocking),
-// answers it and reads the next. A blocked thread per connection costs one wake-up per
-// request: the client's write wakes the very thread that handles it. (On an event loop that
-// several threads run, the thread that sees the socket ready hands the handler to another,
-// which costs a second wake-up and most of a small request's time.) One process holds one
-// session connection, so this is one thread per client process.
-// Run() belongs to the connection's thread; Shutdown() may be called from any thread.
-class SessionServer::Connection {
+// One client connection, served by handlers on the io_context's threads: a request is read
+// when the socket is readable, handled, and answered without blocking (a reply the socket
+// cannot take at once waits for it to be writable), then the socket is waited on again. An
+// idle connection costs its socket and this object, no thread. Handlers of one connection
+// never run at once: each holds mutex_, which also guards the connection's state.
+// Thread-safe.
+class SessionServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Core& core, std::uint64_t id, UniqueFd socket, PeerCredentials peer)
-      : core_(core), id_(id), peer_(peer), socket_fd_(socket.get()), socket_(std::move(socket)) {}
+  // Served on `loop`.
+  Connection(std::shared_ptr<Core> core, boost::asio::io_context& loop, std::uint64_t id,
+             PeerCredentials peer)
+      : core_(std::move(core)),
+        id_(id),
+        peer_(peer),
+        socket_(loop),
+        hello_deadline_(loop),
+        drain_timer_(loop) {}
 
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Serves requests until the connection ends (end of stream, error, protocol error,
-  // Shutdown()), then reports the end of its session to the host, if it had one, and closes
-  // the socket. Called once, on the connection's own thread.
-  void Run();
+  // Takes the accepted socket; the error of registering it with the io_context.
+  [[nodiscard]] Status Assign(UniqueFd socket);
 
-  // Wakes the connection's thread from whatever it waits on (a request, room to write, the
-  // client reading earlier replies); the thread then ends the connection. Idempotent.
+  // Arms the hello deadline and waits for the first request. Called once.
+  void Start();
+
+  // Ends the connection now (its session, if it had one, is closed before this returns),
+  // waiting for a handler of it that runs. Idempotent.
   void Shutdown();
 
   [[nodiscard]] std::uint64_t id() const { return id_; }
+  [[nodiscard]] uid_t uid() const { return peer_.uid; }
 
  private:
   // The answer to one request.
@@ -201,8 +284,32 @@ class SessionServer::Connection {
     std::optional<std::string> close_reason;  // Set: close the connection once it is sent.
   };
 
-  // Serves requests until the connection ends; returns why it ended.
-  [[nodiscard]] std::string Serve();
+  void ArmRead();
+  void OnReadable(const boost::system::error_code& error);
+  void OnWritable(const boost::system::error_code& error);
+  void OnDrainTimer(const boost::system::error_code& error);
+  void OnHelloDeadline(const boost::system::error_code& error);
+  // Handles the requests that can be read now, until one must wait (a request not yet
+  // complete, a reply the socket cannot take) or the connection closes.
+  void ServeLocked();
+  // Starts sending reply_; true once it is sent and the connection stays open.
+  [[nodiscard]] bool StartReplyLocked();
+  // Writes what the socket takes of reply_; true once it is sent and the connection stays
+  // open; otherwise it waits for the socket (or has closed the connection).
+  [[nodiscard]] bool ContinueReplyLocked();
+  // A reply that carries a descriptor is sent only once the client has read every earlier
+  // reply: a descriptor in a reply the client has not read is charged to the daemon
+  // (in-flight SCM_RIGHTS count against our RLIMIT_NOFILE), so a client that sends
+  // requests without reading the replies could starve every other session. Well-behaved
+  // clients, which read each reply before the next request, never wait for that.
+  [[nodiscard]] bool EarlierRepliesAreRead();
+  // Logs `error` unless it is the peer going away, then closes.
+  void CloseOnErrorLocked(std::string_view what, const Error& error);
+  // Closes the session (host.CloseSession, before the socket closes, so that a client that
+  // sees the end of stream finds its leases and allocations already returned), the socket
+  // and the timers. Idempotent.
+  void CloseLocked(const std::string& reason);
+
   [[nodiscard]] Reply Handle(Frame frame);
   [[nodiscard]] Reply HandleHello(const v1::SessionMessage& request);
   [[nodiscard]] Reply HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
@@ -219,31 +326,24 @@ class SessionServer::Connection {
   [[nodiscard]] Reply RejectProtocol(std::uint64_t request_id, const std::string& message) const;
   [[nodiscard]] static Reply ErrorReply(std::uint64_t request_id, const Error& error,
                                         bool close_after);
-  // Writes `reply`, blocking until the socket has taken all of it. A reply that carries a
-  // descriptor is sent only once the client has read every earlier reply: a descriptor in
-  // a reply the client has not read is charged to the daemon (in-flight SCM_RIGHTS count
-  // against our RLIMIT_NOFILE), so a client that sends requests without reading the
-  // replies could starve every other session. Well-behaved clients, which read each reply
-  // before the next request, never wait for that.
-  [[nodiscard]] Status Send(const Reply& reply);
-  [[nodiscard]] Status WaitUntilEarlierRepliesAreRead();
-  [[nodiscard]] bool shutting_down() const {
-    return shutting_down_.load(std::memory_order_relaxed);
-  }
 
-  Core& core_;  // Outlives the connection's thread (which holds a reference to it).
+  [[nodiscard]] int socket_fd() { return socket_.native_handle(); }
+
+  const std::shared_ptr<Core> core_;  // Left when the connection closes (Finished).
   const std::uint64_t id_;
   const PeerCredentials peer_;
-  const int socket_fd_;  // socket_'s descriptor, used by the connection's thread.
 
-  std::mutex socket_mutex_;
-  UniqueFd socket_;  // Guarded by socket_mutex_; closed by the thread when it ends.
-  std::atomic<bool> shutting_down_{false};
-
-  // Used by the connection's thread only.
-  std::optional<std::uint64_t> session_id_;  // Set once the host opened the session.
-  FrameReader reader_;                       // One recvmsg per request, usually.
-  std::vector<std::uint8_t> reply_payload_;
+  std::mutex mutex_;
+  stream_protocol::socket socket_;            // Guarded by mutex_.
+  boost::asio::steady_timer hello_deadline_;  // Guarded by mutex_.
+  boost::asio::steady_timer drain_timer_;     // Guarded by mutex_.
+  bool closed_ = false;                       // Guarded by mutex_.
+  std::optional<std::uint64_t> session_id_;   // Guarded by mutex_. Set once opened.
+  FrameReader reader_;                        // Guarded by mutex_.
+  Reply reply_;                               // Guarded by mutex_. The one being sent.
+  std::vector<std::uint8_t> reply_payload_;   // Guarded by mutex_. reply_, encoded.
+  std::optional<FrameSender> sender_;         // Guarded by mutex_. Writing reply_payload_.
+  std::chrono::milliseconds drain_delay_ = kFirstDrainDelay;  // Guarded by mutex_.
 };
 
 // ---- Core ----
@@ -271,23 +371,17 @@ void SessionServer::Core::Stop() {
       (void)acceptor_.close(ignored);  // Returns `ignored`.
       (void)retry_timer_.cancel();     // The count of handlers it cancelled.
     }
-    for (auto& [id, served] : connections_) open.push_back(served.connection);
+    for (auto& [id, connection] : connections_) open.push_back(connection);
   }
   if (stopping_now) {
     RemoveSocketFile();
     spdlog::debug("session server on {}: stopped", socket_path_);
   }
+  // Once stopped_ is set no connection is added, and each Shutdown() closes its session.
   for (const auto& connection : open) connection->Shutdown();
   open.clear();
-  std::vector<std::thread> ended;
-  {
-    std::unique_lock lock(mutex_);
-    connections_finished_.wait(lock, [this] { return connections_.empty(); });
-    ended.swap(ended_threads_);
-  }
-  // A thread in `ended` may still be joining the one that ended before it: joining it
-  // waits for that too.
-  for (std::thread& thread : ended) thread.join();
+  // The loops end once the closed connections' handlers have run.
+  if (!loops_.RunningInThisThread()) loops_.Join();
   // An accept handler that already runs may still be adding a connection (it finds the
   // server stopped); wait for it, unless it could be our caller (waiting would never end).
   if (!io_context_.get_executor().running_in_this_thread()) {
@@ -301,18 +395,16 @@ std::size_t SessionServer::Core::connection_count() const {
   return connections_.size();
 }
 
-void SessionServer::Core::Finished(std::uint64_t connection_id) {
-  std::vector<std::thread> earlier;
-  {
-    std::lock_guard lock(mutex_);
-    earlier.swap(ended_threads_);
-    if (auto served = connections_.find(connection_id); served != connections_.end()) {
-      ended_threads_.push_back(std::move(served->second.thread));
-      connections_.erase(served);
-    }
-    if (connections_.empty()) connections_finished_.notify_all();
+void SessionServer::Core::Finished(std::uint64_t connection_id, uid_t uid) {
+  std::shared_ptr<Connection> leaving;  // Destroyed after the lock is released.
+  std::lock_guard lock(mutex_);
+  auto found = connections_.find(connection_id);
+  if (found == connections_.end()) return;
+  leaving = std::move(found->second);
+  connections_.erase(found);
+  if (auto count = connections_per_uid_.find(uid); count != connections_per_uid_.end()) {
+    if (--count->second == 0) connections_per_uid_.erase(count);
   }
-  for (std::thread& thread : earlier) thread.join();
 }
 
 bool SessionServer::Core::EnterHandler() {
@@ -351,34 +443,87 @@ void SessionServer::Core::OnListenerReady(const boost::system::error_code& error
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
-    bool retry_later = false;
+    bool keep_accepting = true;
     if (error) {
       spdlog::warn("session server on {}: waiting for connections failed: {}", socket_path_,
                    error.message());
-      retry_later = true;
+      keep_accepting = false;
     } else {
-      for (int i = 0; i < kMaxAcceptsPerWakeup; ++i) {
-        // Blocking: the connection's thread waits in recvmsg and sendmsg.
-        const int socket = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (socket >= 0) {
-          accepted.emplace_back(socket);
-          continue;
-        }
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        spdlog::warn("session server on {}: {}", socket_path_,
-                     ErrnoError("accept4", "", errno).ToString());
-        retry_later = true;
-        break;
-      }
+      keep_accepting = AcceptQueuedLocked(accepted);
     }
-    if (retry_later) {
-      ArmRetryLocked();
-    } else {
+    if (keep_accepting) {
       ArmAcceptLocked();
+    } else {
+      ArmRetryLocked();
     }
   }
   for (UniqueFd& socket : accepted) AddConnection(std::move(socket));
+}
+
+bool SessionServer::Core::AcceptQueuedLocked(std::vector<UniqueFd>& accepted) {
+  for (int i = 0; i < kMaxAcceptsPerWakeup; ++i) {
+    // Non-blocking: the connection's handlers never wait in a system call.
+    const int socket =
+        ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (socket >= 0) {
+      if (accept_exhausted_) {
+        accept_exhausted_ = false;
+        spdlog::info("session server on {}: accepting connections again", socket_path_);
+      }
+      accepted.emplace_back(socket);
+      continue;
+    }
+    const int failure = errno;
+    if (failure == EINTR || failure == ECONNABORTED) continue;
+    if (failure == EAGAIN || failure == EWOULDBLOCK) return true;
+    if (!IsExhaustion(failure)) {
+      spdlog::warn("session server on {}: {}", socket_path_,
+                   ErrnoError("accept4", "", failure).ToString());
+    } else if (!accept_exhausted_) {
+      // Once per shortage: a daemon out of descriptors would otherwise log ten lines a
+      // second. Connections already open are served meanwhile.
+      accept_exhausted_ = true;
+      spdlog::warn(
+          "session server on {}: {}; new connections wait, retried every {} ms (logged once "
+          "until accepting works again)",
+          socket_path_, ErrnoError("accept4", "", failure).ToString(), kAcceptRetryDelay.count());
+    }
+    return false;
+  }
+  return true;
+}
+
+std::optional<Error> SessionServer::Core::CapExceededLocked(const PeerCredentials& peer) const {
+  if (limits_.max_sessions != 0 && connections_.size() >= limits_.max_sessions) {
+    return ResourceExhaustedError(
+               fmt::format("max_sessions {} reached: the daemon already serves {} session "
+                           "connections; try again later",
+                           limits_.max_sessions, connections_.size()))
+        .error();
+  }
+  const auto count = connections_per_uid_.find(peer.uid);
+  if (limits_.max_sessions_per_uid != 0 && count != connections_per_uid_.end() &&
+      count->second >= limits_.max_sessions_per_uid) {
+    return ResourceExhaustedError(
+               fmt::format("uid {}: max_sessions_per_uid {} reached: that uid already holds {} "
+                           "session connections; close some first",
+                           peer.uid, limits_.max_sessions_per_uid, count->second))
+        .error();
+  }
+  return std::nullopt;
+}
+
+void SessionServer::Core::Refuse(int socket, const PeerCredentials& peer, const Error& error) {
+  const std::uint64_t refused = refused_connections_.fetch_add(1, std::memory_order_relaxed) + 1;
+  // At the 1st, 2nd, 4th, 8th... refusal: a flood of them logs a few lines, not one each.
+  if (std::has_single_bit(refused)) {
+    spdlog::warn(
+        "session server on {}: refused a connection (pid {}, uid {}): {} ({} refused "
+        "so far)",
+        socket_path_, peer.pid, peer.uid, error.message(), refused);
+  }
+  host_.ConnectionRefused(peer, error);
+  SendParting(socket, error);
 }
 
 void SessionServer::Core::AddConnection(UniqueFd socket) {
@@ -388,25 +533,33 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
                  peer.error().ToString());
     return;
   }
-  std::lock_guard lock(mutex_);
-  if (stopped_) return;  // `socket` closes.
-  const std::uint64_t id = next_connection_id_++;
-  auto connection = std::make_shared<Connection>(*this, id, std::move(socket), *peer);
-  std::thread thread;
-  try {
-    // Started under mutex_, so the thread's Finished() finds it in connections_.
-    thread = std::thread([core = shared_from_this(), connection] {
-      connection->Run();
-      core->Finished(connection->id());
-    });
-  } catch (const std::system_error& error) {
-    spdlog::warn("session server on {}: dropped a connection (pid {}): no thread to serve it: {}",
-                 socket_path_, peer->pid, error.what());
-    return;  // `connection` closes its socket.
+  std::shared_ptr<Connection> connection;
+  std::optional<Error> exceeded;
+  UniqueFd refused;  // Answered and closed outside mutex_.
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;  // `socket` closes.
+    exceeded = CapExceededLocked(*peer);
+    if (exceeded) {
+      refused = std::move(socket);
+    } else {
+      connection = std::make_shared<Connection>(shared_from_this(), loops_.Next(),
+                                                next_connection_id_++, *peer);
+      if (auto assigned = connection->Assign(std::move(socket)); !assigned) {
+        spdlog::warn("session server on {}: dropped a connection (pid {}): {}", socket_path_,
+                     peer->pid, assigned.error().ToString());
+        return;
+      }
+      connections_.emplace(connection->id(), connection);
+      ++connections_per_uid_[peer->uid];
+    }
   }
-  ::pthread_setname_np(thread.native_handle(), "hurrayd-session");
-  connections_.emplace(id,
-                       Served{.connection = std::move(connection), .thread = std::move(thread)});
+  if (exceeded) {
+    Refuse(refused.get(), *peer, *exceeded);
+    return;
+  }
+  // Outside mutex_: its handlers may run (and finish) at once, on any thread.
+  connection->Start();
 }
 
 void SessionServer::Core::RemoveSocketFile() const {
@@ -423,53 +576,180 @@ void SessionServer::Core::RemoveSocketFile() const {
 
 // ---- Connection ----
 
-void SessionServer::Connection::Run() {
-  const LogContext log_context({.pid = peer_.pid, .uid = peer_.uid});
+Status SessionServer::Connection::Assign(UniqueFd socket) {
+  std::lock_guard lock(mutex_);
+  boost::system::error_code error;
+  (void)socket_.assign(stream_protocol(), socket.get(), error);  // Returns `error`.
+  if (error) return ResourceExhaustedError(fmt::format("serve the socket: {}", error.message()));
+  (void)socket.Release();  // socket_ owns it now.
+  return {};
+}
+
+void SessionServer::Connection::Start() {
+  std::lock_guard lock(mutex_);
+  if (closed_) return;
   spdlog::debug("session connection {}: connected (pid {}, uid {}, gid {})", id_, peer_.pid,
                 peer_.uid, peer_.gid);
-  const std::string reason = Serve();
-  const LogContext session_log_context(
-      {.session = session_id_.value_or(0), .pid = peer_.pid, .uid = peer_.uid});
-  spdlog::debug("session connection {} (pid {}): closed: {}", id_, peer_.pid, reason);
-  // Before the socket closes, so that a client that sees the end of stream finds its
-  // leases and allocations already returned.
-  if (session_id_) core_.host().CloseSession(*session_id_);
-  std::lock_guard lock(socket_mutex_);
-  socket_.Reset();
+  if (core_->limits().hello_timeout.count() > 0) {
+    hello_deadline_.expires_after(core_->limits().hello_timeout);
+    hello_deadline_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      self->OnHelloDeadline(error);
+    });
+  }
+  ArmRead();
 }
 
 void SessionServer::Connection::Shutdown() {
-  shutting_down_.store(true, std::memory_order_relaxed);
-  std::lock_guard lock(socket_mutex_);
-  // Not close(): the thread may be inside a call on the descriptor. shutdown() wakes it
-  // (recvmsg sees the end of stream, sendmsg EPIPE, poll POLLHUP), and the client sees the
-  // end of stream.
-  if (socket_) ::shutdown(socket_.get(), SHUT_RDWR);
+  std::lock_guard lock(mutex_);
+  CloseLocked("the server stopped");
 }
 
-std::string SessionServer::Connection::Serve() {
-  while (true) {
-    auto frame = reader_.Next(socket_fd_);
-    if (!frame) {
-      if (shutting_down()) return "the server stopped";
-      // The client went away (exit, crash, kill -9): the normal end of a session.
-      if (frame.error().code() != StatusCode::kUnavailable) {
-        spdlog::warn("session connection {} (pid {}): {}; closing", id_, peer_.pid,
-                     frame.error().ToString());
-      }
-      return frame.error().message();
-    }
-    Reply reply = Handle(std::move(*frame));
-    if (auto sent = Send(reply); !sent) {
-      if (shutting_down()) return "the server stopped";
-      if (sent.error().code() != StatusCode::kUnavailable) {
-        spdlog::warn("session connection {} (pid {}): reply not sent: {}", id_, peer_.pid,
-                     sent.error().ToString());
-      }
-      return sent.error().message();
-    }
-    if (reply.close_reason) return *std::move(reply.close_reason);
+void SessionServer::Connection::ArmRead() {
+  socket_.async_wait(stream_protocol::socket::wait_read,
+                     [self = shared_from_this()](const boost::system::error_code& error) {
+                       self->OnReadable(error);
+                     });
+}
+
+void SessionServer::Connection::OnReadable(const boost::system::error_code& error) {
+  std::lock_guard lock(mutex_);
+  if (closed_) return;
+  if (error) {
+    CloseLocked(fmt::format("waiting for a request failed: {}", error.message()));
+    return;
   }
+  ServeLocked();
+}
+
+void SessionServer::Connection::OnWritable(const boost::system::error_code& error) {
+  std::lock_guard lock(mutex_);
+  if (closed_) return;
+  if (error) {
+    CloseLocked(fmt::format("waiting to send a reply failed: {}", error.message()));
+    return;
+  }
+  if (ContinueReplyLocked()) ServeLocked();
+}
+
+void SessionServer::Connection::OnDrainTimer(const boost::system::error_code& error) {
+  std::lock_guard lock(mutex_);
+  if (closed_ || error) return;  // An error: the timer was cancelled, by CloseLocked.
+  if (!EarlierRepliesAreRead()) {
+    drain_delay_ = std::min(drain_delay_ * 2, kLastDrainDelay);
+    drain_timer_.expires_after(drain_delay_);
+    drain_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& failed) {
+      self->OnDrainTimer(failed);
+    });
+    return;
+  }
+  sender_.emplace(reply_payload_, reply_.fd.get());
+  if (ContinueReplyLocked()) ServeLocked();
+}
+
+void SessionServer::Connection::OnHelloDeadline(const boost::system::error_code& error) {
+  std::lock_guard lock(mutex_);
+  if (closed_ || error || session_id_) return;
+  const Error late(StatusCode::kDeadlineExceeded,
+                   fmt::format("no hello within hello_timeout_ms {} of connecting; closing",
+                               core_->limits().hello_timeout.count()));
+  spdlog::info("session connection {} (pid {}, uid {}): {}", id_, peer_.pid, peer_.uid,
+               late.message());
+  if (!sender_) SendParting(socket_fd(), late);
+  CloseLocked(late.message());
+}
+
+void SessionServer::Connection::ServeLocked() {
+  while (!closed_) {
+    auto frame = reader_.TryNext(socket_fd());
+    if (!frame) {
+      CloseOnErrorLocked("", frame.error());
+      return;
+    }
+    std::optional<Frame> next = std::move(*frame);
+    if (!next.has_value()) {
+      ArmRead();
+      return;
+    }
+    reply_ = Handle(std::move(*next));
+    if (!StartReplyLocked()) return;
+    // Bytes already read wait in the reader, where the socket's readiness cannot tell.
+    if (!reader_.has_buffered_bytes()) {
+      ArmRead();
+      return;
+    }
+  }
+}
+
+bool SessionServer::Connection::StartReplyLocked() {
+  reply_payload_.resize(reply_.message.ByteSizeLong());
+  reply_.message.SerializeWithCachedSizesToArray(reply_payload_.data());
+  if (reply_.fd && !EarlierRepliesAreRead()) {
+    spdlog::debug(
+        "session connection {} (pid {}): waiting for the client to read its earlier replies", id_,
+        peer_.pid);
+    drain_delay_ = kFirstDrainDelay;
+    drain_timer_.expires_after(drain_delay_);
+    drain_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      self->OnDrainTimer(error);
+    });
+    return false;
+  }
+  sender_.emplace(reply_payload_, reply_.fd ? reply_.fd.get() : -1);
+  return ContinueReplyLocked();
+}
+
+bool SessionServer::Connection::ContinueReplyLocked() {
+  // NOLINTNEXTLINE(bugprone-unchecked-optional-access): every caller has set sender_.
+  auto sent = sender_->Continue(socket_fd());
+  if (!sent) {
+    CloseOnErrorLocked("reply not sent: ", sent.error());
+    return false;
+  }
+  if (!*sent) {
+    socket_.async_wait(stream_protocol::socket::wait_write,
+                       [self = shared_from_this()](const boost::system::error_code& error) {
+                         self->OnWritable(error);
+                       });
+    return false;
+  }
+  sender_.reset();
+  reply_.fd.Reset();
+  if (reply_.close_reason) {
+    CloseLocked(*reply_.close_reason);
+    return false;
+  }
+  return true;
+}
+
+bool SessionServer::Connection::EarlierRepliesAreRead() {
+  int unread = 0;
+  // On a unix socket, SIOCOUTQ counts the bytes sent and not yet read by the peer.
+  return ::ioctl(socket_fd(), SIOCOUTQ, &unread) != 0 || unread == 0;
+}
+
+void SessionServer::Connection::CloseOnErrorLocked(std::string_view what, const Error& error) {
+  // UNAVAILABLE: the client went away (exit, crash, kill -9), the normal end of a session.
+  if (error.code() != StatusCode::kUnavailable) {
+    spdlog::warn("session connection {} (pid {}): {}{}; closing", id_, peer_.pid, what,
+                 error.ToString());
+  }
+  CloseLocked(error.message());
+}
+
+void SessionServer::Connection::CloseLocked(const std::string& reason) {
+  if (closed_) return;
+  closed_ = true;
+  const LogContext log_context(
+      {.session = session_id_.value_or(0), .pid = peer_.pid, .uid = peer_.uid});
+  spdlog::debug("session connection {} (pid {}): closed: {}", id_, peer_.pid, reason);
+  if (session_id_) core_->host().CloseSession(*session_id_);
+  (void)hello_deadline_.cancel();  // The count of handlers it cancelled.
+  (void)drain_timer_.cancel();
+  sender_.reset();
+  reply_.fd.Reset();
+  boost::system::error_code ignored;
+  (void)socket_.close(ignored);  // Returns `ignored`; waiting handlers see closed_.
+  core_->Finished(id_, peer_.uid);
 }
 
 SessionServer::Connection::Reply SessionServer::Connection::Handle(Frame frame) {
@@ -511,13 +791,14 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
                           fmt::format("hello.client_name is {} bytes; the limit is {}",
                                       hello.client_name().size(), kMaxSessionClientNameBytes));
   }
-  auto grant = core_.host().OpenSession(peer_, hello.client_name());
+  auto grant = core_->host().OpenSession(peer_, hello.client_name());
   if (!grant) {
     spdlog::info("session connection {} (pid {}, uid {}): session refused: {}", id_, peer_.pid,
                  peer_.uid, grant.error().ToString());
     return ErrorReply(request.request_id(), grant.error(), /*close_after=*/true);
   }
   session_id_ = grant->session_id;
+  (void)hello_deadline_.cancel();  // The count of handlers it cancelled.
   spdlog::debug("session connection {} (pid {}): session {} opened for '{}'", id_, peer_.pid,
                 grant->session_id, hello.client_name());
   Reply reply;
@@ -525,7 +806,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
   v1::SessionWelcome& welcome = *reply.message.mutable_welcome();
   welcome.set_token(std::move(grant->token));
   welcome.set_session_id(grant->session_id);
-  welcome.set_daemon_epoch(core_.daemon_epoch());
+  welcome.set_daemon_epoch(core_->daemon_epoch());
   welcome.set_pid(static_cast<std::uint32_t>(peer_.pid));
   welcome.set_uid(peer_.uid);
   welcome.set_gid(peer_.gid);
@@ -534,7 +815,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
 
 SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
     std::uint64_t session_id, const v1::SessionMessage& request) {
-  SessionHost& host = core_.host();
+  SessionHost& host = core_->host();
   switch (request.body_case()) {
     case v1::SessionMessage::kMapSegment:
       return HandleMapSegment(session_id, request);
@@ -594,14 +875,14 @@ SessionServer::Connection::Reply SessionServer::Connection::HandlePublishBatch(
             .error(),
         /*close_after=*/false);
   }
-  return ReplyWith(request.request_id(), core_.host().PublishBatch(session_id, batch),
+  return ReplyWith(request.request_id(), core_->host().PublishBatch(session_id, batch),
                    &v1::SessionMessage::mutable_publish_batch_reply);
 }
 
 SessionServer::Connection::Reply SessionServer::Connection::HandleMapSegment(
     std::uint64_t session_id, const v1::SessionMessage& request) {
   const v1::MapSegmentRequest& map = request.map_segment();
-  auto access = core_.host().GrantSegment(session_id, map.segment_id(), map.writable());
+  auto access = core_->host().GrantSegment(session_id, map.segment_id(), map.writable());
   if (access && access->kind != SegmentKind::kCudaLegacyIpc && !access->fd.valid()) {
     access = InternalError(
         fmt::format("segment {}: the daemon granted no descriptor", map.segment_id()));
@@ -644,41 +925,12 @@ SessionServer::Connection::Reply SessionServer::Connection::ErrorReply(std::uint
   return reply;
 }
 
-Status SessionServer::Connection::Send(const Reply& reply) {
-  reply_payload_.resize(reply.message.ByteSizeLong());
-  reply.message.SerializeWithCachedSizesToArray(reply_payload_.data());
-  if (reply.fd) {
-    if (auto drained = WaitUntilEarlierRepliesAreRead(); !drained) return drained;
-  }
-  return SendFrame(socket_fd_, reply_payload_, reply.fd ? reply.fd.get() : -1);
-}
-
-Status SessionServer::Connection::WaitUntilEarlierRepliesAreRead() {
-  std::chrono::milliseconds delay = kFirstDrainDelay;
-  while (true) {
-    int unread = 0;
-    // On a unix socket, SIOCOUTQ counts the bytes sent and not yet read by the peer.
-    if (::ioctl(socket_fd_, SIOCOUTQ, &unread) != 0 || unread == 0) return {};
-    if (delay == kFirstDrainDelay) {
-      spdlog::debug(
-          "session connection {} (pid {}): waiting for the client to read its earlier replies", id_,
-          peer_.pid);
-    }
-    // Sleeps for `delay`, or less when the connection hangs up (the client closed it, or
-    // Shutdown()): poll reports POLLHUP and POLLERR whatever the events asked for.
-    pollfd entry{.fd = socket_fd_, .events = 0, .revents = 0};
-    if (::poll(&entry, 1, static_cast<int>(delay.count())) > 0) {
-      return UnavailableError("the connection ended while a reply waited for the client");
-    }
-    delay = std::min(delay * 2, kLastDrainDelay);
-  }
-}
-
 // ---- SessionServer ----
 
 Result<std::unique_ptr<SessionServer>> SessionServer::Create(
     boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
-    std::uint64_t daemon_epoch, std::uint32_t socket_mode, std::uint32_t directory_mode) {
+    std::uint64_t daemon_epoch, std::uint32_t socket_mode, std::uint32_t directory_mode,
+    SessionLimits limits) {
   auto address = UnixSocketAddress(socket_path);
   if (!address) return std::unexpected(address.error().WithContext("socket_path"));
   HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(socket_path, directory_mode));
@@ -704,7 +956,7 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(
   if (::listen(listener.get(), SOMAXCONN) != 0) {
     return fail(ErrnoError("listen", socket_path, errno));
   }
-  auto core = std::make_shared<Core>(io_context, socket_path, host, daemon_epoch,
+  auto core = std::make_shared<Core>(io_context, socket_path, host, daemon_epoch, limits,
                                      FileIdentity{.device = info.st_dev, .inode = info.st_ino});
   if (auto listening = core->Listen(std::move(listener)); !listening) {
     return fail(std::move(listening).error());
@@ -722,6 +974,10 @@ SessionServer::~SessionServer() { Stop(); }  // NOLINT(bugprone-exception-escape
 void SessionServer::Stop() { core_->Stop(); }
 
 std::size_t SessionServer::connection_count() const { return core_->connection_count(); }
+
+std::uint64_t SessionServer::refused_connection_count() const {
+  return core_->refused_connection_count();
+}
 
 const std::string& SessionServer::socket_path() const { return core_->socket_path(); }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,11 +14,32 @@
 
 namespace hurray::daemon {
 
-// Listens on a unix stream socket (accepting on the caller's io_context) and serves each
-// connection on a thread of its own, which blocks in recvmsg for the next request: a
-// request then costs one wake-up, of the thread that handles it. Each connection:
+// How many connections a SessionServer serves, and how long a new one may take to say hello.
+// A plain value.
+struct SessionLimits {
+  // Most connections open at once, hello or not; 0: no limit.
+  std::size_t max_sessions = 4096;
+  // Most connections open at once from processes of one uid; 0: no limit.
+  std::size_t max_sessions_per_uid = 1024;
+  // How long a new connection may take to send its hello; 0: forever.
+  std::chrono::milliseconds hello_timeout{5000};
+  // Event loops (one thread each) that serve the connections; at least 1.
+  std::size_t event_loops = 2;
+};
+
+// Listens on a unix stream socket (accepting on the caller's io_context) and serves every
+// connection with handlers on SessionLimits::event_loops event loops of its own (threads
+// named hurrayd-session, each running one io_context, connections spread over them in
+// turn): no thread waits for a connection, so an idle one costs its descriptor and a few
+// hundred bytes, and the server's thread count is fixed. A request costs one wake-up, of the
+// thread that handles it. Each connection:
+//   - is refused at once, with a SessionError RESOURCE_EXHAUSTED naming the cap
+//     (`max_sessions 4096 reached: ...`, `uid 1001: max_sessions_per_uid 1024 reached: ...`)
+//     and closed, when it would exceed SessionLimits; refusals are counted
+//     (refused_connection_count);
 //   - has the peer's credentials (SO_PEERCRED) read when it is accepted;
-//   - must begin with a hello of protocol version kSessionProtocolVersion with a
+//   - must begin with a hello within SessionLimits::hello_timeout (else a SessionError
+//     DEADLINE_EXCEEDED, and it is closed) of protocol version kSessionProtocolVersion with a
 //     client_name of at most kMaxSessionClientNameBytes (anything else is answered
 //     with an INVALID_ARGUMENT SessionError and the connection is closed); the host's
 //     OpenSession decides, and the client gets a welcome or the host's error (and is
@@ -26,7 +48,7 @@ namespace hurray::daemon {
 //     (SCM_RIGHTS), and each hot-path request (allocate, publish, acquire, release,
 //     cancel_allocation) with the host's reply or error; anything else, or a frame that
 //     does not parse, is a protocol error as above; an oversized or truncated frame closes
-//     the connection at once;
+//     the connection at once; a descriptor the client sends is closed;
 //   - when it closes, for whatever reason (end of stream, error, protocol error, Stop()),
 //     calls host.CloseSession exactly once for its session, if it had one, before the
 //     socket closes. No other host call for that session follows, and none runs
@@ -35,7 +57,11 @@ namespace hurray::daemon {
 // client that does not read its replies stalls only itself; a reply that carries a
 // descriptor waits until the client has read every earlier reply, so a client never holds
 // more than one descriptor in flight (they count against the daemon's descriptor limit).
-// No lock is held while the host is called; calls for different sessions run concurrently.
+// When accept4 runs out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the server
+// logs it once, retries every 100 ms, and serves the open connections meanwhile.
+// A host call holds only its own connection's lock; calls for different sessions run
+// concurrently on the event loops, and a host call that blocks holds up its loop's other
+// connections.
 //
 // Thread-safe: every method may be called from any thread, io_context threads included;
 // the io_context may be run by any number of threads. The io_context and the host must
@@ -55,7 +81,7 @@ class SessionServer {
   [[nodiscard]] static Result<std::unique_ptr<SessionServer>> Create(
       boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
       std::uint64_t daemon_epoch, std::uint32_t socket_mode = 0660,
-      std::uint32_t directory_mode = 0755);
+      std::uint32_t directory_mode = 0755, SessionLimits limits = {});
 
   // Stops (see Stop()).
   ~SessionServer();
@@ -63,16 +89,19 @@ class SessionServer {
   SessionServer(const SessionServer&) = delete;
   SessionServer& operator=(const SessionServer&) = delete;
 
-  // Stops accepting, closes every connection, waits until each connection's thread has
-  // called CloseSession for its session and ended, and removes the socket file (if it is
-  // still the one this server created). Idempotent; a second concurrent call returns once
-  // the first is done. Called from a thread that is not running the io_context, it also
-  // waits for an accept handler already running, so the host is not called after it
-  // returns. Never call it from the host's methods, nor while holding a lock that they take.
+  // Stops accepting, closes every connection (waiting for a handler of it that runs, and
+  // calling CloseSession for its session), ends the event loops, and removes the socket file (if it
+  // is still the one this server created). Idempotent; a second concurrent call returns once the
+  // first is done. Called from a thread that is not running the io_context, it also waits for an
+  // accept handler already running, so the host is not called after it returns. Never call it from
+  // the host's methods, nor while holding a lock that they take.
   void Stop();
 
   // Connections accepted and not yet closed.
   [[nodiscard]] std::size_t connection_count() const;
+
+  // Connections refused since Create for exceeding SessionLimits' caps.
+  [[nodiscard]] std::uint64_t refused_connection_count() const;
 
   [[nodiscard]] const std::string& socket_path() const;
 

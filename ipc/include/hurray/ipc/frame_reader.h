@@ -34,6 +34,15 @@ class FrameReader {
   // how much of it came, when it ends inside one). After an error the reader is spent.
   [[nodiscard]] Result<Frame> Next(int socket);
 
+  // As Next(), without waiting: std::nullopt when the socket would block before a frame is
+  // complete (the bytes received so far are kept for the next call).
+  [[nodiscard]] Result<std::optional<Frame>> TryNext(int socket);
+
+  // Whether bytes received and not yet returned wait in the buffer: a socket's readiness
+  // says nothing of them, so a caller that waits for it first calls TryNext() until this is
+  // false.
+  [[nodiscard]] bool has_buffered_bytes() const { return begin_ < end_; }
+
  private:
   // A received descriptor, with the buffer range [read_begin, read_end) of the read that
   // brought it (read_begin may lie before the buffer's start once bytes are consumed).

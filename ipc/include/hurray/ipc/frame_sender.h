@@ -5,6 +5,7 @@
 // connection.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -12,6 +13,25 @@
 #include "hurray/ipc/frame.h"
 
 namespace hurray {
+
+// Writes one frame a piece at a time, for a caller that waits for a non-blocking socket
+// itself: Continue() writes what the socket takes, and returns true once the whole frame is
+// written, false when the socket would block before that (call it again once the socket is
+// writable). `fd_to_pass` travels with the first byte, as with SendFrame. Borrows `payload`
+// and `fd_to_pass`. Not thread-safe; one writer per socket.
+class FrameSender {
+ public:
+  FrameSender(std::span<const std::uint8_t> payload, int fd_to_pass);
+
+  // INVALID_ARGUMENT when the payload is above the limit; errors as SendFrame.
+  [[nodiscard]] Result<bool> Continue(int socket);
+
+ private:
+  std::uint8_t header_[kSessionFrameHeaderBytes] = {};
+  std::span<const std::uint8_t> payload_;
+  int fd_to_pass_;
+  std::size_t sent_ = 0;  // Bytes of header and payload written so far.
+};
 
 // Writes one frame to a connected unix stream socket and returns once every byte is in the
 // socket. Retries partial writes and EINTR; a non-blocking socket is waited on with poll().
