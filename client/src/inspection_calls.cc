@@ -17,7 +17,10 @@ class WatchThread final : public WatchHandle {
       : connection_(std::move(connection)) {
     v1::WatchRequest request;
     request.set_prefix(std::move(prefix));
-    context_ = connection_->SessionContext();  // The session's uid decides what it sees.
+    // The session's uid decides what it sees. Without a session (the daemon is down), the
+    // call goes out anonymous and fails as unavailable, which ends the watch.
+    auto context = connection_->SessionContext("Watch");
+    context_ = context ? std::move(*context) : std::make_unique<grpc::ClientContext>();
     reader_ = connection_->stub().Watch(context_.get(), request);
     thread_ = std::thread([this, on_event = std::move(on_event), on_end = std::move(on_end)] {
       v1::WatchEvent event;
@@ -69,7 +72,8 @@ Result<v1::ListResponse> CallList(Connection& connection, std::string_view prefi
   request.set_page_token(std::string(page_token));
   v1::ListResponse response;
   // With the session's token: the daemon shows this session what its uid may read.
-  const std::unique_ptr<grpc::ClientContext> context = connection.SessionContext();
+  HURRAY_ASSIGN_OR_RETURN(const std::unique_ptr<grpc::ClientContext> context,
+                          connection.SessionContext("List"));
   grpc::Status status = connection.stub().List(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "List"));
   return response;
@@ -82,7 +86,8 @@ Result<v1::DescribeResponse> CallDescribe(Connection& connection, std::string_vi
   request.set_version(version);
   v1::DescribeResponse response;
   // With the session's token: the daemon shows this session what its uid may read.
-  const std::unique_ptr<grpc::ClientContext> context = connection.SessionContext();
+  HURRAY_ASSIGN_OR_RETURN(const std::unique_ptr<grpc::ClientContext> context,
+                          connection.SessionContext("Describe"));
   grpc::Status status = connection.stub().Describe(context.get(), request, &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Describe"));
   return response;

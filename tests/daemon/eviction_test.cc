@@ -84,9 +84,12 @@ class EvictionTest : public ::testing::Test {
     auto grant = registry_->OpenSession(PeerCredentials{.pid = 1, .uid = 0, .gid = 0}, "test");
     ASSERT_OK(grant);
     session_ = grant->session_id;
-    watch_ = registry_->Watch("", [this](const v1::WatchEvent& event) {
-      if (event.kind() == v1::WatchEvent::KIND_EVICTED) evicted_.push_back(event.name());
-    });
+    watch_ = registry_->Watch(
+        "",
+        [this](const v1::WatchEvent& event) {
+          if (event.kind() == v1::WatchEvent::KIND_EVICTED) evicted_.push_back(event.name());
+        },
+        /*viewer=*/nullptr);
   }
 
   void TearDown() override { registry_->Unwatch(watch_); }
@@ -127,7 +130,7 @@ class EvictionTest : public ::testing::Test {
   bool Published(const std::string& name) {
     v1::DescribeRequest request;
     request.set_name(name);
-    return registry_->Describe(request).has_value();
+    return registry_->Describe(request, /*viewer=*/nullptr).has_value();
   }
 
   // Fills the pool with evictable e/0 .. e/3, published in that order.

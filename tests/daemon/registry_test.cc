@@ -1217,6 +1217,8 @@ TEST_F(RegistryAccessTest, PoolNamespacesLimitPublishAndShowInStats) {
   ASSERT_EQ(stats.pools_size(), 1);
   ASSERT_EQ(stats.pools(0).namespaces_size(), 1);
   EXPECT_EQ(stats.pools(0).namespaces(0), "ok/**");
+}
+
 // ---- Per-uid quotas ----
 
 // Both fixture sessions are uid 0: the quotas bind them together.
@@ -1247,7 +1249,7 @@ TEST_F(RegistryUidQuotaTest, PublishedBytesQuotaRefusesPublishAndKeepsTheAllocat
   EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
   v1::DeleteRequest remove;
   remove.set_name("model/a");
-  ASSERT_OK(registry_->Delete(remove));
+  ASSERT_OK(registry_->Delete(producer_, remove));
   EXPECT_OK(Publish(producer_, third.allocation_id(), "model/c"));
 }
 

@@ -299,7 +299,6 @@ class Registry final : public SessionHost {
   };
   Evicted evicted_;  // Guarded by mutex_.
   WaitSet waits_;    // Guarded by mutex_.
-  WaitSet waits_;                   // Guarded by mutex_.
 
   UidQuotaTable uid_quotas_;  // Guarded by mutex_.
   // Connections the session server refused (ConnectionRefused); needs no lock.
