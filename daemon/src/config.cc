@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "hurray/ipc/socket_path.h"
+#include "journal/journal_sync.h"
+#include "journal/state_directory.h"
 #include "metrics/metrics_address.h"
 #include "pool/cpu_pool.h"
 #include "registry/tensor_name.h"
@@ -109,6 +111,11 @@ Result<HugePages> HugePagesOf(const toml::node& node, const std::string& key) {
   return Named(key, ParseHugePages(text));
 }
 
+Result<JournalSync> JournalSyncOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
+  return Named(key, ParseJournalSync(text));
+}
+
 Result<std::string> MetricsAddressOf(const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(std::string text, StringOf(node, key));
   if (!text.empty()) HURRAY_RETURN_IF_ERROR(ParseMetricsAddress(text));
@@ -169,6 +176,8 @@ constexpr Setting kSettings[] = {
      AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
     {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
+    {"state_directory", Assign<&Config::state_directory, StringOf>},
+    {"journal_sync", Assign<&Config::journal_sync, JournalSyncOf>},
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
@@ -292,6 +301,7 @@ Config DefaultConfig() {
   Config config;
   config.socket_path = DefaultDaemonSocketPath();
   config.cpu_pool.capacity_bytes = DefaultCpuPoolCapacity();
+  config.state_directory = DefaultStateDirectory(ReadStateDirectoryEnvironment());
   return config;
 }
 
@@ -414,7 +424,9 @@ std::string ToToml(const Config& config) {
                        {"cpu_pool", std::move(pool)},
                        {"cuda_pool", std::move(cuda_pool)},
                        {"socket_group", config.socket_group},
-                       {"metrics_address", config.metrics_address}};
+                       {"metrics_address", config.metrics_address},
+                       {"state_directory", config.state_directory},
+                       {"journal_sync", std::string(JournalSyncName(config.journal_sync))}};
   if (!config.preload.empty()) {
     toml::array preload;
     for (const Config::Preload& entry : config.preload) {

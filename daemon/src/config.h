@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "journal/journal_sync.h"
 #include "logging.h"
 #include "pool/huge_pages.h"
 
@@ -100,6 +101,16 @@ struct Config {
   // ParseMetricsAddress); empty: off. A host that is not loopback is allowed, with a warning:
   // the metrics name tensors and pools.
   std::string metrics_address;
+
+  // Where the journal lives (journal/tensor_journal.h): the tensors published and their
+  // segments, which a restarted daemon adopts. Default: $STATE_DIRECTORY (systemd's
+  // StateDirectory=), else $XDG_STATE_HOME/hurray, else $HOME/.local/state/hurray
+  // (DefaultStateDirectory). One daemon per directory: a second one refuses to start.
+  std::string state_directory;
+  // When journal records reach the disk: "always" (fdatasync before each publish or delete
+  // is acknowledged), "batch" (at most one fdatasync per 100 ms) or "none" (never). A kill
+  // of the daemon loses nothing under any of them; see JournalSync.
+  JournalSync journal_sync = JournalSync::kAlways;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;

@@ -35,6 +35,8 @@
 
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
+#include "journal/journal_record.h"
+#include "journal/version_journal.h"
 #include "pool/pool_set.h"
 #include "registry/allocation_table.h"
 #include "registry/fence_table.h"
@@ -63,6 +65,9 @@ class Registry final : public SessionHost {
     std::size_t max_batch_names = 100'000;
     // Fence segments are named "/<fence_shm_prefix>-<32 random hex digits>".
     std::string fence_shm_prefix = "hurray";
+    // Told of every publish and delete before it is acknowledged (journal/); null: none.
+    // Must outlive the registry.
+    VersionJournal* journal = nullptr;
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -154,6 +159,17 @@ class Registry final : public SessionHost {
   // how many. The daemon calls it as it stops, once the sessions have ended.
   std::uint64_t PoisonUnreachedFences();
 
+  // What Adopt restored: the records of the versions served again.
+  struct Adoption {
+    std::vector<JournalRecord> adopted;
+    std::uint64_t lost = 0;
+  };
+  // At start, before any session: publishes again the versions (kPublish records) an
+  // earlier daemon's journal kept, under their names and numbers, their buffers taken from
+  // their pools (AdoptVersion). A version that cannot be (a GPU tensor) is lost: logged,
+  // counted in Stats, and an Acquire of its name says so until the name is published again.
+  Adoption Adopt(std::vector<JournalRecord> versions);
+
   [[nodiscard]] std::uint64_t daemon_epoch() const { return options_.daemon_epoch; }
 
  private:
@@ -195,12 +211,16 @@ class Registry final : public SessionHost {
                                                             const v1::PublishRequest& request);
   // Publishes a request PendingForPublishLocked accepted (`pending` is its allocation) as the
   // next version of its name; wakes no wait and tells no watcher. Returns the version number.
+  // The version a publish of `pending` makes, recorded in the journal: nothing changes yet,
+  // and a journal error refuses the publish.
+  [[nodiscard]] Result<std::shared_ptr<TensorVersion>> PrepareVersionLocked(
+      const Session& session, const v1::PublishRequest& request, const Allocation& pending);
   std::uint64_t CommitPublishLocked(Session& session, const v1::PublishRequest& request,
-                                    Allocation& pending);
-  // The version Publish makes of `allocation` under `name`, numbered next. Moves the
-  // allocation's descriptor and buffers out.
+                                    Allocation& pending, std::shared_ptr<TensorVersion> version);
+  // The version Publish makes of `allocation` under `name`, numbered next, without its
+  // fence (CommitPublishLocked moves it in).
   [[nodiscard]] std::shared_ptr<TensorVersion> MakeVersion(const std::string& name,
-                                                           Allocation& allocation,
+                                                           const Allocation& allocation,
                                                            const v1::SyncHandoff& handoff) const;
   [[nodiscard]] SegmentUse SegmentUseLocked(const Session& session, std::uint64_t segment_id) const;
   // Takes a lease. The reply is built from the grant after the mutex is released.
@@ -253,7 +273,12 @@ class Registry final : public SessionHost {
     std::uint64_t allocation_bytes = 0;
   };
   ClosedSessions closed_sessions_;  // Guarded by mutex_.
-  WaitSet waits_;                   // Guarded by mutex_.
+  // Names whose version was lost in a restart (Adopt), with the reason, until published
+  // again; and how many versions Adopt restored and lost. Guarded by mutex_.
+  std::map<std::string, std::string, std::less<>> lost_;
+  std::uint64_t adopted_count_ = 0;
+  std::uint64_t lost_count_ = 0;
+  WaitSet waits_;  // Guarded by mutex_.
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
   // Its own lock, taken before mutex_ is released when events are delivered.
