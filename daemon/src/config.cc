@@ -264,6 +264,7 @@ struct Flags {
   std::string cpu_pool_capacity;
   std::string cpu_pool_huge_pages;
   bool print_config = false;
+  bool discard_state = false;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -275,6 +276,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--cpu-pool-huge-pages", flags.cpu_pool_huge_pages,
                  "Huge pages for the CPU pool: off, transparent, explicit or auto");
   app.add_flag("--print-config", flags.print_config, "Print the effective configuration and exit");
+  app.add_flag("--discard-state", flags.discard_state,
+               "Remove the journal of state_directory and the segments it keeps, and exit");
 }
 
 // `config` with the flags that were given applied over it.
@@ -392,6 +395,7 @@ Result<Invocation> LoadConfig(int argc, const char* const* argv) {
   HURRAY_ASSIGN_OR_RETURN(config, MergeFlags(std::move(config), flags));
   Invocation invocation{.config = std::move(config), .output = std::nullopt};
   if (flags.print_config) invocation.output = ToToml(invocation.config);
+  invocation.discard_state = flags.discard_state;
   return invocation;
 }
 

@@ -134,6 +134,8 @@ struct Invocation {
   // Set for --help (the usage) and --print-config (ToToml of `config`): print it and exit
   // instead of serving.
   std::optional<std::string> output;
+  // --discard-state: remove the state directory's journal and segments instead of serving.
+  bool discard_state = false;
 };
 
 // Parses hurrayd's command line (argv[0] is the program) and builds the configuration it

@@ -183,6 +183,12 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
   return daemon;
 }
 
+Result<std::string> Daemon::DiscardState(const Config& config) {
+  HURRAY_ASSIGN_OR_RETURN(const StateDirectory state, StateDirectory::Open(config.state_directory));
+  HURRAY_ASSIGN_OR_RETURN(const std::size_t removed, hurray::daemon::DiscardState(state));
+  return fmt::format("removed {} and the {} segments it kept\n", state.JournalPath(), removed);
+}
+
 Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(PrepareSocketPaths());
   HURRAY_RETURN_IF_ERROR(CreatePools());

@@ -57,6 +57,11 @@ class Daemon {
   // health is SERVING from the start.
   [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
 
+  // hurrayd --discard-state: removes the journal of config.state_directory and every
+  // segment it keeps (FAILED_PRECONDITION while a daemon runs on it); returns what it did,
+  // in words.
+  [[nodiscard]] static Result<std::string> DiscardState(const Config& config);
+
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

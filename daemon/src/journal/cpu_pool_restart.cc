@@ -22,9 +22,12 @@ bool InPool(const JournalRecord& record, std::string_view pool) {
   return info.ParseFromString(record.info_without_name) && info.pool() == pool;
 }
 
-// Removes every segment file of `recovered` (all pools' CPU segments this directory names).
-void RemoveJournaledSegments(const RecoveredJournal& recovered) {
+// Removes every segment file of `recovered` (all pools' CPU segments this directory names);
+// returns how many it named.
+std::size_t RemoveJournaledSegments(const RecoveredJournal& recovered) {
+  std::size_t named = 0;
   for (const auto& [pool, segments] : recovered.segments) {
+    named += segments.size();
     for (const JournaledSegment& segment : segments) {
       if (Status removed = ShmSegment::RemoveFile(segment.path); !removed) {
         spdlog::warn("pool {}: cannot remove the earlier daemon's segment: {}", pool,
@@ -32,6 +35,7 @@ void RemoveJournaledSegments(const RecoveredJournal& recovered) {
       }
     }
   }
+  return named;
 }
 
 }  // namespace
@@ -73,7 +77,7 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
         "are lost",
         options.name, pool.error().message());
   }
-  RemoveJournaledSegments(recovered);
+  (void)RemoveJournaledSegments(recovered);
   options.before_create = [&](const std::vector<SegmentFile>& files) -> Status {
     HURRAY_ASSIGN_OR_RETURN(
         restarted.journal,
@@ -82,6 +86,13 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
   };
   HURRAY_ASSIGN_OR_RETURN(restarted.pool, CpuPool::Create(options));
   return restarted;
+}
+
+Result<std::size_t> DiscardState(const StateDirectory& state) {
+  HURRAY_ASSIGN_OR_RETURN(const RecoveredJournal recovered, RecoverJournal(state.JournalPath()));
+  const std::size_t removed = RemoveJournaledSegments(recovered);
+  HURRAY_RETURN_IF_ERROR(ShmSegment::RemoveFile(state.JournalPath()));
+  return removed;
 }
 
 }  // namespace hurray::daemon

@@ -40,4 +40,9 @@ struct RestartedCpuPool {
 [[nodiscard]] Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync sync,
                                                       CpuPool::Options options);
 
+// hurrayd --discard-state: removes every segment the journal of `state` names and the
+// journal itself, so that the next daemon starts empty. Returns the segments removed.
+// Errors of RecoverJournal, and of unlink naming the file.
+[[nodiscard]] Result<std::size_t> DiscardState(const StateDirectory& state);
+
 }  // namespace hurray::daemon
