@@ -21,7 +21,7 @@ struct JournaledSegment {
 
 // What one record says. Plain values.
 struct JournalRecord {
-  enum class Kind : std::uint32_t {
+  enum class Kind : std::uint8_t {
     // Pool `name` is made of `segments`, in segment id order from its first id: written
     // before any of them is created, so that a restarted daemon can remove or adopt them.
     kSegments = 1,

@@ -73,6 +73,7 @@ Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
     const std::map<std::string, std::vector<JournaledSegment>, std::less<>>& segments,
     const std::vector<JournalRecord>& versions) {
   std::vector<std::string> segment_records;
+  segment_records.reserve(segments.size());
   for (const auto& [pool, files] : segments) {
     segment_records.push_back(EncodeJournalRecord(
         {.kind = JournalRecord::Kind::kSegments, .name = pool, .segments = files}));
