@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "hurray/ipc/socket_path.h"
+#include "journal/journal_sync.h"
+#include "journal/state_directory.h"
 #include "metrics/metrics_address.h"
 #include "pool/cpu_pool.h"
 #include "registry/tensor_name.h"
@@ -108,6 +110,11 @@ Result<LogFormat> LogFormatOf(const toml::node& node, const std::string& key) {
 Result<HugePages> HugePagesOf(const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
   return Named(key, ParseHugePages(text));
+}
+
+Result<JournalSync> JournalSyncOf(const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(const std::string text, StringOf(node, key));
+  return Named(key, ParseJournalSync(text));
 }
 
 Result<std::string> MetricsAddressOf(const toml::node& node, const std::string& key) {
@@ -207,6 +214,8 @@ constexpr Setting kSettings[] = {
     {"sealed_pool.namespaces", AssignSealedPool<&Config::SealedPool::namespaces, StringsOf>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
     {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
+    {"state_directory", Assign<&Config::state_directory, StringOf>},
+    {"journal_sync", Assign<&Config::journal_sync, JournalSyncOf>},
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
@@ -345,6 +354,7 @@ struct Flags {
   std::string cpu_pool_huge_pages;
   bool print_config = false;
   bool check_config = false;
+  bool discard_state = false;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -358,6 +368,8 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_flag("--print-config", flags.print_config, "Print the effective configuration and exit");
   app.add_flag("--check-config", flags.check_config,
                "Check the configuration, explain its access policy and exit");
+  app.add_flag("--discard-state", flags.discard_state,
+               "Remove the journal of state_directory and the segments it keeps, and exit");
 }
 
 // `config` with the flags that were given applied over it.
@@ -384,6 +396,7 @@ Config DefaultConfig() {
   Config config;
   config.socket_path = DefaultDaemonSocketPath();
   config.cpu_pool.capacity_bytes = DefaultCpuPoolCapacity();
+  config.state_directory = DefaultStateDirectory(ReadStateDirectoryEnvironment());
   return config;
 }
 
@@ -479,6 +492,7 @@ Result<Invocation> LoadConfig(int argc, const char* const* argv) {
     HURRAY_ASSIGN_OR_RETURN(const AccessPolicy policy, MakeAccessPolicy(invocation.config));
     invocation.output = fmt::format("configuration OK\n{}", policy.Explain());
   }
+  invocation.discard_state = flags.discard_state;
   return invocation;
 }
 
@@ -531,7 +545,9 @@ std::string ToToml(const Config& config) {
                        {"sealed_pool", std::move(sealed_pool)},
                        {"uid_quota", std::move(uid_quota)},
                        {"socket_group", config.socket_group},
-                       {"metrics_address", config.metrics_address}};
+                       {"metrics_address", config.metrics_address},
+                       {"state_directory", config.state_directory},
+                       {"journal_sync", std::string(JournalSyncName(config.journal_sync))}};
   if (!config.preload.empty()) {
     toml::array preload;
     for (const Config::Preload& entry : config.preload) {

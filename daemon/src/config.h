@@ -11,6 +11,7 @@
 
 #include "access/access_policy.h"
 #include "hurray/error.h"
+#include "journal/journal_sync.h"
 #include "logging.h"
 #include "pool/huge_pages.h"
 #include "registry/uid_quota_table.h"
@@ -130,6 +131,15 @@ struct Config {
   // The [[namespace]] access rules, in the file's order (access/access_policy.h: the first
   // whose pattern matches decides; none: the default first-publisher policy).
   std::vector<AccessPolicy::RuleSpec> namespace_rules;
+  // Where the journal lives (journal/tensor_journal.h): the tensors published and their
+  // segments, which a restarted daemon adopts. Default: $STATE_DIRECTORY (systemd's
+  // StateDirectory=), else $XDG_STATE_HOME/hurray, else $HOME/.local/state/hurray
+  // (DefaultStateDirectory). One daemon per directory: a second one refuses to start.
+  std::string state_directory;
+  // When journal records reach the disk: "always" (fdatasync before each publish or delete
+  // is acknowledged), "batch" (at most one fdatasync per 100 ms) or "none" (never). A kill
+  // of the daemon loses nothing under any of them; see JournalSync.
+  JournalSync journal_sync = JournalSync::kAlways;
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;
@@ -153,6 +163,8 @@ struct Invocation {
   // Set for --help (the usage), --print-config (ToToml of `config`) and --check-config (the
   // access policy in words): print it and exit instead of serving.
   std::optional<std::string> output;
+  // --discard-state: remove the state directory's journal and segments instead of serving.
+  bool discard_state = false;
 };
 
 // The access policy `config` describes, for a daemon running as the effective uid: its

@@ -19,6 +19,7 @@
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
+#include "journal/cpu_pool_restart.h"
 #include "logging.h"
 #include "metrics/daemon_collector.h"
 #include "metrics/metered_session_host.h"
@@ -58,32 +59,38 @@ std::uint64_t NewEpoch() {
                                         .count());
 }
 
-// The CPU pool the configuration describes, with the huge pages the host can give it; only
-// the first kReservedBeforeServing bytes of its memory are reserved yet (the rest:
-// Daemon::StartReserving).
-Result<std::unique_ptr<CpuPool>> CreateCpuPool(const Config::CpuPool& config) {
+// The CPU pool the configuration describes, with the huge pages the host can give it, made of
+// the segments an earlier daemon of `state` left when tensors live in them (RestartCpuPool);
+// only the first kReservedBeforeServing bytes of a new pool's memory are reserved yet (the
+// rest: Daemon::StartReserving).
+Result<RestartedCpuPool> CreateCpuPool(const Config::CpuPool& config, const StateDirectory& state,
+                                       JournalSync sync) {
   // Explicit or transparent that the host cannot honour stops the start; only auto falls
   // back, and says why.
   auto huge_pages =
       ChooseHugePages(config.huge_pages, config.capacity_bytes, ReadHostHugePageFacts());
   if (!huge_pages) return std::unexpected(huge_pages.error().WithContext("cpu_pool"));
   spdlog::info("cpu pool: huge pages: {}", huge_pages->explanation);
-  auto pool = CpuPool::Create(CpuPool::Options{.name = std::string(kDefaultPoolName),
-                                               .capacity_bytes = config.capacity_bytes,
-                                               .segment_bytes = config.segment_bytes,
-                                               .page_size = config.page_size,
-                                               .shm_prefix = config.shm_prefix,
-                                               .first_segment_id = 1,
-                                               .huge_pages = huge_pages->backing,
-                                               .reserve_at_create_bytes = kReservedBeforeServing});
-  if (!pool) return std::unexpected(pool.error().WithContext("cpu_pool"));
-  for (std::uint32_t i = 0; i < (*pool)->segment_count(); ++i) {
-    const std::uint64_t segment = (*pool)->first_segment_id() + i;
-    spdlog::info("cpu pool: segment {} is {} ({} MiB)", segment,
-                 (*pool)->SegmentPath(segment).value_or("?"),
-                 (*pool)->SegmentSize(segment).value_or(0) >> 20);
+  auto restarted =
+      RestartCpuPool(state, sync,
+                     CpuPool::Options{.name = std::string(kDefaultPoolName),
+                                      .capacity_bytes = config.capacity_bytes,
+                                      .segment_bytes = config.segment_bytes,
+                                      .page_size = config.page_size,
+                                      .shm_prefix = config.shm_prefix,
+                                      .first_segment_id = 1,
+                                      .huge_pages = huge_pages->backing,
+                                      .reserve_at_create_bytes = kReservedBeforeServing});
+  if (!restarted) return std::unexpected(restarted.error().WithContext("cpu_pool"));
+  const std::unique_ptr<CpuPool>& pool = restarted->pool;
+  for (std::uint32_t i = 0; i < pool->segment_count(); ++i) {
+    const std::uint64_t segment = pool->first_segment_id() + i;
+    spdlog::info("cpu pool: segment {} is {} ({} MiB{})", segment,
+                 pool->SegmentPath(segment).value_or("?"),
+                 pool->SegmentSize(segment).value_or(0) >> 20,
+                 restarted->adopted ? ", adopted from the daemon before" : "");
   }
-  return std::move(*pool);
+  return std::move(*restarted);
 }
 
 // No CUDA pools, and the one log line and the allocation errors that say why.
@@ -177,6 +184,12 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
   return daemon;
 }
 
+Result<std::string> Daemon::DiscardState(const Config& config) {
+  HURRAY_ASSIGN_OR_RETURN(const StateDirectory state, StateDirectory::Open(config.state_directory));
+  HURRAY_ASSIGN_OR_RETURN(const std::size_t removed, hurray::daemon::DiscardState(state));
+  return fmt::format("removed {} and the {} segments it kept\n", state.JournalPath(), removed);
+}
+
 Status Daemon::StartParts() {
   HURRAY_RETURN_IF_ERROR(PrepareSocketPaths());
   HURRAY_RETURN_IF_ERROR(CreatePools());
@@ -189,7 +202,13 @@ Status Daemon::StartParts() {
                         .max_batch_names = config_.max_batch_names,
                         .fence_shm_prefix = config_.cpu_pool.shm_prefix,
                         .access = std::make_shared<const AccessPolicy>(std::move(access)),
-                        .uid_quota = config_.uid_quota});
+                        .uid_quota = config_.uid_quota,
+                        .journal = journal_.get()});
+  const Registry::Adoption adoption = registry_->Adopt(std::move(journaled_versions_));
+  if (!adoption.adopted.empty() || adoption.lost != 0) {
+    spdlog::info("restart: {} tensors of the daemon before served again, {} lost",
+                 adoption.adopted.size(), adoption.lost);
+  }
   service_ = std::make_unique<ExchangeService>(
       *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length,
                                            .request_metrics = request_metrics_.get()});
@@ -227,9 +246,13 @@ Status Daemon::ApplySocketGroup(const std::string& path) const {
 // behind: the pools already made are destroyed with the set.
 Status Daemon::CreatePools() {
   auto pools = std::make_unique<PoolSet>();
-  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<CpuPool> cpu_pool, CreateCpuPool(config_.cpu_pool));
-  cpu_pool_ = cpu_pool.get();
-  pools->Add(std::move(cpu_pool));
+  HURRAY_ASSIGN_OR_RETURN(state_directory_, StateDirectory::Open(config_.state_directory));
+  HURRAY_ASSIGN_OR_RETURN(RestartedCpuPool cpu_pool,
+                          CreateCpuPool(config_.cpu_pool, *state_directory_, config_.journal_sync));
+  cpu_pool_ = cpu_pool.pool.get();
+  journal_ = std::move(cpu_pool.journal);
+  journaled_versions_ = std::move(cpu_pool.versions);
+  pools->Add(std::move(cpu_pool.pool));
   if (config_.sealed_pool.capacity_bytes != 0) {
     auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes});
     if (!sealed_pool) return std::unexpected(sealed_pool.error().WithContext("sealed_pool"));
@@ -494,9 +517,22 @@ void Daemon::Shutdown() {
   registry_.reset();
   slab_release_timer_.reset();
   cuda_pools_.clear();
+  KeepSegmentsOfLiveTensors();
   cpu_pool_ = nullptr;
-  pools_.reset();  // Removes the segments and releases the slabs.
+  pools_.reset();  // Removes the segments (unless kept) and releases the slabs.
+  journal_.reset();
   if (serving_) spdlog::info("hurrayd stopped");
+}
+
+void Daemon::KeepSegmentsOfLiveTensors() {
+  if (cpu_pool_ == nullptr || journal_ == nullptr) return;
+  const std::size_t live = journal_->live_version_count();
+  if (live == 0) return;
+  cpu_pool_->KeepSegments();
+  spdlog::info(
+      "keeping the cpu pool's {} segments for the {} tensors the journal holds, for "
+      "the next hurrayd on state directory {} (hurrayd --discard-state removes them)",
+      cpu_pool_->segment_count(), live, config_.state_directory);
 }
 
 void Daemon::StopGrpc() {

@@ -15,6 +15,8 @@
 
 #include "config.h"
 #include "hurray/error.h"
+#include "journal/journal_record.h"
+#include "journal/state_directory.h"
 #include "socket_group.h"
 
 namespace grpc {
@@ -30,6 +32,7 @@ class MeteredSessionHost;
 class MetricsServer;
 class PoolSet;
 class Preloader;
+class TensorJournal;
 class Registry;
 class ServingProbe;
 class RequestMetrics;
@@ -53,6 +56,11 @@ class Daemon {
   // required entry that fails stops the daemon: Wait returns its error. Without entries,
   // health is SERVING from the start.
   [[nodiscard]] static Result<std::unique_ptr<Daemon>> Start(Config config);
+
+  // hurrayd --discard-state: removes the journal of config.state_directory and every
+  // segment it keeps (FAILED_PRECONDITION while a daemon runs on it); returns what it did,
+  // in words.
+  [[nodiscard]] static Result<std::string> DiscardState(const Config& config);
 
   ~Daemon();
   Daemon(const Daemon&) = delete;
@@ -126,12 +134,17 @@ class Daemon {
   void StopPreload();
   void StopSessions();
   void StopIo();
+  // As the daemon stops with tensors in its journal: the CPU pool's segments stay.
+  void KeepSegmentsOfLiveTensors();
 
   const Config config_;
   const std::uint64_t epoch_;
   // Counted by the gRPC service and the session socket (through metered_host_), for metrics.
   std::unique_ptr<RequestMetrics> request_metrics_;
   boost::asio::io_context io_;
+  std::optional<StateDirectory> state_directory_;  // Locked while the daemon runs.
+  std::unique_ptr<TensorJournal> journal_;         // Outlives registry_, which writes to it.
+  std::vector<JournalRecord> journaled_versions_;  // For Registry::Adopt, once at start.
   std::unique_ptr<PoolSet> pools_;
   CpuPool* cpu_pool_ = nullptr;                                    // Of pools_.
   std::vector<CudaPool*> cuda_pools_;                              // Of pools_.

@@ -19,6 +19,11 @@ int main(int argc, char** argv) {
   if (const std::optional<std::string>& output = invocation->output) {
     return std::fputs(output->c_str(), stdout) < 0 ? 1 : 0;
   }
+  if (invocation->discard_state) {
+    auto discarded = hurray::daemon::Daemon::DiscardState(invocation->config);
+    if (!discarded) return Fail(discarded.error());
+    return std::fputs(discarded->c_str(), stdout) < 0 ? 1 : 0;
+  }
   auto daemon = hurray::daemon::Daemon::Start(std::move(invocation->config));
   if (!daemon) return Fail(daemon.error());
   if (auto waited = (*daemon)->Wait(); !waited) return Fail(waited.error());

@@ -35,6 +35,7 @@ class DaemonTest : public ::testing::Test {
     config.log_level = "warn";
     config.cpu_pool.capacity_bytes = std::uint64_t{64} << 20;
     config.cpu_pool.shm_prefix = shm_prefix_;
+    config.state_directory = directory_ + "/state";
     return config;
   }
 

@@ -49,6 +49,19 @@ void IntegrationTest::TearDown() {
               << daemon_->Log() << "---- end of hurrayd log ----\n";
   }
   daemon_.reset();
+  killed_daemons_.clear();
+}
+
+void IntegrationTest::KillAndRestartDaemon() {
+  client_.reset();
+  ASSERT_OK(daemon_->Kill());
+  DaemonProcess::Options options = daemon_options();
+  options.directory = daemon_->directory();
+  options.shm_prefix = daemon_->shm_prefix();
+  killed_daemons_.push_back(std::move(daemon_));
+  ASSERT_OK_AND_ASSIGN(daemon_, DaemonProcess::Start(options));
+  client_ = Connect("integration-test");
+  ASSERT_NE(client_, nullptr);
 }
 
 std::unique_ptr<Client> IntegrationTest::Connect(std::string_view name) {

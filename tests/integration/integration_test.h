@@ -86,8 +86,14 @@ class IntegrationTest : public ::testing::Test {
   // "it/after"), and then the daemon holds nothing (ExpectEverythingReturned).
   void ExpectStillServingWithNothingLeaked();
 
+  // kill -9 of the daemon, then a new one on the same directory, state directory and
+  // shared-memory prefix (it adopts the tensors); client() is a new client of it.
+  void KillAndRestartDaemon();
+
  private:
   std::unique_ptr<DaemonProcess> daemon_;
+  // Daemons KillAndRestartDaemon killed: their directory and segments stay until TearDown.
+  std::vector<std::unique_ptr<DaemonProcess>> killed_daemons_;
   std::unique_ptr<Client> client_;
 };
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "hurray/client.h"
+#include "testing/daemon_stats.h"
 
 namespace hurray::testing {
 namespace {
@@ -45,9 +46,10 @@ Result<std::optional<TempDir>> MakeDirectory(const DaemonProcess::Options& optio
 }
 
 Status WriteConfig(const std::string& path, const std::string& shm_prefix,
-                   const DaemonProcess::Options& options) {
+                   const std::string& state_directory, const DaemonProcess::Options& options) {
   std::ofstream config(path);
   config << "# Written by DaemonProcess (tests/testing/daemon_process.cc).\n";
+  config << fmt::format("state_directory = \"{}\"\n", state_directory);
   for (const std::string& setting : options.settings) config << setting << "\n";
   config << "[cpu_pool]\n" << fmt::format("shm_prefix = \"{}\"\n", shm_prefix);
   for (const std::string& setting : options.cpu_pool_settings) config << setting << "\n";
@@ -73,9 +75,14 @@ Result<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Options& optio
   static int next_instance = 1;
   HURRAY_ASSIGN_OR_RETURN(std::optional<TempDir> temp_dir, MakeDirectory(options));
   const std::string directory = temp_dir ? temp_dir->path() : options.directory;
-  const std::string shm_prefix = fmt::format("{}-{}-{}", options.name, ::getpid(), next_instance++);
+  const std::string shm_prefix =
+      options.shm_prefix.empty()
+          ? fmt::format("{}-{}-{}", options.name, ::getpid(), next_instance++)
+          : options.shm_prefix;
+  const std::string state_directory =
+      options.state_directory.empty() ? directory + "/state" : options.state_directory;
   const std::string config_path = directory + "/hurrayd.toml";
-  HURRAY_RETURN_IF_ERROR(WriteConfig(config_path, shm_prefix, options));
+  HURRAY_RETURN_IF_ERROR(WriteConfig(config_path, shm_prefix, state_directory, options));
   const std::string log_path = directory + "/hurrayd.log";
   HURRAY_ASSIGN_OR_RETURN(
       ChildProcess process,
@@ -147,12 +154,26 @@ Status DaemonProcess::Stop() {
   return *stop_result_;
 }
 
+Status DaemonProcess::Kill() {
+  if (!process_.Running()) {
+    return InternalError(fmt::format("hurrayd {} before it was killed; log:\n{}",
+                                     DescribeWaitStatus(*process_.Wait(milliseconds(0))),
+                                     Log(kLogTailBytes)));
+  }
+  process_.Kill();
+  stop_result_ = Status();
+  return {};
+}
+
 Status DaemonProcess::StopAndCheck() {
   if (!process_.Running()) {
     return InternalError(fmt::format("hurrayd {} before it was told to stop; log:\n{}",
                                      DescribeWaitStatus(*process_.Wait(milliseconds(0))),
                                      Log(kLogTailBytes)));
   }
+  // A daemon that serves tensors keeps their segments as it stops, for the next one.
+  const Result<v1::StatsResponse> stats = FetchDaemonStats(socket_path_);
+  const bool tensors_live = stats && stats->version_count() != 0;
   process_.Signal(SIGTERM);
   const std::optional<int> status = process_.Wait(kStopTimeout);
   if (!status) {
@@ -167,7 +188,7 @@ Status DaemonProcess::StopAndCheck() {
   for (const std::string& path : {socket_path_, session_socket_path()}) {
     if (PathExists(path)) return InternalError(fmt::format("hurrayd left {} behind", path));
   }
-  if (const std::vector<std::string> left = Segments(); !left.empty()) {
+  if (const std::vector<std::string> left = Segments(); !left.empty() && !tensors_live) {
     return InternalError(
         fmt::format("hurrayd left {} segment(s) in /dev/shm, first {}", left.size(), left.front()));
   }

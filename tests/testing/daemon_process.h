@@ -47,6 +47,11 @@ class DaemonProcess {
     std::vector<std::string> cpu_pool_settings;
     // CPUs the daemon starts on; empty: the parent's.
     std::vector<int> cpus;
+    // The daemon's state_directory (its journal); empty: "<directory>/state". A daemon
+    // started on the directory (and shm_prefix) of one that was killed adopts its tensors.
+    std::string state_directory;
+    // The shared-memory prefix; empty: "<name>-<parent pid>-<n>", unique to this daemon.
+    std::string shm_prefix;
   };
 
   // Starts hurrayd and waits (polling, up to 60 s: reserving a large pool takes a while)
@@ -78,8 +83,15 @@ class DaemonProcess {
   // there is more.
   [[nodiscard]] std::string Log(std::size_t max_bytes = std::string::npos) const;
 
+  // Sends SIGKILL and reaps the daemon: it leaves its sockets, journal and segments as a
+  // crash does. Stop then returns OK. The segments stay until this object goes (its
+  // destructor removes every segment of its prefix): keep it while a daemon started on the
+  // same directory serves them. INTERNAL when the daemon had already ended.
+  [[nodiscard]] Status Kill();
+
   // Sends SIGTERM and waits (up to 60 s) for the daemon to end. OK when it exits 0 and
-  // leaves neither socket file nor a /dev/shm segment of its prefix behind; otherwise
+  // leaves no socket file behind, nor a /dev/shm segment of its prefix unless it served
+  // tensors when told to stop (it keeps their segments for the next daemon); otherwise
   // INTERNAL saying what went wrong, with the end of the log (a daemon that had already
   // ended, or still runs after 60 s and is then killed, is an error too). Only the first
   // call stops the daemon; later ones return its result again.

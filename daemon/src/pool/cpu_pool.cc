@@ -130,17 +130,58 @@ Status CheckShmRoom(const CpuPool::Options& options, std::uint64_t capacity,
                   where, capacity, free));
 }
 
+// The segment sizes of the plan, in id order.
+std::vector<std::uint64_t> SegmentSizes(const SegmentPlan& plan) {
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t index = 0; index < plan.segment_count; ++index) {
+    sizes.push_back(std::min(plan.segment_bytes, plan.capacity - index * plan.segment_bytes));
+  }
+  return sizes;
+}
+
 // The plan's segments, all or none: those created before a failure are removed as the
-// vector goes. No page is reserved yet.
+// vector goes. Their names go to options.before_create first. No page is reserved yet.
 Result<std::vector<ShmSegment>> CreateSegments(const CpuPool::Options& options,
                                                const SegmentPlan& plan, const std::string& where) {
+  const std::vector<std::uint64_t> sizes = SegmentSizes(plan);
+  std::vector<std::string> names;
+  std::vector<SegmentFile> files;
+  for (const std::uint64_t size : sizes) {
+    HURRAY_ASSIGN_OR_RETURN(std::string name, ShmSegment::NewName(options.shm_prefix));
+    files.push_back({.path = ShmSegment::PathFor(name, options.huge_pages), .size = size});
+    names.push_back(std::move(name));
+  }
+  if (options.before_create) HURRAY_RETURN_IF_ERROR(options.before_create(files));
   std::vector<ShmSegment> segments;
   segments.reserve(plan.segment_count);
-  for (std::uint64_t index = 0; index < plan.segment_count; ++index) {
-    const std::uint64_t size =
-        std::min(plan.segment_bytes, plan.capacity - index * plan.segment_bytes);
-    Result<ShmSegment> segment = ShmSegment::Create(options.shm_prefix, size, options.huge_pages);
+  for (std::size_t index = 0; index < sizes.size(); ++index) {
+    Result<ShmSegment> segment =
+        ShmSegment::CreateNamed(std::move(names[index]), sizes[index], options.huge_pages);
     if (!segment) {
+      return std::unexpected(segment.error().WithContext(
+          fmt::format("{}segment {}", where, options.first_segment_id + index)));
+    }
+    segments.push_back(std::move(*segment));
+  }
+  return segments;
+}
+
+// The segments of options.adopt_segment_paths, which must match the plan. On failure the
+// segments taken so far are kept (not removed): they are the caller's to remove.
+Result<std::vector<ShmSegment>> AdoptSegments(const CpuPool::Options& options,
+                                              const SegmentPlan& plan, const std::string& where) {
+  const std::vector<std::uint64_t> sizes = SegmentSizes(plan);
+  if (options.adopt_segment_paths.size() != sizes.size()) {
+    return FailedPreconditionError(
+        fmt::format("{}cannot adopt {} segments: its capacity and segment_size make {}", where,
+                    options.adopt_segment_paths.size(), sizes.size()));
+  }
+  std::vector<ShmSegment> segments;
+  for (std::size_t index = 0; index < sizes.size(); ++index) {
+    Result<ShmSegment> segment =
+        ShmSegment::Adopt(options.adopt_segment_paths[index], sizes[index], options.huge_pages);
+    if (!segment) {
+      for (ShmSegment& taken : segments) taken.Keep();
       return std::unexpected(segment.error().WithContext(
           fmt::format("{}segment {}", where, options.first_segment_id + index)));
     }
@@ -178,9 +219,14 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   if (options.reserve_chunk_bytes == 0) {
     return InvalidArgumentError(fmt::format("{}reserve_chunk_bytes 0: must be above 0", where));
   }
-  HURRAY_RETURN_IF_ERROR(CheckShmRoom(options, plan.capacity, where));
-  HURRAY_ASSIGN_OR_RETURN(std::vector<ShmSegment> segments, CreateSegments(options, plan, where));
-  const std::uint64_t reserve_at_create = options.reserve_at_create_bytes;
+  const bool adopting = !options.adopt_segment_paths.empty();
+  if (!adopting) HURRAY_RETURN_IF_ERROR(CheckShmRoom(options, plan.capacity, where));
+  HURRAY_ASSIGN_OR_RETURN(
+      std::vector<ShmSegment> segments,
+      adopting ? AdoptSegments(options, plan, where) : CreateSegments(options, plan, where));
+  // An adopted segment's ranges may lie anywhere in it: all of it is usable from the start.
+  const std::uint64_t reserve_at_create =
+      adopting ? plan.capacity : options.reserve_at_create_bytes;
   std::unique_ptr<CpuPool> pool(
       new CpuPool(std::move(options), plan.capacity, std::move(segments)));
   if (Status reserved = pool->ReserveAtCreate(reserve_at_create); !reserved) {
@@ -196,6 +242,7 @@ CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment
       capacity_(capacity),
       first_segment_id_(options.first_segment_id),
       max_segment_bytes_(segments.front().size()),
+      adopted_(!options.adopt_segment_paths.empty()),
       segments_(std::move(segments)),
       reserve_chunk_bytes_(
           internal::CheckedRoundUp(options.reserve_chunk_bytes, page_size_).value_or(page_size_)),
@@ -377,6 +424,34 @@ void CpuPool::Free(const PoolRange& range) {
                   range.segment_id, range.offset, range.size,
                   index ? "not a live allocation" : "no such segment in this pool");
   }
+}
+
+Status CpuPool::Adopt(const PoolRange& range) {
+  if (!adopted_) {
+    return FailedPreconditionError(
+        fmt::format("pool {}: its segments are new: the earlier daemon's memory is gone", name_));
+  }
+  const std::optional<std::size_t> index = IndexOf(range.segment_id);
+  std::lock_guard lock(mutex_);
+  // Free ranges lie only in the reserved part: a claimed range is reserved.
+  if (!index || !allocators_[*index].Claim(range.offset, range.size)) {
+    return FailedPreconditionError(
+        fmt::format("pool {}: segment {} offset {} size {} is not a free range of the pool", name_,
+                    range.segment_id, range.offset, range.size));
+  }
+  return {};
+}
+
+std::vector<SegmentFile> CpuPool::SegmentFiles() const {
+  std::vector<SegmentFile> files;
+  for (const ShmSegment& segment : segments_) {
+    files.push_back({.path = segment.path(), .size = segment.size()});
+  }
+  return files;
+}
+
+void CpuPool::KeepSegments() {
+  for (ShmSegment& segment : segments_) segment.Keep();
 }
 
 Result<SegmentAccess> CpuPool::OpenSegment(std::uint64_t segment_id, bool writable) const {

@@ -20,12 +20,21 @@
 
 namespace hurray::daemon {
 
+// A segment's file and size, as a journal records them.
+struct SegmentFile {
+  std::string path;
+  std::uint64_t size = 0;
+};
+
 // A Pool over one or more ShmSegments — of /dev/shm, or of a hugetlbfs mount with explicit
 // huge pages — all created by Create. Segment ids are consecutive
 // from Options::first_segment_id, so that pools of one daemon can share one id space.
 // Allocate tries the segments in id order and takes the best fitting free range inside the
 // first segment that has one; every range starts at a multiple of page_size and reserves its
 // size rounded up to page_size.
+//
+// A pool made of the segments of an earlier daemon (Options::adopt_segment_paths) takes that
+// daemon's allocations through Adopt; KeepSegments leaves the segments for the next one.
 //
 // Only reserved memory (fallocate) is ever handed out, so that no client touching a buffer
 // can get SIGBUS. Reserving takes about a second per GB, so Create may reserve only a first
@@ -79,6 +88,14 @@ class CpuPool final : public Pool {
     // Called from the reserving threads, each segment by one thread at a time.
     std::function<Status(const ShmSegment& segment, std::uint64_t offset, std::uint64_t length)>
         reserve_step;
+    // The files of the segments an earlier daemon left (ShmSegment::Adopt), in segment id
+    // order: the pool is made of them instead of new ones, reserved in full at Create, and
+    // Adopt takes that daemon's ranges. As many as the capacity makes, each of its planned
+    // size; FAILED_PRECONDITION otherwise.
+    std::vector<std::string> adopt_segment_paths;
+    // Without adopt_segment_paths: called with the new segments' files before any of them
+    // is created (so that a journal names them first); its error stops Create.
+    std::function<Status(const std::vector<SegmentFile>& files)> before_create;
   };
 
   // What StartReserving reports, on its threads.
@@ -142,6 +159,17 @@ class CpuPool final : public Pool {
   // reserved_bytes included.
   [[nodiscard]] PoolUsage Usage() const override;
 
+  // FAILED_PRECONDITION naming the range when it is not free in its segment, or when the
+  // pool's segments are new (no earlier daemon's memory is in them).
+  [[nodiscard]] Status Adopt(const PoolRange& range) override;
+
+  // The segments' files, in id order.
+  [[nodiscard]] std::vector<SegmentFile> SegmentFiles() const;
+
+  // The segments' names stay when the pool goes, for a restarted daemon to adopt. Call only
+  // once no other thread uses the pool (the daemon calls it as it stops).
+  void KeepSegments();
+
   // The name of a segment ("/hurray-0123…"), if it belongs to this pool: its POSIX shm
   // name, or its file's name in the hugetlbfs mount.
   [[nodiscard]] std::optional<std::string> SegmentName(std::uint64_t segment_id) const;
@@ -184,7 +212,9 @@ class CpuPool final : public Pool {
   const std::uint64_t capacity_;
   const std::uint64_t first_segment_id_;
   const std::uint64_t max_segment_bytes_;
-  const std::vector<ShmSegment> segments_;
+  const bool adopted_;  // Made of an earlier daemon's segments: Adopt may take ranges.
+  // Unchanged after construction but by KeepSegments.
+  std::vector<ShmSegment> segments_;
 
   const std::uint64_t reserve_chunk_bytes_;
   const std::uint32_t reserve_threads_;

@@ -2,6 +2,8 @@
 // segment file descriptors to clients; the daemon never touches the bytes.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,6 +98,11 @@ class Pool {
   // of the caller; the pool logs and ignores it rather than corrupt its free list.
   virtual void Free(const PoolRange& range) = 0;
 
+  // Takes `range` as allocated: a range an earlier daemon allocated in the segments this pool
+  // adopted from it (journal/), given as Allocate gave it. FAILED_PRECONDITION for a pool
+  // whose memory does not outlive its daemon (the default), or a range that is not free.
+  [[nodiscard]] virtual Status Adopt(const PoolRange& range);
+
   // A new descriptor on a segment: read-only (O_RDONLY, the kernel refuses writes through
   // any mapping of it) or read-write. NOT_FOUND for an unknown segment.
   [[nodiscard]] virtual Result<SegmentAccess> OpenSegment(std::uint64_t segment_id,
@@ -115,5 +122,11 @@ class Pool {
 
   [[nodiscard]] virtual PoolUsage Usage() const = 0;
 };
+
+inline Status Pool::Adopt(const PoolRange& range) {
+  return FailedPreconditionError(
+      fmt::format("pool {}: segment {}: its memory did not outlive the daemon that allocated it",
+                  name(), range.segment_id));
+}
 
 }  // namespace hurray::daemon

@@ -44,6 +44,24 @@ std::uint64_t RangeAllocator::largest_free_range() const {
   return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
 }
 
+bool RangeAllocator::Claim(std::uint64_t offset, std::uint64_t size) {
+  const std::optional<std::uint64_t> rounded = RoundUp(size);
+  if (size == 0 || !rounded || offset % granule_ != 0) return false;
+  // The free range that starts at or before `offset`.
+  auto containing = free_by_offset_.upper_bound(offset);
+  if (containing == free_by_offset_.begin()) return false;
+  --containing;
+  const auto [start, length] = *containing;
+  if (offset - start > length || *rounded > length - (offset - start)) return false;
+  EraseFree(containing);
+  if (offset > start) InsertFree(start, offset - start);
+  const std::uint64_t end = offset + *rounded;
+  if (end < start + length) InsertFree(end, start + length - end);
+  allocations_.emplace(offset, *rounded);
+  allocated_bytes_ += *rounded;
+  return true;
+}
+
 std::optional<std::uint64_t> RangeAllocator::Allocate(std::uint64_t size) {
   if (size == 0 || size > total_bytes_) return std::nullopt;
   const std::optional<std::uint64_t> rounded = RoundUp(size);

@@ -43,6 +43,12 @@ class RangeAllocator {
   // `size` is 0 or no free range is large enough.
   [[nodiscard]] std::optional<std::uint64_t> Allocate(std::uint64_t size);
 
+  // Takes the range of `size` bytes (rounded up to the granule) at `offset` as Allocate would
+  // have given it: for allocations made by an earlier instance of the space's owner. False,
+  // changing nothing, when `size` is 0, `offset` is not a multiple of the granule, or the
+  // range is not wholly inside one free range.
+  [[nodiscard]] bool Claim(std::uint64_t offset, std::uint64_t size);
+
   // Returns the range at `offset` that Allocate gave for `size` (the size asked for or the
   // rounded size; both round to the same value). Returns false, changing nothing, when no
   // live allocation of that rounded size starts at `offset`: a double free or a foreign

@@ -11,6 +11,7 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <cstddef>
+#include <filesystem>
 #include <limits>
 
 #include "hurray/ipc/errno_error.h"
@@ -141,10 +142,21 @@ int Fallocate(int fd, std::uint64_t offset, std::uint64_t length, bool huge_page
 
 }  // namespace
 
+Result<std::string> ShmSegment::NewName(std::string_view prefix) {
+  HURRAY_RETURN_IF_ERROR(ValidatePrefix(prefix));
+  return RandomName(prefix);
+}
+
 Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t size,
                                       const HugePageBacking& backing) {
+  HURRAY_ASSIGN_OR_RETURN(std::string name, NewName(prefix));
+  return CreateNamed(std::move(name), size, backing);
+}
+
+Result<ShmSegment> ShmSegment::CreateNamed(std::string name, std::uint64_t size,
+                                           const HugePageBacking& backing) {
+  const std::string_view prefix = std::string_view(name).substr(1, name.rfind('-') - 1);
   HURRAY_RETURN_IF_ERROR(ValidateCreate(prefix, size, backing));
-  HURRAY_ASSIGN_OR_RETURN(std::string name, RandomName(prefix));
   if (backing.mode == HugePages::kExplicit) {
     return CreateFile(std::move(name), backing.hugetlbfs_directory, size);
   }
@@ -166,6 +178,42 @@ Result<ShmSegment> ShmSegment::Create(std::string_view prefix, std::uint64_t siz
     return std::unexpected(ErrnoError("ftruncate", segment.name_, errno));
   }
   return segment;
+}
+
+Result<ShmSegment> ShmSegment::Adopt(const std::string& path, std::uint64_t size,
+                                     const HugePageBacking& backing) {
+  const std::filesystem::path file(path);
+  const std::string directory = file.parent_path().string();
+  const bool in_shm = directory == kShmDirectory;
+  if (!in_shm && (backing.mode != HugePages::kExplicit ||
+                  directory != std::filesystem::path(backing.hugetlbfs_directory).string())) {
+    return FailedPreconditionError(
+        fmt::format("segment {}: not in /dev/shm nor in this pool's hugetlbfs directory", path));
+  }
+  const UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return std::unexpected(ErrnoError("open(O_RDWR)", path, errno));
+  struct stat facts{};
+  if (::fstat(fd.get(), &facts) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (!S_ISREG(facts.st_mode) || facts.st_uid != ::geteuid() ||
+      (facts.st_mode & 0777) != kSegmentPermissions ||
+      static_cast<std::uint64_t>(facts.st_size) != size) {
+    return FailedPreconditionError(fmt::format(
+        "segment {}: mode {:o}, owner {}, {} bytes: not this daemon's segment of {} bytes", path,
+        facts.st_mode & 0777, facts.st_uid, facts.st_size, size));
+  }
+  return ShmSegment("/" + file.filename().string(), in_shm ? std::string() : directory, size,
+                    in_shm ? backing.mode : HugePages::kExplicit);
+}
+
+std::string ShmSegment::PathFor(std::string_view name, const HugePageBacking& backing) {
+  return FilePath(backing.mode == HugePages::kExplicit ? backing.hugetlbfs_directory : "", name);
+}
+
+Status ShmSegment::RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return std::unexpected(ErrnoError("unlink", path, errno));
+  }
+  return {};
 }
 
 Result<ShmSegment> ShmSegment::CreateFile(std::string name, const std::string& directory,

@@ -45,6 +45,25 @@ class ShmSegment {
   [[nodiscard]] static Result<ShmSegment> Create(std::string_view prefix, std::uint64_t size,
                                                  const HugePageBacking& backing = {});
 
+  // A new unguessable name for a segment of `prefix` ("/<prefix>-<32 hex digits>"), for
+  // CreateNamed: a caller can record it before the segment exists. INVALID_ARGUMENT for a
+  // bad prefix.
+  [[nodiscard]] static Result<std::string> NewName(std::string_view prefix);
+  // Create with a name from NewName.
+  [[nodiscard]] static Result<ShmSegment> CreateNamed(std::string name, std::uint64_t size,
+                                                      const HugePageBacking& backing = {});
+  // Takes over the segment an earlier daemon left at `path` (a file of /dev/shm, or of the
+  // backing's hugetlbfs directory, as path() gave it): FAILED_PRECONDITION unless it is a
+  // regular file of this user, mode 0600, of exactly `size` bytes; errors of open name it.
+  // Its pages are reserved again by Reserve as for a new one (a no-op where they are).
+  [[nodiscard]] static Result<ShmSegment> Adopt(const std::string& path, std::uint64_t size,
+                                                const HugePageBacking& backing = {});
+  // The file a segment named `name` of `backing` is: path() of it once created.
+  [[nodiscard]] static std::string PathFor(std::string_view name, const HugePageBacking& backing);
+  // Removes the segment file at `path` that an earlier daemon left (a name from path()); a
+  // path that is gone already is fine. Errors name unlink.
+  [[nodiscard]] static Status RemoveFile(const std::string& path);
+
   // OK when `prefix` may start a segment name: 1 to 200 characters of [A-Za-z0-9._-];
   // otherwise INVALID_ARGUMENT naming shm_prefix and its value.
   [[nodiscard]] static Status ValidatePrefix(std::string_view prefix);
@@ -62,6 +81,9 @@ class ShmSegment {
   // them; other failures name the failed call. Ranges may be reserved in any order and from
   // any thread; reserving a range twice is harmless.
   [[nodiscard]] Status Reserve(std::uint64_t offset, std::uint64_t length) const;
+
+  // The name stays when this object goes: a restarted daemon adopts the segment.
+  void Keep() { name_.clear(); }
 
   // A new descriptor on the whole segment (close-on-exec), opened O_RDONLY (the kernel then
   // refuses PROT_WRITE shared mappings and writes) or O_RDWR. The caller owns it.

@@ -21,6 +21,7 @@
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/session_protocol.h"
 #include "random_hex.h"
+#include "registry/adopted_version.h"
 #include "registry/inspection.h"
 #include "registry/namespace_owner.h"
 #include "registry/tensor_name.h"
@@ -336,6 +337,7 @@ std::vector<v1::WatchEvent> Registry::DeleteUnsignalledLocked(std::uint64_t sess
         Shown(name), version->number, session_id, version->fence.slot().segment_id,
         version->fence.slot().offset, version->fence.slot().value);
     (void)versions_.MarkDeleted(name, version->number);
+    if (options_.journal != nullptr) options_.journal->RecordRemoval(name, version->number);
     events.push_back(Event(v1::WatchEvent::KIND_DELETED, name, version->number));
     versions_.ReclaimIfUnused(version.get());
   }
@@ -573,7 +575,7 @@ void Registry::FreeAllocationLocked(std::uint64_t allocation_id) {
 }
 
 std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name,
-                                                     Allocation& allocation,
+                                                     const Allocation& allocation,
                                                      const v1::SyncHandoff& handoff) const {
   auto version = std::make_shared<TensorVersion>();
   version->number = versions_.NextNumber(name);
@@ -589,10 +591,9 @@ std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name,
   }
   v1::TensorInfo info;  // Without the name: see TensorVersion::info_without_name.
   info.set_version(version->number);
-  *info.mutable_tensor_descriptor() = std::move(allocation.descriptor);
-  for (auto& location : allocation.buffers) *info.add_buffers() = std::move(location);
-  version->fence = std::move(allocation.fence);
-  *info.mutable_handoff() = StoredHandoff(handoff.sync_mode(), version->fence);
+  *info.mutable_tensor_descriptor() = allocation.descriptor;
+  for (const auto& location : allocation.buffers) *info.add_buffers() = location;
+  *info.mutable_handoff() = StoredHandoff(handoff.sync_mode(), allocation.fence);
   info.set_pool(std::string(allocation.pool->name()));
   info.set_published_at_ns(version->published_at_ns);
   info.SerializeToString(&version->info_without_name);
@@ -618,19 +619,30 @@ Result<Allocation*> Registry::PendingForPublishLocked(std::uint64_t session_id,
   return pending;
 }
 
-std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishRequest& request,
-                                            Allocation& pending) {
-  // The allocation becomes the version: its memory now belongs to the daemon.
-  session.allocations.erase(request.allocation_id());
-  session.pending_bytes -= pending.byte_size;
-  uid_quotas_.RemovePending(session.peer.uid, pending.byte_size);
-  uid_quotas_.AddPublished(session.peer.uid, pending.byte_size);
+Result<std::shared_ptr<TensorVersion>> Registry::PrepareVersionLocked(
+    const Session& session, const v1::PublishRequest& request, const Allocation& pending) {
   std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), pending, request.handoff());
   version->publisher_uid = session.peer.uid;
   version->namespace_owner_uid =
       NamespaceOwner(versions_, request.name()).value_or(session.peer.uid);
   version->evictable = request.evictable();
+  if (options_.journal != nullptr) {
+    HURRAY_RETURN_IF_ERROR(options_.journal->RecordPublish(request.name(), *version));
+  }
+  return version;
+}
+
+std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishRequest& request,
+                                            Allocation& pending,
+                                            std::shared_ptr<TensorVersion> version) {
+  // The allocation becomes the version: its memory now belongs to the daemon.
+  session.allocations.erase(request.allocation_id());
+  session.pending_bytes -= pending.byte_size;
+  uid_quotas_.RemovePending(session.peer.uid, pending.byte_size);
+  uid_quotas_.AddPublished(session.peer.uid, pending.byte_size);
+  version->fence = std::move(pending.fence);
   allocations_.Remove(request.allocation_id());
+  if (!lost_.empty()) lost_.erase(request.name());
   if (IsEventHandoff(request.handoff())) NoteUnsignalled(session, version);
   const std::uint64_t number = version->number;
   versions_.Add(request.name(), std::move(version));
@@ -642,9 +654,11 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
   std::unique_lock lock(mutex_);
   HURRAY_ASSIGN_OR_RETURN(Allocation* const pending, PendingForPublishLocked(session_id, request));
-  HURRAY_RETURN_IF_ERROR(
-      uid_quotas_.CheckPublished(sessions_.Find(session_id)->peer.uid, pending->byte_size));
-  const std::uint64_t number = CommitPublishLocked(*sessions_.Find(session_id), request, *pending);
+  Session& session = *sessions_.Find(session_id);
+  HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, pending->byte_size));
+  HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version,
+                          PrepareVersionLocked(session, request, *pending));
+  const std::uint64_t number = CommitPublishLocked(session, request, *pending, std::move(version));
 
   Deferred deferred;
   waits_.Wake(request.name(), deferred);
@@ -674,18 +688,34 @@ Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id
   }
   if (malformed) return std::unexpected(std::move(malformed->error));
 
-  // Every item is valid: all versions go in before any wait or watcher hears of one.
+  // Every item is valid and journaled (or none is): all versions go in before any wait or
+  // watcher hears of one.
   Session& session = *sessions_.Find(session_id);
   std::uint64_t batch_bytes = 0;
   for (const Allocation* item : pending) batch_bytes += item->byte_size;
   HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, batch_bytes));
+  std::vector<std::shared_ptr<TensorVersion>> versions;
+  versions.reserve(pending.size());
+  for (int i = 0; i < request.items_size(); ++i) {
+    auto version =
+        PrepareVersionLocked(session, request.items(i), *pending[static_cast<std::size_t>(i)]);
+    if (!version) {
+      for (int j = 0; j < i; ++j) {
+        options_.journal->RecordRemoval(request.items(j).name(),
+                                        versions[static_cast<std::size_t>(j)]->number);
+      }
+      return std::unexpected(version.error().WithContext(ItemContext(request, i)));
+    }
+    versions.push_back(std::move(*version));
+  }
   v1::PublishBatchResponse response;
   std::vector<v1::WatchEvent> events;
   events.reserve(pending.size());
   for (int i = 0; i < request.items_size(); ++i) {
     const v1::PublishRequest& item = request.items(i);
+    const auto index = static_cast<std::size_t>(i);
     const std::uint64_t number =
-        CommitPublishLocked(session, item, *pending[static_cast<std::size_t>(i)]);
+        CommitPublishLocked(session, item, *pending[index], std::move(versions[index]));
     v1::PublishResponse& published = *response.add_items();
     published.set_name(item.name());
     published.set_version(number);
@@ -722,6 +752,9 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
     if (version_number != 0) {
       return NotFoundError(
           fmt::format("{} version {} is not published", Shown(name), version_number));
+    }
+    if (auto lost = lost_.find(name); lost != lost_.end()) {
+      return NotFoundError(fmt::format("{} is lost: {}", Shown(name), lost->second));
     }
     return NotFoundError(fmt::format("{} is not published", Shown(name)));
   }
@@ -993,7 +1026,10 @@ std::size_t Registry::RemoveVersionsLocked(const std::string& name, std::uint64_
                                            v1::WatchEvent::Kind kind,
                                            std::vector<v1::WatchEvent>& events) {
   const std::vector<TensorVersion*> removed = versions_.MarkDeleted(name, number);
-  for (const TensorVersion* version : removed) events.push_back(Event(kind, name, version->number));
+  for (const TensorVersion* version : removed) {
+    if (options_.journal != nullptr) options_.journal->RecordRemoval(name, version->number);
+    events.push_back(Event(kind, name, version->number));
+  }
   for (TensorVersion* version : removed) versions_.ReclaimIfUnused(version);  // May end the name.
   return removed.size();
 }
@@ -1077,6 +1113,8 @@ v1::StatsResponse Registry::Stats() const {
     response.set_evicted_bytes_total(evicted_.bytes);
     response.set_refused_connection_count(refused_connections_.load(std::memory_order_relaxed));
     uid_quotas_.FillStats(response);
+    response.set_lost_tensor_count(lost_count_);
+    response.set_adopted_tensor_count(adopted_count_);
   }
   FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);
@@ -1084,6 +1122,29 @@ v1::StatsResponse Registry::Stats() const {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count()));
   return response;
+}
+
+Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions) {
+  Adoption adoption;
+  std::lock_guard lock(mutex_);
+  for (JournalRecord& record : versions) {
+    Result<std::shared_ptr<TensorVersion>> version = AdoptVersion(record, pools_);
+    if (!version) {
+      const std::string reason =
+          fmt::format("version {} did not survive the restart of hurrayd: {}", record.number,
+                      version.error().message());
+      spdlog::warn("{} is lost: {}", Shown(record.name), reason);
+      lost_.insert_or_assign(record.name, reason);
+      ++adoption.lost;
+      continue;
+    }
+    uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->byte_size);
+    versions_.Add(record.name, std::move(*version));
+    adoption.adopted.push_back(std::move(record));
+  }
+  adopted_count_ += adoption.adopted.size();
+  lost_count_ += adoption.lost;
+  return adoption;
 }
 
 std::uint64_t Registry::PoisonUnreachedFences() {

@@ -43,6 +43,8 @@
 #include "access/access_policy.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
+#include "journal/journal_record.h"
+#include "journal/version_journal.h"
 #include "pool/pool_set.h"
 #include "registry/allocation_table.h"
 #include "registry/fence_table.h"
@@ -77,6 +79,9 @@ class Registry final : public SessionHost {
     std::shared_ptr<const AccessPolicy> access;
     // The most each uid may hold, over all its sessions (UidQuotaTable).
     UidQuota uid_quota;
+    // Told of every publish and delete before it is acknowledged (journal/); null: none.
+    // Must outlive the registry.
+    VersionJournal* journal = nullptr;
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -179,6 +184,17 @@ class Registry final : public SessionHost {
   // how many. The daemon calls it as it stops, once the sessions have ended.
   std::uint64_t PoisonUnreachedFences();
 
+  // What Adopt restored: the records of the versions served again.
+  struct Adoption {
+    std::vector<JournalRecord> adopted;
+    std::uint64_t lost = 0;
+  };
+  // At start, before any session: publishes again the versions (kPublish records) an
+  // earlier daemon's journal kept, under their names and numbers, their buffers taken from
+  // their pools (AdoptVersion). A version that cannot be (a GPU tensor) is lost: logged,
+  // counted in Stats, and an Acquire of its name says so until the name is published again.
+  Adoption Adopt(std::vector<JournalRecord> versions);
+
   [[nodiscard]] std::uint64_t daemon_epoch() const { return options_.daemon_epoch; }
 
  private:
@@ -233,12 +249,16 @@ class Registry final : public SessionHost {
                                                             const v1::PublishRequest& request);
   // Publishes a request PendingForPublishLocked accepted (`pending` is its allocation) as the
   // next version of its name; wakes no wait and tells no watcher. Returns the version number.
+  // The version a publish of `pending` makes, recorded in the journal: nothing changes yet,
+  // and a journal error refuses the publish.
+  [[nodiscard]] Result<std::shared_ptr<TensorVersion>> PrepareVersionLocked(
+      const Session& session, const v1::PublishRequest& request, const Allocation& pending);
   std::uint64_t CommitPublishLocked(Session& session, const v1::PublishRequest& request,
-                                    Allocation& pending);
-  // The version Publish makes of `allocation` under `name`, numbered next. Moves the
-  // allocation's descriptor and buffers out.
+                                    Allocation& pending, std::shared_ptr<TensorVersion> version);
+  // The version Publish makes of `allocation` under `name`, numbered next, without its
+  // fence (CommitPublishLocked moves it in).
   [[nodiscard]] std::shared_ptr<TensorVersion> MakeVersion(const std::string& name,
-                                                           Allocation& allocation,
+                                                           const Allocation& allocation,
                                                            const v1::SyncHandoff& handoff) const;
   [[nodiscard]] SegmentUse SegmentUseLocked(const Session& session, std::uint64_t segment_id) const;
   // Takes a lease. The reply is built from the grant after the mutex is released.
@@ -303,7 +323,11 @@ class Registry final : public SessionHost {
   UidQuotaTable uid_quotas_;  // Guarded by mutex_.
   // Connections the session server refused (ConnectionRefused); needs no lock.
   std::atomic<std::uint64_t> refused_connections_{0};
-
+  // Names whose version was lost in a restart (Adopt), with the reason, until published
+  // again; and how many versions Adopt restored and lost. Guarded by mutex_.
+  std::map<std::string, std::string, std::less<>> lost_;
+  std::uint64_t adopted_count_ = 0;
+  std::uint64_t lost_count_ = 0;
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
   // Its own lock, taken before mutex_ is released when events are delivered.

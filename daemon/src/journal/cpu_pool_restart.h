@@ -1,0 +1,48 @@
+// RestartCpuPool: the CPU pool of a starting daemon, made of the segments an earlier daemon
+// left when its journal says tensors live in them, and the journal that goes on from there.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "hurray/error.h"
+#include "journal/journal_record.h"
+#include "journal/state_directory.h"
+#include "journal/tensor_journal.h"
+#include "pool/cpu_pool.h"
+
+namespace hurray::daemon {
+
+struct RestartedCpuPool {
+  std::unique_ptr<CpuPool> pool;
+  std::unique_ptr<TensorJournal> journal;
+  // The versions the journal kept (of every pool), for Registry::Adopt: the CPU ones find
+  // their memory in `pool` only when it adopted the old segments.
+  std::vector<JournalRecord> versions;
+  bool adopted = false;  // The pool is the earlier daemon's segments.
+};
+
+// Reads the journal of `state` and makes the CPU pool of `options`:
+//
+// - when the journal names segments of pool `options.name` and CPU versions live in them,
+//   the pool adopts those segments (CpuPool::Options::adopt_segment_paths); if it cannot
+//   (a segment gone, as after a reboot, or a changed capacity), that is logged, the CPU
+//   versions will be lost, and it goes on as below;
+// - otherwise every segment the journal names is removed (they are this state directory's
+//   own: no other daemon's segment is touched), and the new segments are named in a new
+//   journal before they are created, so that a kill at any instant leaves no segment that
+//   a later start cannot find.
+//
+// /dev/shm so never holds more than one pool's worth of this directory's segments. The
+// journal returned holds the segments and the versions it kept (when adopted); the registry
+// removes from it those it cannot adopt. Errors: those of RecoverJournal,
+// TensorJournal::Create and CpuPool::Create.
+[[nodiscard]] Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync sync,
+                                                      CpuPool::Options options);
+
+// hurrayd --discard-state: removes every segment the journal of `state` names and the
+// journal itself, so that the next daemon starts empty. Returns the segments removed.
+// Errors of RecoverJournal, and of unlink naming the file.
+[[nodiscard]] Result<std::size_t> DiscardState(const StateDirectory& state);
+
+}  // namespace hurray::daemon

@@ -1,0 +1,77 @@
+// JournalFile: an append-only file of checksummed records that a crash at any instant
+// leaves readable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hurray/error.h"
+#include "hurray/ipc/unique_fd.h"
+
+namespace hurray::daemon {
+
+// The file is a 16-byte header (the magic "HRRYJRNL", a little-endian u32 format version 1,
+// 4 reserved zero bytes), then records, each a 16-byte frame (u32 payload length, u32
+// reserved zero, u64 XXH64 of the payload with seed 0) and the payload.
+//
+// Append writes a whole record with one write(2): once it returns OK, a kill -9 of the
+// process loses nothing (the kernel has the bytes); only a machine crash can lose what was
+// not yet synced (Sync: fdatasync). A write that fails half way is cut off again (ftruncate)
+// so that later records follow the last whole one. A crash in the middle of a write leaves a
+// torn last record: Read stops at the first record whose frame or checksum is wrong and
+// reports the bytes after it as ignored. Replace writes a whole new file beside the old one
+// and renames it over it, so that a crash leaves either file, never a mix.
+//
+// Move-only; not thread-safe (its owner serializes every call).
+class JournalFile {
+ public:
+  struct Contents {
+    std::vector<std::string> records;  // The payloads, in file order.
+    std::uint64_t valid_bytes = 0;     // Header and whole records.
+    std::uint64_t ignored_bytes = 0;   // A torn or corrupt tail after them.
+  };
+
+  // Largest payload a record may have: a larger length in a frame is corruption.
+  static constexpr std::uint32_t kMaxPayloadBytes = 64u << 20;
+
+  // The records of the file at `path`. NOT_FOUND when there is none; DATA_LOSS when its
+  // header is not a journal's of format version 1; other errors name the failed call.
+  [[nodiscard]] static Result<Contents> Read(const std::string& path);
+
+  // Writes `records` as the whole file at `path` (through "<path>.new", fdatasync'd, renamed
+  // over `path`, the directory fsync'd) and returns it open for appends. On failure the old
+  // file (if any) is unchanged and "<path>.new" removed; errors name the failed call.
+  [[nodiscard]] static Result<JournalFile> Replace(const std::string& path,
+                                                   const std::vector<std::string>& records);
+
+  JournalFile(JournalFile&&) noexcept = default;
+  JournalFile& operator=(JournalFile&&) noexcept = default;
+  JournalFile(const JournalFile&) = delete;
+  JournalFile& operator=(const JournalFile&) = delete;
+  ~JournalFile() = default;
+
+  // Appends one record (INVALID_ARGUMENT above kMaxPayloadBytes). A failed write (ENOSPC:
+  // RESOURCE_EXHAUSTED) names the call and the file, and leaves the file as it was; if even
+  // cutting it back fails, the file refuses every later Append (FAILED_PRECONDITION) until
+  // it is replaced.
+  [[nodiscard]] Status Append(std::string_view payload);
+  // fdatasync: what was appended survives a machine crash.
+  [[nodiscard]] Status Sync();
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  // Bytes of the file: header and records.
+  [[nodiscard]] std::uint64_t size() const { return size_; }
+
+ private:
+  JournalFile(std::string path, UniqueFd fd, std::uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
+
+  std::string path_;
+  UniqueFd fd_;
+  std::uint64_t size_ = 0;
+  bool broken_ = false;  // A failed append could not be cut off.
+};
+
+}  // namespace hurray::daemon

@@ -1,0 +1,176 @@
+#include "journal/tensor_journal.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace hurray::daemon {
+namespace {
+
+constexpr std::chrono::milliseconds kBatchSyncInterval{100};
+constexpr std::uint64_t kFrameBytes = 16;
+
+JournalRecord PublishRecord(const std::string& name, const TensorVersion& version) {
+  return JournalRecord{.kind = JournalRecord::Kind::kPublish,
+                       .name = name,
+                       .number = version.number,
+                       .publisher_uid = version.publisher_uid,
+                       .namespace_owner_uid = version.namespace_owner_uid,
+                       .evictable = version.evictable,
+                       .info_without_name = version.info_without_name};
+}
+
+// Applies one decoded record to what survives.
+void Replay(JournalRecord record, RecoveredJournal& state,
+            std::map<std::string, std::size_t, std::less<>>& latest) {
+  switch (record.kind) {
+    case JournalRecord::Kind::kSegments:
+      state.segments.insert_or_assign(record.name, std::move(record.segments));
+      return;
+    case JournalRecord::Kind::kPublish: {
+      auto [found, added] = latest.try_emplace(record.name, state.versions.size());
+      if (added) {
+        state.versions.push_back(std::move(record));
+      } else {
+        state.versions[found->second] = std::move(record);  // Supersedes.
+      }
+      return;
+    }
+    case JournalRecord::Kind::kRemoval: {
+      auto found = latest.find(record.name);
+      if (found != latest.end() && state.versions[found->second].number == record.number) {
+        state.versions[found->second].number = 0;  // Removed below.
+        latest.erase(found);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+Result<RecoveredJournal> RecoverJournal(const std::string& path) {
+  Result<JournalFile::Contents> contents = JournalFile::Read(path);
+  if (!contents && contents.error().code() == StatusCode::kNotFound) return RecoveredJournal{};
+  if (!contents) return std::unexpected(contents.error());
+  RecoveredJournal state;
+  state.record_count = contents->records.size();
+  state.ignored_bytes = contents->ignored_bytes;
+  std::map<std::string, std::size_t, std::less<>> latest;
+  for (std::size_t i = 0; i < contents->records.size(); ++i) {
+    Result<JournalRecord> record = DecodeJournalRecord(contents->records[i]);
+    if (!record) {
+      return std::unexpected(record.error().WithContext(fmt::format("{} record {}", path, i)));
+    }
+    Replay(std::move(*record), state, latest);
+  }
+  std::erase_if(state.versions, [](const JournalRecord& record) { return record.number == 0; });
+  return state;
+}
+
+Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
+    Options options,
+    const std::map<std::string, std::vector<JournaledSegment>, std::less<>>& segments,
+    const std::vector<JournalRecord>& versions) {
+  std::vector<std::string> segment_records;
+  segment_records.reserve(segments.size());
+  for (const auto& [pool, files] : segments) {
+    segment_records.push_back(EncodeJournalRecord(
+        {.kind = JournalRecord::Kind::kSegments, .name = pool, .segments = files}));
+  }
+  std::map<std::string, Live, std::less<>> live;
+  for (const JournalRecord& version : versions) {
+    live.insert_or_assign(version.name,
+                          Live{.number = version.number, .payload = EncodeJournalRecord(version)});
+  }
+  std::vector<std::string> snapshot = segment_records;
+  for (const auto& [name, entry] : live) snapshot.push_back(entry.payload);
+  HURRAY_ASSIGN_OR_RETURN(JournalFile file, JournalFile::Replace(options.path, snapshot));
+  return std::unique_ptr<TensorJournal>(new TensorJournal(
+      std::move(options), std::move(file), std::move(segment_records), std::move(live)));
+}
+
+TensorJournal::TensorJournal(Options options, JournalFile file,
+                             std::vector<std::string> segment_records,
+                             std::map<std::string, Live, std::less<>> live)
+    : options_(std::move(options)),
+      segment_records_(std::move(segment_records)),
+      file_(std::move(file)),
+      live_(std::move(live)),
+      last_sync_(std::chrono::steady_clock::now()) {
+  for (const auto& [name, entry] : live_) live_bytes_ += kFrameBytes + entry.payload.size();
+}
+
+Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion& version) {
+  std::string payload = EncodeJournalRecord(PublishRecord(name, version));
+  std::lock_guard lock(mutex_);
+  if (Status appended = AppendLocked(payload); !appended) {
+    return std::unexpected(appended.error().WithContext(
+        fmt::format("the journal {} cannot record {} version {}", file_.path(),
+                    std::string_view(name).substr(0, 200), version.number)));
+  }
+  Live& entry = live_[name];
+  live_bytes_ -= entry.payload.empty() ? 0 : kFrameBytes + entry.payload.size();
+  live_bytes_ += kFrameBytes + payload.size();
+  entry = Live{.number = version.number, .payload = std::move(payload)};
+  CompactLocked();
+  return {};
+}
+
+void TensorJournal::RecordRemoval(const std::string& name, std::uint64_t number) {
+  std::lock_guard lock(mutex_);
+  auto found = live_.find(name);
+  if (found == live_.end() || found->second.number != number) return;  // Superseded already.
+  if (Status appended = AppendLocked(EncodeJournalRecord(
+          {.kind = JournalRecord::Kind::kRemoval, .name = name, .number = number}));
+      !appended) {
+    spdlog::error(
+        "the journal cannot record the deletion of {} version {}: {}; a restarted "
+        "daemon would serve it again",
+        std::string_view(name).substr(0, 200), number, appended.error().message());
+    return;
+  }
+  live_bytes_ -= kFrameBytes + found->second.payload.size();
+  live_.erase(found);
+  CompactLocked();
+}
+
+Status TensorJournal::AppendLocked(std::string_view payload) {
+  HURRAY_RETURN_IF_ERROR(file_.Append(payload));
+  const auto now = std::chrono::steady_clock::now();
+  const bool due = options_.sync == JournalSync::kAlways ||
+                   (options_.sync == JournalSync::kBatch && now - last_sync_ >= kBatchSyncInterval);
+  if (!due) return {};
+  last_sync_ = now;
+  return file_.Sync();
+}
+
+void TensorJournal::CompactLocked() {
+  if (file_.size() < options_.compact_min_bytes || file_.size() <= 2 * live_bytes_) return;
+  Result<JournalFile> compacted = JournalFile::Replace(options_.path, SnapshotLocked());
+  if (!compacted) {
+    spdlog::warn("journal: compaction failed, appending to the old file: {}",
+                 compacted.error().message());
+    return;
+  }
+  file_ = std::move(*compacted);
+}
+
+std::vector<std::string> TensorJournal::SnapshotLocked() const {
+  std::vector<std::string> snapshot = segment_records_;
+  for (const auto& [name, entry] : live_) snapshot.push_back(entry.payload);
+  return snapshot;
+}
+
+std::size_t TensorJournal::live_version_count() const {
+  std::lock_guard lock(mutex_);
+  return live_.size();
+}
+
+std::uint64_t TensorJournal::file_bytes() const {
+  std::lock_guard lock(mutex_);
+  return file_.size();
+}
+
+}  // namespace hurray::daemon

@@ -1,0 +1,92 @@
+// TensorJournal: the daemon's journal of published tensors and of its pools' segments, in
+// the state directory, from which a restarted daemon re-adopts what it had published.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hurray/error.h"
+#include "journal/journal_file.h"
+#include "journal/journal_record.h"
+#include "journal/journal_sync.h"
+#include "journal/version_journal.h"
+
+namespace hurray::daemon {
+
+// What a journal on disk says outlived its daemon.
+struct RecoveredJournal {
+  // Each pool's segments, by pool name (the last kSegments record of each).
+  std::map<std::string, std::vector<JournaledSegment>, std::less<>> segments;
+  // The versions published and not deleted nor superseded since (kPublish), oldest first.
+  std::vector<JournalRecord> versions;
+  std::uint64_t record_count = 0;
+  std::uint64_t ignored_bytes = 0;  // A torn or corrupt tail, not read.
+};
+
+// Reads the journal at `path`: empty when there is none. DATA_LOSS for a file that is not a
+// journal or a record that passed its checksum but does not decode; other errors name the
+// failed call.
+[[nodiscard]] Result<RecoveredJournal> RecoverJournal(const std::string& path);
+
+// Appends a record for every publish and delete the registry tells it of, to a JournalFile
+// that starts as a snapshot (segments, then live versions) and is compacted to a new
+// snapshot (JournalFile::Replace) once it holds more than twice the bytes of its live
+// records and at least Options::compact_min_bytes.
+//
+// Thread-safe (one mutex); the registry calls it with its own mutex held.
+class TensorJournal final : public VersionJournal {
+ public:
+  struct Options {
+    std::string path;
+    JournalSync sync = JournalSync::kAlways;
+    std::uint64_t compact_min_bytes = std::uint64_t{4} << 20;
+  };
+
+  // Starts the journal at `path` as a snapshot of `segments` and `versions` (the versions a
+  // restarted daemon adopted), replacing what was there. Errors of JournalFile::Replace.
+  [[nodiscard]] static Result<std::unique_ptr<TensorJournal>> Create(
+      Options options,
+      const std::map<std::string, std::vector<JournaledSegment>, std::less<>>& segments,
+      const std::vector<JournalRecord>& versions);
+
+  // The append failed (RESOURCE_EXHAUSTED for a full disk): "the journal <path> cannot
+  // record cpu tensor ns/x version 3: write <path>: No space left on device".
+  [[nodiscard]] Status RecordPublish(const std::string& name,
+                                     const TensorVersion& version) override;
+  void RecordRemoval(const std::string& name, std::uint64_t number) override;
+
+  // Versions the journal would restore now.
+  [[nodiscard]] std::size_t live_version_count() const;
+  [[nodiscard]] std::uint64_t file_bytes() const;
+
+ private:
+  struct Live {
+    std::uint64_t number = 0;
+    std::string payload;  // The kPublish record.
+  };
+
+  TensorJournal(Options options, JournalFile file, std::vector<std::string> segment_records,
+                std::map<std::string, Live, std::less<>> live);
+
+  // Appends, syncs as the policy says, and compacts when due. Needs mutex_.
+  [[nodiscard]] Status AppendLocked(std::string_view payload);
+  // Rewrites the file as a snapshot; on failure (logged) appends continue to the old file.
+  void CompactLocked();
+  [[nodiscard]] std::vector<std::string> SnapshotLocked() const;
+
+  const Options options_;
+  const std::vector<std::string> segment_records_;  // kSegments payloads, in every snapshot.
+  mutable std::mutex mutex_;
+  JournalFile file_;                                 // Guarded by mutex_.
+  std::map<std::string, Live, std::less<>> live_;    // Guarded by mutex_: the latest of each name.
+  std::uint64_t live_bytes_ = 0;                     // Guarded by mutex_.
+  std::chrono::steady_clock::time_point last_sync_;  // Guarded by mutex_.
+};
+
+}  // namespace hurray::daemon

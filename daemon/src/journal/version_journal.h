@@ -1,0 +1,31 @@
+// VersionJournal: what the registry tells the daemon's journal about published versions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hurray/error.h"
+#include "registry/version_store.h"
+
+namespace hurray::daemon {
+
+// The registry calls these with its mutex held, before it acknowledges the publish or the
+// delete they describe, so that whatever a client was told survives a crash of the daemon.
+// Implementations must not call back into the registry.
+class VersionJournal {
+ public:
+  virtual ~VersionJournal() = default;
+
+  // `version` of `name` (its number, buffers, pool, uids and stored TensorInfo set) is about
+  // to be published and to supersede the name's earlier versions. An error refuses the
+  // publish (the allocation stays pending); its message says why the journal could not
+  // record it.
+  [[nodiscard]] virtual Status RecordPublish(const std::string& name,
+                                             const TensorVersion& version) = 0;
+
+  // Version `number` of `name` was deleted (or evicted): a restarted daemon must not serve it.
+  // Failures are logged: the delete goes ahead.
+  virtual void RecordRemoval(const std::string& name, std::uint64_t number) = 0;
+};
+
+}  // namespace hurray::daemon
