@@ -178,6 +178,7 @@ struct WritableTensor::State {
   std::uint64_t daemon_epoch = 0;
   std::vector<MappedBuffer> buffers;
   DeviceInfo device;
+  bool sealed = false;  // Set at allocation: Publish unmaps the buffers.
   // The allocation's fence, when its buffers declare SyncMode::kEvent in a CUDA pool.
   std::optional<v1::Fence> fence;
 };
@@ -205,6 +206,7 @@ std::span<std::byte> WritableTensor::buffer(std::size_t index) const {
 void* WritableTensor::data(std::size_t index) const { return state_->buffers.at(index).data; }
 const DeviceInfo& WritableTensor::device() const { return state_->device; }
 std::uint64_t WritableTensor::allocation_id() const { return state_->allocation_id; }
+bool WritableTensor::sealed() const { return state_->sealed; }
 
 Result<PublishedTensor> WritableTensor::Publish(std::string_view name,
                                                 const PublishOptions& options) {
@@ -502,6 +504,9 @@ Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std:
   }
   state->buffers = std::move(mapped->buffers);
   state->device = std::move(mapped->device);
+  state->sealed = std::ranges::any_of(state->buffers, [](const MappedBuffer& buffer) {
+    return buffer.mapping && buffer.mapping->sealed();
+  });
   return WritableTensor(std::move(state));
 }
 

@@ -183,7 +183,13 @@ def load(path: str | os.PathLike[str]) -> dict[str, Tensor]:
 # --- The client ------------------------------------------------------------------------
 
 class WritableTensor:
-    """A tensor being written in pool memory: fill it in place, then publish (or cancel)."""
+    """A tensor being written in pool memory: fill it in place, then publish (or cancel).
+
+    Its arrays and memoryviews (and arrays derived from them) keep it alive. In the sealed
+    pool, publish and cancel unmap the memory: while any of them is alive, publish,
+    Client.publish_batch and cancel raise BufferError naming the tensor; release (del) them
+    first.
+    """
 
     @property
     def descriptor(self) -> Descriptor: ...
@@ -194,8 +200,12 @@ class WritableTensor:
     def numpy(self) -> npt.NDArray[Any]: ...
     def __array__(self, dtype: Any = None) -> npt.NDArray[Any]: ...
     def publish(self, name: str, stream: int | Any | None = None, *,
-                evictable: bool = False) -> int: ...
-    def cancel(self) -> None: ...
+                evictable: bool = False) -> int:
+        """Publishes under name; the version. Sealed pool: BufferError while an array or
+        memoryview over the memory is alive."""
+    def cancel(self) -> None:
+        """Frees the allocation unpublished. Sealed pool: BufferError while an array or
+        memoryview over the memory is alive."""
     def __enter__(self) -> WritableTensor: ...
     def __exit__(self, kind: type[builtins.BaseException] | None,
                  value: builtins.BaseException | None, tb: TracebackType | None) -> None: ...
@@ -359,7 +369,8 @@ class Client:
                 evictable: bool = False) -> int: ...
     def publish_batch(self, tensors: Sequence[WritableTensor],
                       names: Sequence[str]) -> builtins.list[int]:
-        """Publishes tensors[i] under names[i], all visible together or none; the versions."""
+        """Publishes tensors[i] under names[i], all visible together or none; the versions.
+        BufferError for a sealed-pool tensor with an array or memoryview over it alive."""
     def import_safetensors(self, path: str | os.PathLike[str], prefix: str,
                            pool: str | None = None,
                            progress: Callable[[int, int], object] | None = None

@@ -163,7 +163,8 @@ void BindClientClass(py::module_& module) {
           py::arg("tensors"), py::arg("names"),
           "Publishes tensors[i] under names[i], all at once: every one becomes visible "
           "together, or none does. Returns the versions; on error every tensor is still "
-          "yours.")
+          "yours. hurray.BufferError for a sealed-pool tensor with an array or memoryview "
+          "over its memory alive.")
       .def(
           "import_safetensors",
           [](const PyClient& self, const py::object& path, const std::string& prefix,

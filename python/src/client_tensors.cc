@@ -145,26 +145,38 @@ void BindWritableTensor(py::module_& module) {
       .def_property_readonly("published_or_cancelled", &PyWritableTensor::done)
       .def(
           "buffer",
-          [](py::object self, std::size_t index) {
-            return BufferMemory(self.cast<PyWritableTensor&>().Open(), index, self, true);
+          [](const py::object& self, std::size_t index) {
+            py::object owner = PyWritableTensor::ExportOwner(self);
+            return BufferMemory(self.cast<PyWritableTensor&>().Open(), index, std::move(owner),
+                                true);
           },
-          py::arg("index") = 0, "Buffer `index` as a writable memoryview over pool memory.")
+          py::arg("index") = 0,
+          "Buffer `index` as a writable memoryview over pool memory. In a sealed pool, release "
+          "(del) it before publish or cancel, which unmap the memory.")
       .def(
           "buffer_array",
-          [](py::object self, std::size_t index) {
-            return BufferArray(self.cast<PyWritableTensor&>().Open(), index, self, true);
+          [](const py::object& self, std::size_t index) {
+            py::object owner = PyWritableTensor::ExportOwner(self);
+            return BufferArray(self.cast<PyWritableTensor&>().Open(), index, std::move(owner),
+                               true);
           },
-          py::arg("index"), "Buffer `index` as a writable ndarray of the part it holds.")
+          py::arg("index"),
+          "Buffer `index` as a writable ndarray of the part it holds. In a sealed pool, release "
+          "(del) it before publish or cancel.")
       .def(
           "numpy",
-          [](py::object self) {
-            return DenseArray(self.cast<PyWritableTensor&>().Open(), self, true);
+          [](const py::object& self) {
+            py::object owner = PyWritableTensor::ExportOwner(self);
+            return DenseArray(self.cast<PyWritableTensor&>().Open(), std::move(owner), true);
           },
-          "The dense data as a writable ndarray over pool memory.")
+          "The dense data as a writable ndarray over pool memory. In a sealed pool, release "
+          "(del) it, and every array derived from it, before publish or cancel.")
       .def(
           "__array__",
-          [](py::object self, py::object dtype) {
-            return WithDType(DenseArray(self.cast<PyWritableTensor&>().Open(), self, true), dtype);
+          [](const py::object& self, py::object dtype) {
+            py::object owner = PyWritableTensor::ExportOwner(self);
+            return WithDType(
+                DenseArray(self.cast<PyWritableTensor&>().Open(), std::move(owner), true), dtype);
           },
           py::arg("dtype") = py::none())
       .def(
@@ -178,8 +190,12 @@ void BindWritableTensor(py::module_& module) {
           py::arg("evictable") = false,
           "Publishes under `name`; returns the version. `stream`: a CUDA stream (GPU pools) to "
           "hand off with an event after the work queued on it. `evictable`: the daemon may "
-          "evict it (least recently used, never while leased) when its pool is full.")
-      .def("cancel", &PyWritableTensor::Cancel, "Frees the allocation unpublished.")
+          "evict it (least recently used, never while leased) when its pool is full. In a "
+          "sealed pool, publish unmaps the memory: hurray.BufferError while an array or "
+          "memoryview over it is alive.")
+      .def("cancel", &PyWritableTensor::Cancel,
+           "Frees the allocation unpublished. In a sealed pool, hurray.BufferError while an "
+           "array or memoryview over the memory is alive.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyWritableTensor& self, const py::args&) { self.Cancel(); });
 }
@@ -289,9 +305,49 @@ const WritableTensor& PyWritableTensor::Open() const {
   return tensor_;
 }
 
+py::object PyWritableTensor::ExportOwner(const py::object& self) {
+  auto& tensor = self.cast<PyWritableTensor&>();
+  (void)tensor.Open();
+  if (tensor.unmapped_) {
+    throw PythonError("BufferError",
+                      fmt::format("the WritableTensor (allocation {}) is in a sealed pool and was "
+                                  "handed to publish, which unmaps its memory: publish it "
+                                  "again or cancel it",
+                                  tensor.tensor_.allocation_id()));
+  }
+  if (tensor.export_token_ != nullptr) {
+    return py::reinterpret_borrow<py::object>(tensor.export_token_);
+  }
+  // The token's share of `self`, and the tensor whose pointer its destructor clears.
+  struct Reference {
+    py::object owner;
+    PyWritableTensor* tensor;
+  };
+  auto reference = std::make_unique<Reference>(Reference{.owner = self, .tensor = &tensor});
+  py::capsule token(reference.get(), [](void* pointer) {
+    const std::unique_ptr<Reference> held(static_cast<Reference*>(pointer));
+    held->tensor->export_token_ = nullptr;
+  });
+  (void)reference.release();  // The capsule owns it now.
+  tensor.export_token_ = token.ptr();
+  return token;
+}
+
+void PyWritableTensor::CheckNoExport(std::string_view what) const {
+  if (!tensor_.sealed() || export_token_ == nullptr) return;
+  throw PythonError(
+      "BufferError",
+      fmt::format("{}: the WritableTensor (allocation {}) is in a sealed pool, whose publish and "
+                  "cancel unmap its memory, and arrays or memoryviews over that memory are still "
+                  "alive; release (del) them, and the arrays derived from them, first",
+                  what, tensor_.allocation_id()));
+}
+
 PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional<CudaStream> stream,
                                           const PublishOptions& options) {
   (void)Open();
+  CheckNoExport(fmt::format("publish '{}'", name));
+  unmapped_ = tensor_.sealed();
   Result<PublishedTensor> published = [&] {
     const py::gil_scoped_release release;
     const std::scoped_lock lock(mutex_);
@@ -314,12 +370,15 @@ std::vector<std::uint64_t> PyWritableTensor::PublishBatch(
       throw PythonError("BufferError",
                         fmt::format("tensors[{}] was already published or cancelled", i));
     }
+    tensors[i]->CheckNoExport(i < names.size() ? fmt::format("tensors[{}] ('{}')", i, names[i])
+                                               : fmt::format("tensors[{}]", i));
     if (const auto [at, inserted] = positions.emplace(tensors[i], i); !inserted) {
       throw ToPython(InvalidArgumentError(
                          fmt::format("tensors[{}] is tensors[{}] listed again", i, at->second))
                          .error());
     }
   }
+  for (PyWritableTensor* tensor : tensors) tensor->unmapped_ = tensor->tensor_.sealed();
   std::vector<PyWritableTensor*> lock_order = tensors;
   std::ranges::sort(lock_order);  // One order for every caller: no deadlock.
   Result<std::vector<PublishedTensor>> published = [&] {
@@ -345,6 +404,7 @@ std::vector<std::uint64_t> PyWritableTensor::PublishBatch(
 
 void PyWritableTensor::Cancel() {
   if (done_) return;
+  CheckNoExport("cancel");
   done_ = true;
   const Status status = [&] {
     const py::gil_scoped_release release;

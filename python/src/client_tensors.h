@@ -10,43 +10,62 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hurray/client.h"
 
 namespace hurray::python {
 
-// A tensor being written. Its arrays keep this object (and through it the client, whose
-// connection keeps the segment mapped) alive; after publish or cancel the memory is no
-// longer this process's to write, though it stays mapped. Safe to share between Python
-// threads: publish and cancel are serialized.
+// A tensor being written. Its arrays and memoryviews have as their base this tensor's export
+// token, a capsule holding a reference to this object (and through it the client, whose
+// connection keeps the segment mapped); the token lives while any of them (or an array
+// derived from them) does. In a CPU or CUDA pool, after publish or cancel the memory is no
+// longer this process's to write, though it stays mapped. In a sealed pool, publish and
+// cancel unmap the memory: while the token lives they raise hurray.BufferError instead. Safe
+// to share between Python threads: publish and cancel are serialized.
 class PyWritableTensor {
  public:
   PyWritableTensor(std::shared_ptr<Client> client, WritableTensor tensor);
 
   // The tensor, for reads under the GIL; hurray.BufferError once published or cancelled.
   [[nodiscard]] const WritableTensor& Open() const;
+  // The base object for a new array or memoryview over the memory of `self` (a
+  // PyWritableTensor): its export token, made on first use and shared while it lives.
+  // hurray.BufferError once published or cancelled, or once a publish of a sealed tensor
+  // unmapped the memory. Needs the GIL.
+  [[nodiscard]] static pybind11::object ExportOwner(const pybind11::object& self);
   // Publishes (with an Event handoff on `stream` when given); releases the GIL.
+  // hurray.BufferError for a sealed tensor while its export token lives.
   [[nodiscard]] PublishedTensor Publish(const std::string& name, std::optional<CudaStream> stream,
                                         const PublishOptions& options = {});
   // Cancels; a published or cancelled tensor: nothing to do. Releases the GIL.
+  // hurray.BufferError for a sealed tensor while its export token lives.
   void Cancel();
   [[nodiscard]] bool done() const { return done_; }
 
   // Publishes tensors[i] under names[i] as one Client::PublishBatch of `client`: all become
   // visible together, or none does; returns the versions in order. hurray.BufferError for a
-  // tensor already published or cancelled, InvalidArgumentError for one listed twice, then
-  // the errors of PublishBatch, each naming the first offender; on error every tensor is
-  // still the caller's. Releases the GIL.
+  // tensor already published or cancelled, or sealed with its export token alive;
+  // InvalidArgumentError for one listed twice; then the errors of PublishBatch, each naming
+  // the first offender; on error every tensor is still the caller's. Releases the GIL.
   [[nodiscard]] static std::vector<std::uint64_t> PublishBatch(
       Client& client, const std::vector<PyWritableTensor*>& tensors,
       const std::vector<std::string>& names);
 
  private:
+  // hurray.BufferError when the tensor is sealed and its export token lives; `what` names
+  // the tensor and the call ("publish 'ns/x'", "tensors[2]", ...).
+  void CheckNoExport(std::string_view what) const;
+
   std::shared_ptr<Client> client_;
   std::mutex mutex_;  // Serializes Publish, PublishBatch and Cancel, which run without the GIL.
   WritableTensor tensor_;
-  bool done_ = false;  // Published or cancelled; guarded by the GIL.
+  bool done_ = false;      // Published or cancelled; guarded by the GIL.
+  bool unmapped_ = false;  // A publish of a sealed tensor unmapped it; guarded by the GIL.
+  // The export token, borrowed: the token holds this object, and its destructor clears
+  // this pointer (no reference cycle). Guarded by the GIL.
+  PyObject* export_token_ = nullptr;
 };
 
 // A leased view. `lease` is shared with every array and capsule made from the view (and,

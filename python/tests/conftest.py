@@ -13,10 +13,13 @@ import hurray
 # How long hurrayd may take to serve, and to stop, in seconds.
 _START_TIMEOUT = 60
 _STOP_TIMEOUT = 30
+# The sealed pool's capacity in bytes.
+_SEALED_POOL_CAPACITY = 16 << 20
 
 
 class Daemon:
-    """A hurrayd on a socket in a temporary directory, with a small CPU pool."""
+    """A hurrayd on a socket in a temporary directory, with a small CPU pool and a small
+    sealed pool ("sealed")."""
 
     def __init__(self, directory):
         binary = os.environ.get("HURRAY_TEST_HURRAYD")
@@ -27,7 +30,8 @@ class Daemon:
         config = directory / "hurrayd.toml"
         # A segment prefix of its own, so that parallel daemons never share /dev/shm names.
         self.shm_prefix = f"pytest-{os.getpid()}-{id(self)}"
-        config.write_text(f'[cpu_pool]\nshm_prefix = "{self.shm_prefix}"\n')
+        config.write_text(f'[cpu_pool]\nshm_prefix = "{self.shm_prefix}"\n'
+                          f'[sealed_pool]\ncapacity = {_SEALED_POOL_CAPACITY}\n')
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [binary, "--socket", self.socket, "--cpu-pool-capacity", "64MiB",

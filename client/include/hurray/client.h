@@ -113,6 +113,8 @@ class WritableTensor {
   // Where the buffers live.
   [[nodiscard]] const DeviceInfo& device() const;
   [[nodiscard]] std::uint64_t allocation_id() const;
+  // Whether the buffers live in a sealed pool's memfds, which Publish unmaps (see below).
+  [[nodiscard]] bool sealed() const;
 
   // Publishes under `name` ("namespace/name"), producer-synced: every byte must be written
   // before the call. The tensor is immutable afterwards and this object becomes empty.
