@@ -120,7 +120,18 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .closed_session_allocation_count = reply.closed_session_allocation_count(),
                     .closed_session_allocation_bytes = reply.closed_session_allocation_bytes(),
                     .evicted_tensor_count = reply.evicted_tensor_count(),
-                    .evicted_bytes_total = reply.evicted_bytes_total()};
+                    .evicted_bytes_total = reply.evicted_bytes_total(),
+                    .uids = {},
+                    .refused_connection_count = reply.refused_connection_count(),
+                    .lost_tensor_count = reply.lost_tensor_count(),
+                    .adopted_tensor_count = reply.adopted_tensor_count()};
+  for (const v1::UidUsage& usage : reply.uids()) {
+    stats.uids.push_back(UidUsage{.uid = usage.uid(),
+                                  .pending_bytes = usage.pending_bytes(),
+                                  .published_bytes = usage.published_bytes(),
+                                  .leases = usage.leases(),
+                                  .sessions = usage.sessions()});
+  }
   stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
   for (const v1::PoolStats& pool : reply.pools()) {
     stats.pools.push_back(

@@ -267,6 +267,7 @@ class TensorSummary:
     byte_size: int
     lease_count: int
     published_at: int  # nanoseconds since the epoch
+    owner_uid: int  # The namespace's owner (the default access policy).
 
 class BufferLocation:
     segment_id: int
@@ -298,6 +299,8 @@ class TensorDetails:
     published_at: int
     versions: list[VersionSummary]
     daemon_epoch: int
+    owner_uid: int
+    owner_user: str  # "" when the uid has no user name.
 
 class PoolStats:
     name: str
@@ -320,6 +323,14 @@ class PoolStats:
     fences_in_use: int
     fences_retired: int
     reserved_bytes: int
+    namespaces: list[str]
+
+class UidUsage:
+    uid: int
+    pending_bytes: int
+    published_bytes: int
+    leases: int
+    sessions: int
 
 class DaemonStats:
     pools: list[PoolStats]
@@ -338,6 +349,10 @@ class DaemonStats:
     closed_session_allocation_bytes: int
     evicted_tensor_count: int
     evicted_bytes_total: int
+    uids: list[UidUsage]
+    refused_connection_count: int
+    lost_tensor_count: int
+    adopted_tensor_count: int
 
 class WatchEvent:
     kind: Literal["published", "deleted", "evicted"]

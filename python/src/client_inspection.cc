@@ -39,6 +39,7 @@ void BindTensorReports(py::module_& module) {
       .def_readonly("name", &TensorSummary::name)
       .def_readonly("latest_version", &TensorSummary::latest_version)
       .def_readonly("version_count", &TensorSummary::version_count)
+      .def_readonly("owner_uid", &TensorSummary::owner_uid)
       .def_property_readonly("dtype",
                              [](const TensorSummary& summary) {
                                return std::string(ElementTypeName(summary.element_type));
@@ -80,6 +81,8 @@ void BindTensorReports(py::module_& module) {
       .def_readonly("pool", &TensorDetails::pool)
       .def_property_readonly("published_at", NanosecondsOf(&TensorDetails::published_at))
       .def_readonly("versions", &TensorDetails::versions)
+      .def_readonly("owner_uid", &TensorDetails::owner_uid)
+      .def_readonly("owner_user", &TensorDetails::owner_user)
       .def_readonly("daemon_epoch", &TensorDetails::daemon_epoch);
 }
 
@@ -104,7 +107,14 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("read_only_slab_mappings", &PoolStats::read_only_slab_mappings)
       .def_readonly("fences_in_use", &PoolStats::fences_in_use)
       .def_readonly("fences_retired", &PoolStats::fences_retired)
-      .def_readonly("reserved_bytes", &PoolStats::reserved_bytes);
+      .def_readonly("reserved_bytes", &PoolStats::reserved_bytes)
+      .def_readonly("namespaces", &PoolStats::namespaces);
+  py::class_<UidUsage>(module, "UidUsage")
+      .def_readonly("uid", &UidUsage::uid)
+      .def_readonly("pending_bytes", &UidUsage::pending_bytes)
+      .def_readonly("published_bytes", &UidUsage::published_bytes)
+      .def_readonly("leases", &UidUsage::leases)
+      .def_readonly("sessions", &UidUsage::sessions);
   py::class_<DaemonStats>(module, "DaemonStats")
       .def_readonly("pools", &DaemonStats::pools)
       .def_readonly("session_count", &DaemonStats::session_count)
@@ -124,7 +134,11 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("closed_session_allocation_bytes",
                     &DaemonStats::closed_session_allocation_bytes)
       .def_readonly("evicted_tensor_count", &DaemonStats::evicted_tensor_count)
-      .def_readonly("evicted_bytes_total", &DaemonStats::evicted_bytes_total);
+      .def_readonly("evicted_bytes_total", &DaemonStats::evicted_bytes_total)
+      .def_readonly("uids", &DaemonStats::uids)
+      .def_readonly("refused_connection_count", &DaemonStats::refused_connection_count)
+      .def_readonly("lost_tensor_count", &DaemonStats::lost_tensor_count)
+      .def_readonly("adopted_tensor_count", &DaemonStats::adopted_tensor_count);
   py::class_<WatchEvent>(module, "WatchEvent")
       .def_property_readonly("kind", &WatchKindName)
       .def_readonly("name", &WatchEvent::name)

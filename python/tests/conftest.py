@@ -30,7 +30,9 @@ class Daemon:
         config = directory / "hurrayd.toml"
         # A segment prefix of its own, so that parallel daemons never share /dev/shm names.
         self.shm_prefix = f"pytest-{os.getpid()}-{id(self)}"
-        config.write_text(f'[cpu_pool]\nshm_prefix = "{self.shm_prefix}"\n'
+        # A state directory of its own: its journal, and the lock that one daemon holds.
+        config.write_text(f'state_directory = "{directory / "state"}"\n'
+                          f'[cpu_pool]\nshm_prefix = "{self.shm_prefix}"\n'
                           f'[sealed_pool]\ncapacity = {_SEALED_POOL_CAPACITY}\n')
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(

@@ -1,5 +1,6 @@
 """The client against a real hurrayd: round trips, zero copy, lifetimes, errors."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -188,7 +189,12 @@ def test_list_describe_stats_delete(client):
     details = client.describe("inspect/a")
     assert details.version == 2 and details.pool == "cpu"
     assert details.buffers[0].byte_size == 24 and details.descriptor.shape == (2, 3)
+    # The namespace belongs to its first publisher: this process's uid.
+    assert summary.owner_uid == details.owner_uid == os.getuid()
     stats = client.stats()
+    [usage] = [entry for entry in stats.uids if entry.uid == os.getuid()]
+    assert usage.published_bytes >= 24 and usage.sessions >= 1
+    assert (stats.refused_connection_count, stats.lost_tensor_count) == (0, 0)
     assert stats.pools[0].name == "cpu" and stats.tensor_count >= 1
     # A 64 MiB pool is reserved whole before the daemon serves.
     assert stats.pools[0].reserved_bytes == stats.pools[0].capacity_bytes == 64 << 20

@@ -242,6 +242,15 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_closed_session_allocation_bytes(15);
   reply.set_evicted_tensor_count(16);
   reply.set_evicted_bytes_total(17);
+  v1::UidUsage& usage = *reply.add_uids();
+  usage.set_uid(1001);
+  usage.set_pending_bytes(18);
+  usage.set_published_bytes(19);
+  usage.set_leases(20);
+  usage.set_sessions(2);
+  reply.set_refused_connection_count(21);
+  reply.set_lost_tensor_count(22);
+  reply.set_adopted_tensor_count(23);
   ExpectEveryFieldSet(reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
@@ -284,7 +293,15 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                    .closed_session_allocation_count = 14,
                    .closed_session_allocation_bytes = 15,
                    .evicted_tensor_count = 16,
-                   .evicted_bytes_total = 17}));
+                   .evicted_bytes_total = 17,
+                   .uids = {UidUsage{.uid = 1001,
+                                     .pending_bytes = 18,
+                                     .published_bytes = 19,
+                                     .leases = 20,
+                                     .sessions = 2}},
+                   .refused_connection_count = 21,
+                   .lost_tensor_count = 22,
+                   .adopted_tensor_count = 23}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {

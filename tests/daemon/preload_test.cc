@@ -48,7 +48,19 @@ class PreloadTest : public ::testing::Test {
     }
     ASSERT_OK(testing::WriteSafetensors(ModelPath(), tensors_));
   }
-  void TearDown() override { std::filesystem::remove_all(directory_); }
+  // A stopped daemon keeps the segments of the tensors its journal holds: remove them too.
+  void TearDown() override {
+    std::filesystem::remove_all(directory_);
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      if (entry.path().filename().string().starts_with(ShmPrefix() + "-")) {
+        std::filesystem::remove(entry.path());
+      }
+    }
+  }
+
+  [[nodiscard]] static std::string ShmPrefix() {
+    return "hurray-preload-test-" + std::to_string(::getpid());
+  }
 
   [[nodiscard]] std::string ModelPath() const { return directory_ + "/model.safetensors"; }
 
@@ -57,7 +69,8 @@ class PreloadTest : public ::testing::Test {
     config.socket_path = directory_ + "/d.sock";
     config.log_level = "off";
     config.cpu_pool.capacity_bytes = std::uint64_t{64} << 20;
-    config.cpu_pool.shm_prefix = "hurray-preload-test-" + std::to_string(::getpid());
+    config.cpu_pool.shm_prefix = ShmPrefix();
+    config.state_directory = directory_ + "/state";
     config.io_threads = 1;
     config.shutdown_grace_ms = 0;
     config.preload = std::move(preload);

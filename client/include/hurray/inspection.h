@@ -172,6 +172,17 @@ struct PoolStats {
   friend bool operator==(const PoolStats&, const PoolStats&) = default;
 };
 
+// What one uid holds in the daemon, summed over its sessions (against its [uid_quota]).
+struct UidUsage {
+  std::uint32_t uid = 0;
+  std::uint64_t pending_bytes = 0;    // Of its unpublished allocations.
+  std::uint64_t published_bytes = 0;  // Of the versions it published that still hold memory.
+  std::uint64_t leases = 0;
+  std::uint32_t sessions = 0;
+
+  friend bool operator==(const UidUsage&, const UidUsage&) = default;
+};
+
 // Client::Stats: the daemon's pools, sessions, leases and tensors.
 struct DaemonStats {
   std::vector<PoolStats> pools;
@@ -198,6 +209,15 @@ struct DaemonStats {
   // Since the daemon started: evictable versions evicted to make room, and their bytes.
   std::uint64_t evicted_tensor_count = 0;
   std::uint64_t evicted_bytes_total = 0;
+  // Each uid that holds something now, by uid.
+  std::vector<UidUsage> uids;
+  // Since the daemon started: session connections refused at max_sessions or
+  // max_sessions_per_uid.
+  std::uint64_t refused_connection_count = 0;
+  // At this daemon's start: tensors its journal kept that could not be served again (GPU
+  // tensors), and tensors served again under the same names and versions.
+  std::uint64_t lost_tensor_count = 0;
+  std::uint64_t adopted_tensor_count = 0;
 
   friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
 };
