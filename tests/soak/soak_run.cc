@@ -70,6 +70,8 @@ class Soak {
 
  private:
   [[nodiscard]] DaemonProcess::Options DaemonOptions() const;
+  // Starts the daemon on the soak's directory, state directory and shared-memory prefix:
+  // a restarted one adopts its killed predecessor's journal and segments.
   Status StartDaemon();
   Status StartWorker(bool producer, int index);
   Status Drain(Worker& worker, std::chrono::milliseconds wait);
@@ -89,6 +91,7 @@ class Soak {
   std::mt19937_64 random_;
   std::unique_ptr<DaemonProcess> daemon_;
   std::vector<std::unique_ptr<DaemonProcess>> killed_daemons_;  // Their segments stay.
+  std::string shm_prefix_;  // The first daemon's, kept by every restarted one.
   std::unique_ptr<Client> client_;
   Clock::time_point last_daemon_start_;
   std::uint64_t first_daemon_shm_bytes_ = 0;  // What one daemon's segments take.
@@ -107,11 +110,14 @@ DaemonProcess::Options Soak::DaemonOptions() const {
           .log_level = "warn",
           .settings = {},
           .cpu_pool_settings = {},
-          .cpus = {}};
+          .cpus = {},
+          .state_directory = directory_ + "/daemon/state",
+          .shm_prefix = shm_prefix_};
 }
 
 Status Soak::StartDaemon() {
   HURRAY_ASSIGN_OR_RETURN(daemon_, DaemonProcess::Start(DaemonOptions()));
+  shm_prefix_ = daemon_->shm_prefix();
   HURRAY_ASSIGN_OR_RETURN(client_, Client::Connect({.socket_path = daemon_->socket_path(),
                                                     .client_name = "soak supervisor"}));
   last_daemon_start_ = Clock::now();
@@ -228,9 +234,8 @@ Status Soak::KillClient() {
 // known), restarts it on the same directory, checks it against the ledger, and starts new
 // producers. Consumers live on: they reconnect, or end with UNAVAILABLE and are replaced.
 Status Soak::KillAndRestartDaemon() {
-  ::kill(daemon_->pid(), SIGKILL);
-  (void)daemon_->Running();  // Reaps it.
   client_.reset();
+  HURRAY_RETURN_IF_ERROR(daemon_->Kill());
   std::vector<int> producers;
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     if (!workers_[i].producer) continue;
