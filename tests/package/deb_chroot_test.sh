@@ -120,12 +120,16 @@ step "hurrayd --print-config"
 in_root hurrayd --print-config >"$work/print-config.txt" || fail "hurrayd --print-config"
 grep -q '^\[cpu_pool\]' "$work/print-config.txt" || fail "--print-config printed no [cpu_pool]"
 
-# As the unit runs it: user and group hurray, /run/hurray as its RuntimeDirectory, the
-# installed configuration (with a pool that fits this root's /dev/shm).
+# As the unit runs it: user and group hurray, /run/hurray as its RuntimeDirectory,
+# /var/lib/hurray as its StateDirectory, the installed configuration (with a pool that fits
+# this root's /dev/shm).
 install -d -m 0750 "$root/run/hurray"
 in_root chown hurray:hurray /run/hurray
+install -d -m 0700 "$root/var/lib/hurray"
+in_root chown hurray:hurray /var/lib/hurray
 step "hurrayd as user hurray"
 chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin RUNTIME_DIRECTORY=/run/hurray \
+  STATE_DIRECTORY=/var/lib/hurray \
   setpriv --reuid=hurray --regid=hurray --init-groups --inh-caps=-all \
   /usr/bin/hurrayd --config /etc/hurray/hurrayd.toml --cpu-pool-capacity 64MiB \
   >"$work/hurrayd.log" 2>&1 &
@@ -171,4 +175,9 @@ step "hurrayd stopped on SIGTERM"
 in_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q hurray >>"$work/apt.log" 2>&1 ||
   fail "apt-get purge"
 [[ ! -e $root/usr/bin/hurrayd && ! -e $root/etc/hurray/hurrayd.toml ]] || fail "purge left files"
+# The stopped daemon kept its segments for the tensors its journal held; the removal
+# discarded them, and the purge the state directory.
+[[ ! -e $root/var/lib/hurray ]] || fail "purge left /var/lib/hurray"
+leftover=$(find "$root/dev/shm" -maxdepth 1 -name 'hurray-*' | wc -l)
+[[ $leftover -eq 0 ]] || fail "removal left $leftover segments in /dev/shm"
 step "PASS"
