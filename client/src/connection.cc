@@ -221,7 +221,7 @@ Result<v1::CancelAllocationResponse> Connection::CancelAllocation(
 }
 
 Result<std::unique_ptr<grpc::ClientContext>> Connection::SessionContext(std::string_view call,
-                                                                       std::uint64_t epoch) {
+                                                                        std::uint64_t epoch) {
   HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/true, call));
   auto context = std::make_unique<grpc::ClientContext>();
   context->AddMetadata(kSessionMetadataKey, session->token());

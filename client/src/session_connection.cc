@@ -119,9 +119,9 @@ bool SessionConnection::StillOpen(bool probe) {
   if (!probe) return true;
   pollfd watched{.fd = socket_.get(), .events = POLLIN, .revents = 0};
   if (::poll(&watched, 1, 0) == 0) return true;
-  (void)BreakLocked(Error(
-      StatusCode::kUnavailable,
-      "the daemon hung up the session socket between requests (it stopped or restarted)"));
+  (void)BreakLocked(
+      Error(StatusCode::kUnavailable,
+            "the daemon hung up the session socket between requests (it stopped or restarted)"));
   return false;
 }
 

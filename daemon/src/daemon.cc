@@ -325,13 +325,13 @@ void Daemon::SetServing(bool serving) {
 
 Status Daemon::StartSessions() {
   HURRAY_ASSIGN_OR_RETURN(
-      session_server_, SessionServer::Create(
-                           io_, SessionSocketPath(config_.socket_path), *metered_host_, epoch_,
-                           config_.session_socket_mode, config_.socket_directory_mode,
-                           {.max_sessions = config_.max_sessions,
-                            .max_sessions_per_uid = config_.max_sessions_per_uid,
-                            .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
-           .event_loops = config_.io_threads}));
+      session_server_,
+      SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *metered_host_, epoch_,
+                            config_.session_socket_mode, config_.socket_directory_mode,
+                            {.max_sessions = config_.max_sessions,
+                             .max_sessions_per_uid = config_.max_sessions_per_uid,
+                             .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
+                             .event_loops = config_.io_threads}));
   return ApplySocketGroup(session_server_->socket_path());
 }
 

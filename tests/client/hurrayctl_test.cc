@@ -187,7 +187,8 @@ TEST_F(HurrayctlTest, PutListDescribeGetRemove) {
 
   Finished ls = Ctl({"ls"});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
-  for (const char* column : {"NAME", "OWNER", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"}) {
+  for (const char* column :
+       {"NAME", "OWNER", "VERSION", "TYPE", "SHAPE", "SIZE", "LEASES", "PUBLISHED"}) {
     EXPECT_TRUE(Contains(ls.out, column)) << ls.out;
   }
   EXPECT_TRUE(Contains(ls.out, "test/matrix")) << ls.out;
