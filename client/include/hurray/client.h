@@ -34,8 +34,12 @@
 // anew. The client's segment mappings cache starts afresh in the new epoch, but views and
 // tensors of the old epoch keep their own mappings: their buffers stay readable (and a
 // WritableTensor's writable) until they are dropped, even though the daemon has forgotten
-// their leases. Ready and WaitOn of a CUDA view of the old epoch whose data was not ready at
-// acquire answer UNAVAILABLE: GPU tensors do not survive a restart.
+// their leases. Their bytes stay the tensor's only for versions the restarted daemon serves
+// again (the latest of each name): the memory of a version that was superseded or deleted
+// before the restart, which only the lost lease kept, may be reused by the new daemon, so
+// re-acquire after a restart rather than keep reading such a view. Ready and WaitOn of a CUDA view
+// of the old epoch whose data was not ready at acquire answer UNAVAILABLE: GPU tensors do not
+// survive a restart.
 #pragma once
 
 #include <chrono>

@@ -30,7 +30,7 @@ int WithBuffer(std::vector<char>& buffer, Lookup lookup) {
 std::optional<std::uint32_t> ParseId(std::string_view text) {
   std::uint32_t id = 0;
   const char* end = text.data() + text.size();
-  auto [rest, error] = std::from_chars(text.data(), end, id);
+  auto [rest, error] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (text.empty() || error != std::errc() || rest != end) return std::nullopt;
   return id;
 }
