@@ -504,50 +504,41 @@ Result<AccessPolicy> MakeAccessPolicy(const Config& config) {
                             ::geteuid());
 }
 
-std::string ToToml(const Config& config) {
-  const auto integer = [](std::uint64_t value) { return static_cast<std::int64_t>(value); };
-  const auto mode = [](std::uint32_t bits) { return fmt::format("{:04o}", bits); };
-  toml::table pool{{"capacity", integer(config.cpu_pool.capacity_bytes)},
-                   {"segment_size", integer(config.cpu_pool.segment_bytes)},
-                   {"page_size", integer(config.cpu_pool.page_size)},
-                   {"shm_prefix", config.cpu_pool.shm_prefix},
-                   {"huge_pages", std::string(HugePagesName(config.cpu_pool.huge_pages))},
-                   {"namespaces", TomlStrings(config.cpu_pool.namespaces)}};
-  toml::table uid_quota{{"pending_bytes", integer(config.uid_quota.pending_bytes)},
-                        {"published_bytes", integer(config.uid_quota.published_bytes)},
-                        {"leases", integer(config.uid_quota.leases)}};
-  toml::table cuda_pool{{"enabled", config.cuda_pool.enabled},
-                        {"capacity", integer(config.cuda_pool.capacity_bytes)},
-                        {"slab_size", integer(config.cuda_pool.slab_bytes)},
-                        {"idle_slab_release_ms", integer(config.cuda_pool.idle_slab_release_ms)},
-                        {"namespaces", TomlStrings(config.cuda_pool.namespaces)}};
-  toml::table sealed_pool{{"capacity", integer(config.sealed_pool.capacity_bytes)},
-                          {"namespaces", TomlStrings(config.sealed_pool.namespaces)}};
-  toml::table document{{"socket", config.socket_path},
-                       {"tcp_address", config.tcp_address},
-                       {"log_level", config.log_level},
-                       {"log_format", std::string(LogFormatName(config.log_format))},
-                       {"socket_mode", mode(config.socket_mode)},
-                       {"session_socket_mode", mode(config.session_socket_mode)},
-                       {"socket_directory_mode", mode(config.socket_directory_mode)},
-                       {"session_quota", integer(config.session_quota_bytes)},
-                       {"max_sessions", integer(config.max_sessions)},
-                       {"max_sessions_per_uid", integer(config.max_sessions_per_uid)},
-                       {"hello_timeout_ms", integer(config.hello_timeout_ms)},
-                       {"max_wait_ms", integer(config.max_wait_ms)},
-                       {"max_message_size", integer(config.max_message_bytes)},
-                       {"max_batch_names", integer(config.max_batch_names)},
-                       {"watch_queue_length", integer(config.watch_queue_length)},
-                       {"io_threads", integer(config.io_threads)},
-                       {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
-                       {"cpu_pool", std::move(pool)},
-                       {"cuda_pool", std::move(cuda_pool)},
-                       {"sealed_pool", std::move(sealed_pool)},
-                       {"uid_quota", std::move(uid_quota)},
-                       {"socket_group", config.socket_group},
-                       {"metrics_address", config.metrics_address},
-                       {"state_directory", config.state_directory},
-                       {"journal_sync", std::string(JournalSyncName(config.journal_sync))}};
+namespace {
+
+std::int64_t TomlInteger(std::uint64_t value) { return static_cast<std::int64_t>(value); }
+
+// The pool tables and [uid_quota] of ToToml.
+toml::table CpuPoolToml(const Config::CpuPool& pool) {
+  return toml::table{{"capacity", TomlInteger(pool.capacity_bytes)},
+                     {"segment_size", TomlInteger(pool.segment_bytes)},
+                     {"page_size", TomlInteger(pool.page_size)},
+                     {"shm_prefix", pool.shm_prefix},
+                     {"huge_pages", std::string(HugePagesName(pool.huge_pages))},
+                     {"namespaces", TomlStrings(pool.namespaces)}};
+}
+
+toml::table CudaPoolToml(const Config::CudaPool& pool) {
+  return toml::table{{"enabled", pool.enabled},
+                     {"capacity", TomlInteger(pool.capacity_bytes)},
+                     {"slab_size", TomlInteger(pool.slab_bytes)},
+                     {"idle_slab_release_ms", TomlInteger(pool.idle_slab_release_ms)},
+                     {"namespaces", TomlStrings(pool.namespaces)}};
+}
+
+toml::table SealedPoolToml(const Config::SealedPool& pool) {
+  return toml::table{{"capacity", TomlInteger(pool.capacity_bytes)},
+                     {"namespaces", TomlStrings(pool.namespaces)}};
+}
+
+toml::table UidQuotaToml(const UidQuota& quota) {
+  return toml::table{{"pending_bytes", TomlInteger(quota.pending_bytes)},
+                     {"published_bytes", TomlInteger(quota.published_bytes)},
+                     {"leases", TomlInteger(quota.leases)}};
+}
+
+// The [[preload]] and [[namespace]] arrays of ToToml, inserted when not empty.
+void InsertArrays(const Config& config, toml::table& document) {
   if (!config.preload.empty()) {
     toml::array preload;
     for (const Config::Preload& entry : config.preload) {
@@ -568,6 +559,39 @@ std::string ToToml(const Config& config) {
     }
     document.insert("namespace", std::move(rules));
   }
+}
+
+}  // namespace
+
+std::string ToToml(const Config& config) {
+  const auto integer = TomlInteger;
+  const auto mode = [](std::uint32_t bits) { return fmt::format("{:04o}", bits); };
+  toml::table document{{"socket", config.socket_path},
+                       {"tcp_address", config.tcp_address},
+                       {"log_level", config.log_level},
+                       {"log_format", std::string(LogFormatName(config.log_format))},
+                       {"socket_mode", mode(config.socket_mode)},
+                       {"session_socket_mode", mode(config.session_socket_mode)},
+                       {"socket_directory_mode", mode(config.socket_directory_mode)},
+                       {"session_quota", integer(config.session_quota_bytes)},
+                       {"max_sessions", integer(config.max_sessions)},
+                       {"max_sessions_per_uid", integer(config.max_sessions_per_uid)},
+                       {"hello_timeout_ms", integer(config.hello_timeout_ms)},
+                       {"max_wait_ms", integer(config.max_wait_ms)},
+                       {"max_message_size", integer(config.max_message_bytes)},
+                       {"max_batch_names", integer(config.max_batch_names)},
+                       {"watch_queue_length", integer(config.watch_queue_length)},
+                       {"io_threads", integer(config.io_threads)},
+                       {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
+                       {"cpu_pool", CpuPoolToml(config.cpu_pool)},
+                       {"cuda_pool", CudaPoolToml(config.cuda_pool)},
+                       {"sealed_pool", SealedPoolToml(config.sealed_pool)},
+                       {"uid_quota", UidQuotaToml(config.uid_quota)},
+                       {"socket_group", config.socket_group},
+                       {"metrics_address", config.metrics_address},
+                       {"state_directory", config.state_directory},
+                       {"journal_sync", std::string(JournalSyncName(config.journal_sync))}};
+  InsertArrays(config, document);
   std::ostringstream out;
   out << document << "\n";
   return out.str();

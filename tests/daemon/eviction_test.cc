@@ -171,6 +171,7 @@ TEST_F(EvictionTest, EvictsAsManyAsTheAllocationNeeds) {
 TEST_F(EvictionTest, LeasedVersionsAreNeverEvicted) {
   FillEvictable();
   std::vector<std::uint64_t> leases;
+  leases.reserve(4);
   for (int i = 0; i < 4; ++i) leases.push_back(Lease("e/" + std::to_string(i)));
   auto refused = AllocateElements(kQuarterElements);
   ASSERT_FALSE(refused);

@@ -52,7 +52,7 @@ std::string WireBytes(std::span<const std::uint8_t> input) {
   if (input.empty()) return wire;
   const bool raw = (input[0] & 1) != 0;
   input = input.subspan(1);
-  if (raw) return std::string(input.begin(), input.end());
+  if (raw) return {input.begin(), input.end()};
   v1::SessionMessage hello;
   hello.mutable_hello()->set_protocol_version(kSessionProtocolVersion);
   hello.mutable_hello()->set_client_name("fuzz");

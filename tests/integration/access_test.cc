@@ -44,10 +44,11 @@ class AccessTest : public ::testing::Test {
   // follow them), and `pool_settings` in [cpu_pool].
   void StartDaemon(std::vector<std::string> settings, std::vector<std::string> pool_settings = {}) {
     settings.insert(settings.begin(), {"socket_mode = \"0666\"", "session_socket_mode = \"0666\""});
-    ASSERT_OK_AND_ASSIGN(daemon_, DaemonProcess::Start({.binary = HURRAYD_PATH,
-                                                        .name = "hurray-access",
-                                                        .settings = std::move(settings),
-                                                        .cpu_pool_settings = pool_settings}));
+    ASSERT_OK_AND_ASSIGN(daemon_,
+                         DaemonProcess::Start({.binary = HURRAYD_PATH,
+                                               .name = "hurray-access",
+                                               .settings = std::move(settings),
+                                               .cpu_pool_settings = std::move(pool_settings)}));
     ASSERT_EQ(::chmod(daemon_->directory().c_str(), 0755), 0);
   }
 
@@ -57,6 +58,7 @@ class AccessTest : public ::testing::Test {
     std::vector<std::string> args = {HURRAY_ACCESS_AGENT_PATH, daemon_->socket_path(), channel};
     args.insert(args.end(), ops.begin(), ops.end());
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (std::string& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
     int out[2];
@@ -129,10 +131,10 @@ TEST_F(AccessTest, DefaultPolicyLetsOtherUidReadButNotPublishSupersedeOrDelete) 
 }
 
 TEST_F(AccessTest, ConfiguredRulesDecideRuleByRuleAndDenyWhatNoRuleMatches) {
-  StartDaemon({"[[namespace]]", "pattern = \"team-a/**\"", "publish = [\"uid:1001\"]",
-               "read = [\"uid:1001\", \"gid:1002\"]", "delete = [\"uid:1001\"]", "[[namespace]]",
-               "pattern = \"shared/*\"", "publish = [\"uid:1001\", \"uid:1002\"]",
-               "read = [\"any\"]", "delete = []"});
+  StartDaemon({"[[namespace]]", R"(pattern = "team-a/**")", R"(publish = ["uid:1001"])",
+               R"(read = ["uid:1001", "gid:1002"])", R"(delete = ["uid:1001"])", "[[namespace]]",
+               R"(pattern = "shared/*")", R"(publish = ["uid:1001", "uid:1002"])",
+               R"(read = ["any"])", "delete = []"});
   // Rule 1: publish and delete for uid 1001 only; read for uid 1001 and group 1002.
   EXPECT_EQ(One(kOwner, "publish:team-a/deep/w"), "publish team-a/deep/w OK");
   EXPECT_EQ(One(kOther, "publish:team-a/deep/w", "grpc"),

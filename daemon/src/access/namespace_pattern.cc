@@ -41,7 +41,7 @@ Result<NamespacePattern> NamespacePattern::Parse(std::string_view text, std::str
   if (text.empty()) return InvalidArgumentError(fmt::format("{} is empty", field));
   if (text.find("***") != std::string_view::npos) {
     return InvalidArgumentError(
-        fmt::format("{} \"{}\": \"***\" means nothing (use * or **)", field, text));
+        fmt::format(R"({} "{}": "***" means nothing (use * or **))", field, text));
   }
   return NamespacePattern(std::string(text));
 }

@@ -12,6 +12,7 @@ using SegmentMap = std::map<std::string, std::vector<JournaledSegment>, std::les
 
 SegmentMap PoolSegments(const std::string& pool, const std::vector<SegmentFile>& files) {
   std::vector<JournaledSegment> segments;
+  segments.reserve(files.size());
   for (const SegmentFile& file : files) segments.push_back({.path = file.path, .size = file.size});
   return {{pool, std::move(segments)}};
 }

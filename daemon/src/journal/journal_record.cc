@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <bit>
-#include <cstring>
 #include <type_traits>
 
 namespace hurray::daemon {
@@ -48,7 +47,7 @@ class Reader {
   Result<T> Get(std::string_view what) {
     T value{};
     HURRAY_ASSIGN_OR_RETURN(const std::string_view raw, Bytes(sizeof(T), what));
-    std::memcpy(&value, raw.data(), sizeof(T));
+    (void)raw.copy(reinterpret_cast<char*>(&value), sizeof(T));
     return value;
   }
   Result<std::string_view> Bytes(std::size_t count, std::string_view what) {

@@ -80,6 +80,71 @@ constexpr UidGauge kUidGauges[] = {
      [](const v1::UidUsage& usage) { return static_cast<double>(usage.sessions()); }},
 };
 
+// A daemon-wide value of StatsResponse.
+struct DaemonFigure {
+  const char* name;
+  const char* help;
+  MetricType type;
+  std::uint64_t (*read)(const v1::StatsResponse& stats);
+};
+
+constexpr DaemonFigure kDaemonFigures[] = {
+    {"hurray_sessions", "Open sessions.", MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.session_count(); }},
+    {"hurray_leases", "Leases held.", MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.lease_count(); }},
+    {"hurray_tensors", "Published tensor names.", MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.tensor_count(); }},
+    {"hurray_versions", "Live versions across the names (leased old ones included).",
+     MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.version_count(); }},
+    {"hurray_pending_allocations", "Allocations not yet published.", MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t {
+       return stats.pending_allocation_count();
+     }},
+    {"hurray_uptime_seconds", "Seconds since the daemon started.", MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.uptime_seconds(); }},
+    {"hurray_published_bytes_total", "Bytes of every version published.", MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.published_bytes_total(); }},
+    {"hurray_reclaimed_bytes_total",
+     "Bytes of versions returned to their pool (superseded or deleted, "
+     "after their last lease).",
+     MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.reclaimed_bytes_total(); }},
+    {"hurray_closed_sessions_total",
+     "Sessions ended: their connection closed (exit, crash, disconnect).", MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.closed_session_count(); }},
+    {"hurray_refused_connections_total",
+     "Session-socket connections refused for exceeding max_sessions or "
+     "max_sessions_per_uid.",
+     MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t {
+       return stats.refused_connection_count();
+     }},
+    {"hurray_closed_session_leases_total",
+     "Leases that sessions still held when they ended, released then.", MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t {
+       return stats.closed_session_lease_count();
+     }},
+    {"hurray_closed_session_allocations_total",
+     "Unpublished allocations of ended sessions, freed then.", MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t {
+       return stats.closed_session_allocation_count();
+     }},
+    {"hurray_closed_session_allocation_bytes_total",
+     "Bytes of the unpublished allocations of ended sessions.", MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t {
+       return stats.closed_session_allocation_bytes();
+     }},
+    {"hurray_evicted_tensors_total",
+     "Evictable versions evicted to make room for an allocation in their "
+     "pool.",
+     MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.evicted_tensor_count(); }},
+    {"hurray_evicted_bytes_total", "Bytes of the versions evicted.", MetricType::Counter,
+     [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.evicted_bytes_total(); }},
+};
+
 double Count(std::uint64_t value) { return static_cast<double>(value); }
 
 }  // namespace
@@ -103,48 +168,10 @@ std::vector<MetricFamily> StatsFamilies(const v1::StatsResponse& stats) {
     }
     families.push_back(std::move(family));
   }
-  const MetricType gauge = MetricType::Gauge;
-  const MetricType counter = MetricType::Counter;
-  families.push_back(
-      Single("hurray_sessions", "Open sessions.", gauge, Count(stats.session_count())));
-  families.push_back(Single("hurray_leases", "Leases held.", gauge, Count(stats.lease_count())));
-  families.push_back(
-      Single("hurray_tensors", "Published tensor names.", gauge, Count(stats.tensor_count())));
-  families.push_back(Single("hurray_versions",
-                            "Live versions across the names (leased old ones included).", gauge,
-                            Count(stats.version_count())));
-  families.push_back(Single("hurray_pending_allocations", "Allocations not yet published.", gauge,
-                            Count(stats.pending_allocation_count())));
-  families.push_back(Single("hurray_uptime_seconds", "Seconds since the daemon started.", gauge,
-                            Count(stats.uptime_seconds())));
-  families.push_back(Single("hurray_published_bytes_total", "Bytes of every version published.",
-                            counter, Count(stats.published_bytes_total())));
-  families.push_back(Single("hurray_reclaimed_bytes_total",
-                            "Bytes of versions returned to their pool (superseded or deleted, "
-                            "after their last lease).",
-                            counter, Count(stats.reclaimed_bytes_total())));
-  families.push_back(Single("hurray_closed_sessions_total",
-                            "Sessions ended: their connection closed (exit, crash, disconnect).",
-                            counter, Count(stats.closed_session_count())));
-  families.push_back(Single("hurray_refused_connections_total",
-                            "Session-socket connections refused for exceeding max_sessions or "
-                            "max_sessions_per_uid.",
-                            counter, Count(stats.refused_connection_count())));
-  families.push_back(Single("hurray_closed_session_leases_total",
-                            "Leases that sessions still held when they ended, released then.",
-                            counter, Count(stats.closed_session_lease_count())));
-  families.push_back(Single("hurray_closed_session_allocations_total",
-                            "Unpublished allocations of ended sessions, freed then.", counter,
-                            Count(stats.closed_session_allocation_count())));
-  families.push_back(Single("hurray_closed_session_allocation_bytes_total",
-                            "Bytes of the unpublished allocations of ended sessions.", counter,
-                            Count(stats.closed_session_allocation_bytes())));
-  families.push_back(Single("hurray_evicted_tensors_total",
-                            "Evictable versions evicted to make room for an allocation in their "
-                            "pool.",
-                            counter, Count(stats.evicted_tensor_count())));
-  families.push_back(Single("hurray_evicted_bytes_total", "Bytes of the versions evicted.", counter,
-                            Count(stats.evicted_bytes_total())));
+  for (const DaemonFigure& figure : kDaemonFigures) {
+    families.push_back(
+        Single(figure.name, figure.help, figure.type, static_cast<double>(figure.read(stats))));
+  }
   return families;
 }
 

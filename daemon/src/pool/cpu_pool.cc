@@ -133,6 +133,7 @@ Status CheckShmRoom(const CpuPool::Options& options, std::uint64_t capacity,
 // The segment sizes of the plan, in id order.
 std::vector<std::uint64_t> SegmentSizes(const SegmentPlan& plan) {
   std::vector<std::uint64_t> sizes;
+  sizes.reserve(plan.segment_count);
   for (std::uint64_t index = 0; index < plan.segment_count; ++index) {
     sizes.push_back(std::min(plan.segment_bytes, plan.capacity - index * plan.segment_bytes));
   }
@@ -444,6 +445,7 @@ Status CpuPool::Adopt(const PoolRange& range) {
 
 std::vector<SegmentFile> CpuPool::SegmentFiles() const {
   std::vector<SegmentFile> files;
+  files.reserve(segments_.size());
   for (const ShmSegment& segment : segments_) {
     files.push_back({.path = segment.path(), .size = segment.size()});
   }
