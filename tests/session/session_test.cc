@@ -838,6 +838,11 @@ TEST_F(SessionServerTest, ConnectionWithoutHelloIsClosedAtTheDeadline) {
 }
 
 TEST_F(SessionServerTest, AcceptOutOfDescriptorsKeepsServingAndAcceptsOnceTheyFree) {
+#ifdef HURRAY_SESSION_TESTS_SANITIZED
+  GTEST_SKIP() << "UBSan's vptr check opens a pipe to see whether a vtable is readable: in a "
+                  "process held at its descriptor limit it reports every virtual call as an "
+                  "invalid vptr";
+#endif
   UniqueFd served = ConnectRaw();
   const std::uint64_t session_id = OpenRawSession(served.get());
   ASSERT_NE(session_id, 0u);
