@@ -378,7 +378,8 @@ class Daemon:
         self.socket = os.path.join(self.directory, "d.sock")
         config = os.path.join(self.directory, "hurrayd.toml")
         with open(config, "w", encoding="utf-8") as file:
-            file.write(f'[cpu_pool]\nshm_prefix = "bench-python-{os.getpid()}"\n')
+            file.write(f'state_directory = "{os.path.join(self.directory, "state")}"\n'
+                       f'[cpu_pool]\nshm_prefix = "bench-python-{os.getpid()}"\n')
         self.log = open(os.path.join(self.directory, "hurrayd.log"), "wb")
         self.process = subprocess.Popen(
             [binary, "--socket", self.socket, "--config", config, "--cpu-pool-capacity",

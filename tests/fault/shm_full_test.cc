@@ -43,7 +43,8 @@ TEST(ShmFullTest, DaemonWhosePoolDoesNotFitInDevShmRefusesToStartAndLeavesNothin
   const std::string socket = directory.path() + "/d.sock";
   const std::string config = directory.path() + "/hurrayd.toml";
   const std::string log = directory.path() + "/hurrayd.log";
-  std::ofstream(config) << "[cpu_pool]\nshm_prefix = \"hurray-fault-shm\"\n";
+  std::ofstream(config) << "state_directory = \"" << directory.path() << "/state\"\n"
+                        << "[cpu_pool]\nshm_prefix = \"hurray-fault-shm\"\n";
   ASSERT_OK_AND_ASSIGN(
       ChildProcess daemon,
       ChildProcess::Start({"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh",

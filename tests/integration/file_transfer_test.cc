@@ -354,9 +354,10 @@ TEST_F(FileTransferTest, DaemonWithABrokenRequiredPreloadExitsNamingTensorAndFie
       std::string(HURRAY_SAFETENSORS_FIXTURES) + "/byte_length_mismatch.safetensors";
   const std::string config = Path("preload.toml");
   ASSERT_OK(testing::WriteFileBytes(
-      config, fmt::format("socket = \"{}\"\n[cpu_pool]\ncapacity = \"16MiB\"\n"
+      config, fmt::format("socket = \"{}\"\nstate_directory = \"{}\"\n"
+                          "[cpu_pool]\ncapacity = \"16MiB\"\n"
                           "[[preload]]\npath = \"{}\"\nprefix = \"broken/\"\n",
-                          Path("hurrayd.sock"), broken)));
+                          Path("hurrayd.sock"), Path("state"), broken)));
   const std::string err_path = Path("hurrayd.stderr");
   ASSERT_OK_AND_ASSIGN(ChildProcess daemon,
                        ChildProcess::Start({daemon_options().binary, "--config", config},

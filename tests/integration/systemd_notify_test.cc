@@ -105,7 +105,9 @@ class SystemdNotifyTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(directory_, testing::TempDir::Create("hurray-notify"));
     ASSERT_OK_AND_ASSIGN(notify_, NotifySocket::Bind(directory_->Path("notify")));
+    // A state directory of its own: one daemon holds a state directory at a time.
     std::ofstream(directory_->Path("hurrayd.toml"))
+        << "state_directory = \"" << directory_->Path("state") << "\"\n"
         << "[cpu_pool]\nshm_prefix = \"hurray-notify-" << ::getpid() << "\"\n";
   }
 
