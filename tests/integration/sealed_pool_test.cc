@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,12 @@ namespace {
 constexpr std::uint64_t kSeed = 14;
 constexpr std::uint64_t kBytes = 3 * 4096 + 100;  // Not a whole number of pages.
 
-// The memfds of the sealed pool that process `pid` holds: "/proc/PID/fd/N" paths.
+// The memfds of the sealed pool that process `pid` holds: one "/proc/PID/fd/N" path for
+// each memfd. A memfd is counted once however many descriptors the daemon has to it: a reply
+// that grants one holds a second descriptor until the daemon has sent it and closed it.
 std::vector<std::string> SealedMemfdsOf(pid_t pid) {
   std::vector<std::string> paths;
+  std::set<ino_t> seen;
   const std::string directory = "/proc/" + std::to_string(pid) + "/fd";
   DIR* listing = ::opendir(directory.c_str());
   if (listing == nullptr) return paths;
@@ -40,8 +44,11 @@ std::vector<std::string> SealedMemfdsOf(pid_t pid) {
     const std::string path = directory + "/" + entry->d_name;
     std::array<char, 256> target{};
     const ssize_t length = ::readlink(path.c_str(), target.data(), target.size() - 1);
-    if (length > 0 && std::string_view(target.data(), static_cast<std::size_t>(length))
-                          .starts_with("/memfd:hurray-sealed")) {
+    struct stat status{};
+    if (length > 0 &&
+        std::string_view(target.data(), static_cast<std::size_t>(length))
+            .starts_with("/memfd:hurray-sealed") &&
+        ::stat(path.c_str(), &status) == 0 && seen.insert(status.st_ino).second) {
       paths.push_back(path);
     }
   }
