@@ -783,6 +783,10 @@ void Registry::FillAcquireResponse(const std::string& name, const Grant& grant,
                                                             FenceState::kReady);
   }
   response.set_daemon_epoch(options_.daemon_epoch);
+  if (grant.version->fast_path_id != 0) {
+    response.set_version_id(grant.version->fast_path_id);
+    response.set_directory_entry(grant.version->directory_entry);
+  }
 }
 
 Result<v1::AcquireResponse> Registry::AcquireReply(const std::string& name,

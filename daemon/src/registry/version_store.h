@@ -33,6 +33,10 @@ struct TensorVersion {
   // whole TensorInfo; parsing them after set_name gives the message Publish built.
   std::string info_without_name;
   std::uint64_t number = 0;
+  // The fast path (ipc/fast_path_layout.h): the version's identity, never reused within the
+  // daemon's epoch, and the directory entry of its name; fast_path_id 0: no fast path for it.
+  std::uint64_t fast_path_id = 0;
+  std::uint64_t directory_entry = 0;
   std::int64_t published_at_ns = 0;  // Also in info_without_name; Describe lists it.
   std::uint64_t byte_size = 0;       // Sum of the buffers' sizes.
   // The descriptor's element type and shape (also in info_without_name): what List shows
