@@ -117,7 +117,7 @@ TEST_F(OneWayReleaseTest, LeasesEndInOrderBeforeALaterAcquiresReply) {
 TEST_F(OneWayReleaseTest, AcquireReplyIsByteForByteTheMessagePathsReply) {
   const std::vector<std::pair<std::string, TensorDescriptor>> tensors = {
       {"ow/small", MakeByteTensor(64)},
-      {"ow/" + std::string(200, 'l'), MakeByteTensor(1 << 20)},
+      {"ow/" + std::string(120, 'l') + "/" + std::string(120, 'm'), MakeByteTensor(1 << 20)},
       {"ow/dense", MakeTestDescriptor(TensorKind::kDense)},
       {"ow/quantized", MakeTestDescriptor(TensorKind::kQuantized)},
       {"ow/csr", MakeTestDescriptor(TensorKind::kCsr)}};
