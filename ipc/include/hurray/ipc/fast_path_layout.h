@@ -14,7 +14,7 @@
 //
 //   consumer (Pin)                          daemon (retiring version V of entry E)
 //   1. slot := V                            1. E := the next live version, or 0
-//   2. confirm: header serving, E == V      2. scan every live session's slots for V
+//   2. confirm: E == V, header serving      2. scan every live session's slots for V
 //      else slot := 0, take the slow path   3. V named in a slot: keep V, scan again later;
 //   3. read the tensor's memory                otherwise free V
 //   4. release: slot := 0
@@ -136,8 +136,10 @@ inline std::optional<EntrySnapshot> ReadEntry(const DirectoryEntry& entry) {
 inline bool Pin(LeaseSlot& slot, const DirectoryHeader& header, const DirectoryEntry& entry,
                 std::uint64_t version_id) {
   slot.version_id.store(version_id, std::memory_order_seq_cst);
-  if (header.state.load(std::memory_order_seq_cst) == kServing &&
-      entry.version_id.load(std::memory_order_seq_cst) == version_id) {
+  // The entry, then the state: a state still kServing means the whole confirm came before
+  // the directory ended, and so before the next daemon freed anything.
+  if (entry.version_id.load(std::memory_order_seq_cst) == version_id &&
+      header.state.load(std::memory_order_seq_cst) == kServing) {
     return true;
   }
   slot.version_id.store(0, std::memory_order_release);
