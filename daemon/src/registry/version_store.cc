@@ -86,7 +86,9 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
       versions, [version](const auto& live) { return live.get() == version; }));
   --version_count_;
   if (versions.empty()) {
-    if (entry->second.directory_entry) directory_->FreeEntry(*entry->second.directory_entry);
+    if (const std::optional<std::uint64_t> index = entry->second.directory_entry) {
+      directory_->FreeEntry(*index);
+    }
     names_.erase(entry);
   }
 }
