@@ -257,7 +257,7 @@ Status Daemon::ApplySocketGroup(const std::string& path) const {
 Status Daemon::CreatePools() {
   auto pools = std::make_unique<PoolSet>();
   HURRAY_ASSIGN_OR_RETURN(state_directory_, StateDirectory::Open(config_.state_directory));
-  HURRAY_RETURN_IF_ERROR(CreateFastPathDirectory());
+  HURRAY_RETURN_IF_ERROR(CreateFastPathDirectory(*state_directory_));
   HURRAY_ASSIGN_OR_RETURN(RestartedCpuPool cpu_pool,
                           CreateCpuPool(config_.cpu_pool, *state_directory_, config_.journal_sync));
   cpu_pool_ = cpu_pool.pool.get();
@@ -276,12 +276,8 @@ Status Daemon::CreatePools() {
   return {};
 }
 
-std::string Daemon::FastPathRecordPath() const {
-  return state_directory_->path() + "/fast_path_directory";
-}
-
-Status Daemon::CreateFastPathDirectory() {
-  const std::string record = FastPathRecordPath();
+Status Daemon::CreateFastPathDirectory(const StateDirectory& state) {
+  const std::string record = state.path() + "/fast_path_directory";
   auto ended = fast_path::DirectorySegment::EndAbandoned(record);
   if (!ended) return std::unexpected(ended.error().WithContext("fast_path"));
   if (*ended) spdlog::info("fast path: the directory of the daemon before marked ended");
@@ -299,6 +295,7 @@ Status Daemon::CreateFastPathDirectory() {
   spdlog::info("fast path: directory {} ({} entries), {} lease slots per session",
                (*directory)->path(), (*directory)->entry_count(), config_.fast_path.lease_slots);
   fast_path_directory_ = std::move(*directory);
+  fast_path_record_ = record;
   return {};
 }
 
@@ -556,7 +553,7 @@ void Daemon::Shutdown() {
   registry_.reset();
   if (fast_path_directory_) {
     fast_path_directory_.reset();  // Removes its segment.
-    ::unlink(FastPathRecordPath().c_str());
+    ::unlink(fast_path_record_.c_str());
   }
   slab_release_timer_.reset();
   cuda_pools_.clear();

@@ -96,9 +96,8 @@ class Daemon {
   Status CreatePools();
   // Marks the fast-path directory a crashed daemon of the state directory left kEnded (before
   // anything is adopted or freed), then makes this daemon's, unless [fast_path] is off.
-  Status CreateFastPathDirectory();
-  // "<state directory>/fast_path_directory": where the directory's path is recorded.
-  [[nodiscard]] std::string FastPathRecordPath() const;
+  // The directory's path is recorded in "<state directory>/fast_path_directory".
+  Status CreateFastPathDirectory(const StateDirectory& state);
   // Returns idle slabs of the CUDA pools every `period`, on the io threads.
   void ReleaseIdleSlabsEvery(std::chrono::milliseconds period);
   // The gRPC server on the unix socket (and TCP, when configured), health SERVING.
@@ -160,6 +159,7 @@ class Daemon {
   std::unique_ptr<boost::asio::steady_timer> slab_release_timer_;  // With CUDA pools only.
   // Null with [fast_path] off; shared with registry_, ended before the sessions stop.
   std::shared_ptr<fast_path::DirectorySegment> fast_path_directory_;
+  std::string fast_path_record_;  // The file that records its path, while it exists.
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<grpc::Server> server_;
