@@ -23,7 +23,9 @@ TEST_F(SessionCleanupTest, KilledConsumerReleasesItsLeases) {
 
   ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", "it/a", "it/b", "it/a"}));
   ASSERT_NO_FATAL_FAILURE(ExpectLine(holder, "holding 1 1 1"));
-  EXPECT_EQ(Stats().lease_count, 3u);
+  // The second acquire of it/a takes the fast path: a pin in the holder's lease page, which
+  // keeps the memory as a lease does but is none.
+  EXPECT_EQ(Stats().lease_count, 2u);
   // Deleted while leased: the memory must stay until the last lease ends.
   ASSERT_OK(client().Delete("it/a"));
   ASSERT_OK(client().Delete("it/b"));
