@@ -1,7 +1,7 @@
 // hurray_soak: the soak (soak_run.h) from the command line; `make soak` runs it.
 //
 //   hurray_soak [--duration SECONDS] [--producers N] [--consumers M]
-//               [--client-kill-ms MS] [--daemon-kills] [--daemon-kill-ms MS]
+//               [--client-kill-ms MS] [--daemon-kills] [--daemon-kill-ms MS] [--fast-path]
 //               [--seed N] [--pool-mib MIB] [--hurrayd PATH] [--worker PATH]
 //
 // Prints the soak's figures and exits 0, or prints the first failure and exits 1.
@@ -23,6 +23,7 @@ int Usage(std::string_view wrong) {
                "hurray_soak: %.*s\n"
                "usage: hurray_soak [--duration SECONDS] [--producers N] [--consumers M]\n"
                "                   [--client-kill-ms MS] [--daemon-kills] [--daemon-kill-ms MS]\n"
+               "                   [--fast-path]\n"
                "                   [--seed N] [--pool-mib MIB] [--hurrayd PATH] [--worker PATH]\n",
                static_cast<int>(wrong.size()), wrong.data());
   return 2;
@@ -34,6 +35,10 @@ std::string Parse(const std::vector<std::string>& args, SoakOptions& options) {
     const std::string& flag = args[i];
     if (flag == "--daemon-kills") {
       options.daemon_kills = true;
+      continue;
+    }
+    if (flag == "--fast-path") {
+      options.fast_path = true;
       continue;
     }
     if (i + 1 == args.size()) return fmt::format("{} needs a value", flag);

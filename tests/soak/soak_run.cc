@@ -4,13 +4,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "hurray/client.h"
@@ -31,13 +34,43 @@ constexpr int kExitDaemonGone = 4;  // soak_worker.cc
 constexpr auto kTick = std::chrono::milliseconds(20);
 constexpr char kDaemonName[] = "hurray-soak";
 
+// What a consumer reports (soak_worker.cc).
+struct ConsumerCounts {
+  std::uint64_t checked = 0;
+  std::uint64_t fast = 0;
+  std::uint64_t bytes = 0;
+
+  ConsumerCounts& operator+=(const ConsumerCounts& other) {
+    checked += other.checked;
+    fast += other.fast;
+    bytes += other.bytes;
+    return *this;
+  }
+};
+
+// "checked N fast F bytes B"; nullopt for a line of another shape.
+std::optional<ConsumerCounts> ParseCounts(std::string_view line) {
+  ConsumerCounts counts;
+  const std::pair<std::string_view, std::uint64_t*> fields[] = {
+      {"checked ", &counts.checked}, {" fast ", &counts.fast}, {" bytes ", &counts.bytes}};
+  for (const auto& [label, value] : fields) {
+    if (!line.starts_with(label)) return std::nullopt;
+    line.remove_prefix(label.size());
+    const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), *value);
+    if (error != std::errc()) return std::nullopt;
+    line.remove_prefix(static_cast<std::size_t>(end - line.data()));
+  }
+  if (!line.empty()) return std::nullopt;
+  return counts;
+}
+
 struct Worker {
   ChildProcess process;
   bool producer = false;
   int index = 0;                  // Producer or consumer number.
   std::uint64_t incarnation = 0;  // Global start count: unique per process.
   std::string stderr_path;
-  std::uint64_t checked = 0;  // A consumer's last "checked N".
+  ConsumerCounts counts;  // A consumer's last "checked N fast F bytes B".
   Clock::time_point started;
 };
 
@@ -82,6 +115,10 @@ class Soak {
   Status KillClient();
   Status KillAndRestartDaemon();
   Status CheckLedger();
+  // With fast_path: fails when the consumers made no fast-path acquire since the last call
+  // (or the start), if that was at least kFastPathWindow ago; then starts the next stretch.
+  Status CheckFastPathTaken();
+  [[nodiscard]] ConsumerCounts AllCounts() const;
   Status DeleteEverythingAndCheckEmpty();
   Clock::duration Jitter(std::chrono::milliseconds mean);
   [[nodiscard]] bool daemon_kills_seen() const { return figures_.daemon_kills > 0; }
@@ -97,7 +134,9 @@ class Soak {
   std::uint64_t first_daemon_shm_bytes_ = 0;  // What one daemon's segments take.
   std::vector<Worker> workers_;
   std::uint64_t next_incarnation_ = 0;
-  std::uint64_t retired_checked_ = 0;  // Views checked by consumers no longer running.
+  ConsumerCounts retired_counts_;    // Of consumers no longer running.
+  Clock::time_point stretch_start_;  // CheckFastPathTaken's.
+  std::uint64_t stretch_start_fast_ = 0;
   SoakLedger ledger_;
   SoakFigures figures_;
 };
@@ -136,8 +175,8 @@ Status Soak::StartDaemon() {
 Status Soak::StartWorker(bool producer, int index) {
   const std::uint64_t incarnation = next_incarnation_++;
   const std::string seed = std::to_string(options_.seed * 1'000'003 + incarnation);
-  std::vector<std::string> argv{options_.worker, producer ? "producer" : "consumer",
-                                daemon_->socket_path()};
+  const char* role = producer ? "producer" : options_.fast_path ? "fast-consumer" : "consumer";
+  std::vector<std::string> argv{options_.worker, role, daemon_->socket_path()};
   if (producer) {
     argv.insert(argv.end(), {std::to_string(index), std::to_string(incarnation), seed});
   } else {
@@ -151,7 +190,7 @@ Status Soak::StartWorker(bool producer, int index) {
                       .index = index,
                       .incarnation = incarnation,
                       .stderr_path = stderr_path,
-                      .checked = 0,
+                      .counts = {},
                       .started = Clock::now()});
   return {};
 }
@@ -160,10 +199,12 @@ Status Soak::StartWorker(bool producer, int index) {
 Status Soak::Drain(Worker& worker, std::chrono::milliseconds wait) {
   while (const std::optional<std::string> line = worker.process.ReadLine(wait)) {
     if (!worker.producer) {
-      constexpr std::string_view kChecked = "checked ";
-      if (line->starts_with(kChecked)) {
-        worker.checked = std::strtoull(line->c_str() + kChecked.size(), nullptr, 10);
+      const std::optional<ConsumerCounts> counts = ParseCounts(*line);
+      if (!counts) {
+        return InternalError(fmt::format("{}: unreadable consumer line \"{}\"",
+                                         worker.process.command_line(), *line));
       }
+      worker.counts = *counts;
       continue;
     }
     if (const std::string problem = ledger_.Record(*line); !problem.empty()) {
@@ -178,7 +219,7 @@ Status Soak::Retire(Worker& worker) {
   worker.process.Signal(SIGKILL);
   HURRAY_RETURN_IF_ERROR(Drain(worker, std::chrono::seconds(10)));
   worker.process.Kill();
-  retired_checked_ += worker.checked;
+  retired_counts_ += worker.counts;
   return {};
 }
 
@@ -209,7 +250,7 @@ Status Soak::Poll() {
     if (worker.process.Running()) continue;
     HURRAY_RETURN_IF_ERROR(Drain(worker, std::chrono::seconds(10)));
     HURRAY_RETURN_IF_ERROR(CheckEnded(worker, *worker.process.Wait(std::chrono::seconds(0))));
-    retired_checked_ += worker.checked;
+    retired_counts_ += worker.counts;
     const bool producer = worker.producer;
     const int index = worker.index;
     workers_.erase(workers_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -234,6 +275,7 @@ Status Soak::KillClient() {
 // known), restarts it on the same directory, checks it against the ledger, and starts new
 // producers. Consumers live on: they reconnect, or end with UNAVAILABLE and are replaced.
 Status Soak::KillAndRestartDaemon() {
+  HURRAY_RETURN_IF_ERROR(CheckFastPathTaken());
   client_.reset();
   HURRAY_RETURN_IF_ERROR(daemon_->Kill());
   std::vector<int> producers;
@@ -280,7 +322,31 @@ Status Soak::CheckLedger() {
   return {};
 }
 
+ConsumerCounts Soak::AllCounts() const {
+  ConsumerCounts counts = retired_counts_;
+  for (const Worker& worker : workers_) counts += worker.counts;
+  return counts;
+}
+
+Status Soak::CheckFastPathTaken() {
+  const Clock::time_point now = Clock::now();
+  const ConsumerCounts counts = AllCounts();
+  const std::uint64_t fast = counts.fast;
+  if (options_.fast_path && fast == stretch_start_fast_ &&
+      now - stretch_start_ >= kFastPathWindow) {
+    return InternalError(fmt::format(
+        "the consumers made no fast-path acquire in {} ms ({} daemon kills so far; {} views "
+        "checked, {} through the fast path)",
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - stretch_start_).count(),
+        figures_.daemon_kills, counts.checked, fast));
+  }
+  stretch_start_ = now;
+  stretch_start_fast_ = fast;
+  return {};
+}
+
 Status Soak::Supervise() {
+  stretch_start_ = Clock::now();
   const Clock::time_point end = Clock::now() + options_.duration;
   Clock::time_point next_client_kill = Clock::now() + Jitter(options_.client_kill_interval);
   Clock::time_point next_daemon_kill = Clock::now() + Jitter(options_.daemon_kill_interval);
@@ -296,7 +362,7 @@ Status Soak::Supervise() {
     }
     std::this_thread::sleep_for(kTick);
   }
-  return {};
+  return CheckFastPathTaken();
 }
 
 // With every worker gone: deletes every soak tensor and waits for the pool to be empty.
@@ -344,7 +410,13 @@ Result<SoakFigures> Soak::Run() {
   HURRAY_RETURN_IF_ERROR(DeleteEverythingAndCheckEmpty());
   figures_.publishes = ledger_.publish_count();
   figures_.deletes = ledger_.delete_count();
-  figures_.views_checked = retired_checked_;
+  figures_.views_checked = retired_counts_.checked;
+  figures_.fast_path_acquires = retired_counts_.fast;
+  figures_.bytes_checked = retired_counts_.bytes;
+  if (options_.fast_path && figures_.fast_path_acquires == 0) {
+    return InternalError(fmt::format("the consumers checked {} views, none through the fast path",
+                                     figures_.views_checked));
+  }
   client_.reset();
   HURRAY_RETURN_IF_ERROR(daemon_->Stop());
   return figures_;
@@ -359,12 +431,14 @@ Result<SoakFigures> RunSoak(const SoakOptions& options) {
 
 std::string DescribeSoak(const SoakOptions& options, const SoakFigures& figures) {
   return fmt::format(
-      "{} s, {} producers, {} consumers: {} publishes, {} deletes, {} views checked byte for "
-      "byte by consumers (counted in fifties), {} client kills, {} daemon kills, {} ledger "
-      "checks ({} tensors read back); no wrong byte, nothing lost, the pool empty at the end",
-      options.duration.count(), options.producers, options.consumers, figures.publishes,
-      figures.deletes, figures.views_checked, figures.client_kills, figures.daemon_kills,
-      figures.ledger_checks, figures.tensors_checked);
+      "{} s, {} producers, {} {}consumers: {} publishes, {} deletes, {} views checked byte for "
+      "byte by consumers (counted in fifties; {} through the fast path, {} bytes checked), {} "
+      "client kills, {} daemon kills, {} ledger checks ({} tensors read back); no wrong byte, "
+      "nothing lost, the pool empty at the end",
+      options.duration.count(), options.producers, options.consumers,
+      options.fast_path ? "fast-path " : "", figures.publishes, figures.deletes,
+      figures.views_checked, figures.fast_path_acquires, figures.bytes_checked,
+      figures.client_kills, figures.daemon_kills, figures.ledger_checks, figures.tensors_checked);
 }
 
 }  // namespace hurray::soak
