@@ -137,9 +137,7 @@ Result<std::uint32_t> WaitMilliseconds(std::chrono::milliseconds wait) {
 Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_t epoch) {
   v1::ReleaseRequest request;
   request.add_lease_ids(lease_id);
-  auto released = connection.Release(request, epoch);
-  if (!released) return std::unexpected(released.error());
-  return {};
+  return connection.Release(request, epoch);
 }
 
 // Ends `lease_ids` (of daemon epoch `epoch`) in requests of at most
@@ -155,7 +153,7 @@ Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> leas
     lease_ids = lease_ids.subspan(chunk.size());
     v1::ReleaseRequest request;
     request.mutable_lease_ids()->Add(chunk.begin(), chunk.end());
-    auto released = connection.Release(request, epoch);
+    Status released = connection.Release(request, epoch);
     if (released) continue;
     if (outcome) outcome = std::unexpected(released.error());
     // Any other error means the session is gone (and its leases with it) or the daemon
@@ -580,6 +578,8 @@ Status Client::Release(std::span<TensorView> views) {
   if (auto mine = TensorViewAccess::CheckAllOf(*connection_, views); !mine) return mine;
   return TensorViewAccess::ReleaseAll(*connection_, views);
 }
+
+Status Client::SyncReleases() { return connection_->SyncReleases(); }
 
 Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& names,
                                              std::string_view prefix,

@@ -205,11 +205,38 @@ Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& reques
               use_session_socket_ && request.wait_timeout_ms() == 0, /*epoch=*/0);
 }
 
-Result<v1::ReleaseResponse> Connection::Release(const v1::ReleaseRequest& request,
-                                                std::uint64_t epoch) {
-  return Call(request, &v1::SessionMessage::mutable_release,
-              &v1::SessionMessage::mutable_release_reply, v1::SessionMessage::kReleaseReply,
-              &v1::Exchange::Stub::Release, "Release", use_session_socket_, epoch);
+Status Connection::Release(const v1::ReleaseRequest& request, std::uint64_t epoch) {
+  if (!use_session_socket_) {
+    auto released =
+        Call(request, &v1::SessionMessage::mutable_release,
+             &v1::SessionMessage::mutable_release_reply, v1::SessionMessage::kReleaseReply,
+             &v1::Exchange::Stub::Release, "Release", /*session_socket=*/false, epoch);
+    if (!released) return std::unexpected(released.error());
+    return {};
+  }
+  HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false, "Release"));
+  bool sent = false;
+  Status released = session->SendReleaseOneWay(request, &sent);
+  if (!released && !sent) {
+    // The daemon never saw the request (its end had hung up): once more, on a new session.
+    HURRAY_ASSIGN_OR_RETURN(session, SessionOfEpoch(epoch, /*probe=*/false, "Release"));
+    released = session->SendReleaseOneWay(request);
+  }
+  return released;
+}
+
+Status Connection::SyncReleases() {
+  HURRAY_ASSIGN_OR_RETURN(auto session, Session(/*probe=*/false));
+  return session->SyncReleases();
+}
+
+void Connection::SyncUnansweredReleases() {
+  std::shared_ptr<client::SessionConnection> session;
+  {
+    std::lock_guard lock(session_mutex_);
+    session = session_;
+  }
+  if (session->ReleasesUnanswered()) (void)session->Sync();
 }
 
 Result<v1::CancelAllocationResponse> Connection::CancelAllocation(
@@ -222,6 +249,7 @@ Result<v1::CancelAllocationResponse> Connection::CancelAllocation(
 
 Result<std::unique_ptr<grpc::ClientContext>> Connection::SessionContext(std::string_view call,
                                                                         std::uint64_t epoch) {
+  SyncUnansweredReleases();
   HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/true, call));
   auto context = std::make_unique<grpc::ClientContext>();
   context->AddMetadata(kSessionMetadataKey, session->token());

@@ -90,15 +90,26 @@ class Connection {
   [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
       const v1::PublishBatchRequest& request, std::uint64_t epoch);
   [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
-  [[nodiscard]] Result<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request,
-                                                    std::uint64_t epoch);
+  // On the session socket a one-way release: OK once sent (refusals come from
+  // SyncReleases); through gRPC the Release rpc's outcome.
+  [[nodiscard]] Status Release(const v1::ReleaseRequest& request, std::uint64_t epoch);
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
       const v1::CancelAllocationRequest& request, std::uint64_t epoch);
 
+  // Syncs the current session and returns the first one-way release it refused since the
+  // last call (SessionConnection::SyncReleases). UNAVAILABLE when no session can be opened.
+  [[nodiscard]] Status SyncReleases();
+
+  // Before a gRPC call: when a one-way release was sent on the current session and no
+  // reply has come since, syncs the session, so that the call sees the release's effect.
+  // A sync that fails means the session ended, which ended its leases too: nothing to wait
+  // for, so it is not an error. Refusals stay for SyncReleases.
+  void SyncUnansweredReleases();
+
   // A context for session call `call` (named in errors): carries the current session's
   // token as metadata, after a probe of the session socket (a new session when the daemon
-  // restarted). UNAVAILABLE when no session can be opened, or when `epoch` (0: any) is not
-  // the session's.
+  // restarted) and SyncUnansweredReleases. UNAVAILABLE when no session can be opened, or
+  // when `epoch` (0: any) is not the session's.
   [[nodiscard]] Result<std::unique_ptr<grpc::ClientContext>> SessionContext(
       std::string_view call, std::uint64_t epoch = 0);
 

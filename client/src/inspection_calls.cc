@@ -95,6 +95,8 @@ Result<v1::DescribeResponse> CallDescribe(Connection& connection, std::string_vi
 
 Result<v1::StatsResponse> CallStats(Connection& connection) {
   v1::StatsResponse response;
+  // This client's own one-way releases show in the counts.
+  connection.SyncUnansweredReleases();
   grpc::ClientContext context;
   grpc::Status status = connection.stub().Stats(&context, v1::StatsRequest(), &response);
   if (!status.ok()) return std::unexpected(FromGrpcStatus(status, "Stats"));

@@ -28,10 +28,11 @@ Error FromSessionError(const v1::SessionError& error) {
   return {code, error.message()};
 }
 
-Status Send(int socket, const v1::SessionMessage& message) {
-  std::vector<std::uint8_t> payload(message.ByteSizeLong());
-  message.SerializeWithCachedSizesToArray(payload.data());
-  return SendFrame(socket, payload);
+// Encodes `message` into `buffer` (its memory reused) and sends it as one frame.
+Status Send(int socket, const v1::SessionMessage& message, std::vector<std::uint8_t>& buffer) {
+  buffer.resize(message.ByteSizeLong());
+  message.SerializeWithCachedSizesToArray(buffer.data());
+  return SendFrame(socket, buffer);
 }
 
 // The next message and the descriptor that came with it, if any.
@@ -40,19 +41,18 @@ struct Reply {
   UniqueFd fd;
 };
 
-// `context()` names the request in an error; it is called only on the error path.
+// Reads the next frame into `frame` (its memory reused) and parses it. `context()` names the
+// request in an error; it is called only on the error path.
 template <typename Context>
-Result<Reply> Receive(int socket, FrameReader& reader, const Context& context) {
-  auto frame = reader.Next(socket);
-  if (!frame) return std::unexpected(frame.error());
+Result<Reply> Receive(int socket, FrameReader& reader, Frame& frame, const Context& context) {
+  HURRAY_RETURN_IF_ERROR(reader.NextInto(socket, frame));
   Reply reply;
-  if (!reply.message.ParseFromArray(frame->payload.data(),
-                                    static_cast<int>(frame->payload.size()))) {
+  if (!reply.message.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
     return InternalError(fmt::format(
         "{}: the daemon's reply of {} bytes does not parse as a hurray.v1.SessionMessage",
-        context(), frame->payload.size()));
+        context(), frame.payload.size()));
   }
-  reply.fd = std::move(frame->fd);
+  reply.fd = std::move(frame.fd);
   return reply;
 }
 
@@ -71,12 +71,14 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   hello.set_request_id(0);
   hello.mutable_hello()->set_protocol_version(kSessionProtocolVersion);
   hello.mutable_hello()->set_client_name(std::string(client_name));
-  const Status sent = Send(socket->get(), hello);
+  std::vector<std::uint8_t> buffer;
+  const Status sent = Send(socket->get(), hello, buffer);
   if (!sent && sent.error().code() != StatusCode::kUnavailable) {
     return std::unexpected(sent.error().WithContext("session hello"));
   }
   FrameReader reader;
-  auto reply = Receive(socket->get(), reader, [] { return std::string("session hello"); });
+  Frame frame;
+  auto reply = Receive(socket->get(), reader, frame, [] { return std::string("session hello"); });
   // A daemon that refuses the connection (a session cap) sends why and closes without
   // reading the hello, which then meets a broken pipe: the reason is the answer.
   if (!sent && !(reply && reply->message.has_error())) {
@@ -138,13 +140,12 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   const auto describe = [&] {
     return context.empty() ? SessionBodyName(request) : std::string(context);
   };
-  const std::uint64_t request_id = next_request_id_++;
-  request.set_request_id(request_id);
-  if (auto written = Send(socket_.get(), request); !written) {
+  if (auto written = SendLocked(request); !written) {
     return std::unexpected(BreakLocked(written.error().WithContext(describe())));
   }
+  const std::uint64_t request_id = request.request_id();
   if (sent != nullptr) *sent = true;
-  auto reply = Receive(socket_.get(), reader_, describe);
+  auto reply = Receive(socket_.get(), reader_, received_, describe);
   if (!reply && reply.error().code() == StatusCode::kUnavailable) {
     return std::unexpected(BreakLocked(Error(
         StatusCode::kUnavailable,
@@ -160,6 +161,9 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
         Error(StatusCode::kInternal, fmt::format("{}: the reply carries request_id {}, expected {}",
                                                  describe(), message.request_id(), request_id))));
   }
+  // A reply: every earlier request, one-way releases included, has been served.
+  releases_unanswered_ = false;
+  if (message.release_failures_size() > 0) TakeReleaseFailuresLocked(message);
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (message.body_case() != reply_case) {
     return std::unexpected(BreakLocked(
@@ -219,6 +223,71 @@ Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage& reque
                                                        bool* sent) {
   std::lock_guard lock(mutex_);
   return RoundTripLocked(request, reply_case, nullptr, /*context=*/{}, sent);
+}
+
+Status SessionConnection::SendLocked(v1::SessionMessage& request) {
+  request.set_request_id(next_request_id_++);
+  return Send(socket_.get(), request, send_buffer_);
+}
+
+void SessionConnection::TakeReleaseFailuresLocked(const v1::SessionMessage& reply) {
+  for (const v1::ReleaseFailure& failure : reply.release_failures()) {
+    if (release_failure_) {
+      ++more_release_failures_;
+      continue;
+    }
+    const Error error = FromSessionError(failure.error());
+    release_failure_ =
+        Error(error.code(), fmt::format("one-way release (request {}) refused by the daemon: {}",
+                                        failure.request_id(), error.message()));
+  }
+}
+
+Status SessionConnection::SendReleaseOneWay(const v1::ReleaseRequest& release, bool* sent) {
+  std::lock_guard lock(mutex_);
+  if (sent != nullptr) *sent = false;
+  if (broken_) {
+    return UnavailableError(
+        fmt::format("the session connection is closed after: {}", broken_->ToString()));
+  }
+  v1::SessionMessage request;
+  *request.mutable_release_one_way() = release;
+  if (auto written = SendLocked(request); !written) {
+    return std::unexpected(BreakLocked(written.error().WithContext("release_one_way")));
+  }
+  if (sent != nullptr) *sent = true;
+  releases_unanswered_ = true;
+  return {};
+}
+
+bool SessionConnection::ReleasesUnanswered() {
+  std::lock_guard lock(mutex_);
+  return releases_unanswered_ && !broken_;
+}
+
+Status SessionConnection::SyncLocked() {
+  v1::SessionMessage request;
+  request.mutable_sync();
+  auto reply = RoundTripLocked(request, v1::SessionMessage::kSynced, nullptr, "sync");
+  if (!reply) return std::unexpected(reply.error());
+  return {};
+}
+
+Status SessionConnection::Sync() {
+  std::lock_guard lock(mutex_);
+  return SyncLocked();
+}
+
+Status SessionConnection::SyncReleases() {
+  std::lock_guard lock(mutex_);
+  HURRAY_RETURN_IF_ERROR(SyncLocked());
+  if (!release_failure_) return {};
+  Error first = *std::exchange(release_failure_, std::nullopt);
+  if (const std::uint64_t more = std::exchange(more_release_failures_, 0); more > 0) {
+    first = Error(first.code(),
+                  fmt::format("{} (and {} more one-way releases refused)", first.message(), more));
+  }
+  return std::unexpected(std::move(first));
 }
 
 }  // namespace hurray::client

@@ -9,8 +9,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hurray/error.h"
+#include "hurray/ipc/frame.h"
 #include "hurray/ipc/frame_reader.h"
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/unique_fd.h"
@@ -43,6 +45,9 @@ inline constexpr std::size_t kLegacyIpcHandleBytes = 64;
 // which ends the session (the daemon releases its leases and unpublished allocations).
 // Once closed (the daemon hung up, stopped or restarted, or the protocol broke) it stays
 // closed: a new session needs a new SessionConnection (client_internal::Connection makes it).
+// One-way releases (SendReleaseOneWay) get no reply: the daemon serves the session's
+// requests in order, so any later reply means they took effect, and it reports the ones it
+// refused in `release_failures` of that reply; they are kept here until SyncReleases.
 // Thread-safe: requests from several threads are serialized, one request and its reply at
 // a time. Calls block; nothing times out.
 class SessionConnection {
@@ -98,6 +103,24 @@ class SessionConnection {
                                                     v1::SessionMessage::BodyCase reply_case,
                                                     bool* sent = nullptr);
 
+  // Sends `release` as a release_one_way and returns once it is in the socket, without
+  // waiting for the daemon. The failures of the connection as MapSegment; `*sent` as
+  // Exchange says.
+  [[nodiscard]] Status SendReleaseOneWay(const v1::ReleaseRequest& release, bool* sent = nullptr);
+
+  // Whether a one-way release was sent and no reply has come since: the daemon may not
+  // have served it yet.
+  [[nodiscard]] bool ReleasesUnanswered();
+
+  // A sync round trip: once it returns OK, the daemon has served every earlier request.
+  // The failures of the connection as MapSegment.
+  [[nodiscard]] Status Sync();
+
+  // Sync, then the first one-way release the daemon refused since the last call (its code;
+  // the message names the lease, the daemon's reason and how many more were refused), or
+  // OK. The failures of the connection as MapSegment.
+  [[nodiscard]] Status SyncReleases();
+
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                     std::uint64_t session_id, std::uint64_t daemon_epoch,
@@ -121,8 +144,22 @@ class SessionConnection {
                                                            UniqueFd* fd, std::string_view context,
                                                            bool* sent = nullptr);
 
+  // Sends `request` (its request_id set here) as one frame through send_buffer_.
+  [[nodiscard]] Status SendLocked(v1::SessionMessage& request);
+  // A sync round trip (Sync) under the lock.
+  [[nodiscard]] Status SyncLocked();
+  // Keeps the release failures a reply reports (the first one and a count of the rest).
+  void TakeReleaseFailuresLocked(const v1::SessionMessage& reply);
+
   std::mutex mutex_;
-  UniqueFd socket_;                    // Guarded by mutex_. Invalid once broken.
+  UniqueFd socket_;                        // Guarded by mutex_. Invalid once broken.
+  std::vector<std::uint8_t> send_buffer_;  // Guarded by mutex_. Reused for every request.
+  Frame received_;                         // Guarded by mutex_. Reused for every reply.
+  bool releases_unanswered_ = false;       // Guarded by mutex_.
+  // The first one-way release refused since SyncReleases last returned, and how many more
+  // were. Guarded by mutex_.
+  std::optional<Error> release_failure_;
+  std::uint64_t more_release_failures_ = 0;
   FrameReader reader_;                 // Guarded by mutex_. Reads socket_'s replies.
   std::optional<Error> broken_;        // Guarded by mutex_. Why the socket was closed.
   std::uint64_t next_request_id_ = 1;  // Guarded by mutex_.

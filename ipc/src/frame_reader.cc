@@ -91,17 +91,30 @@ std::unexpected<Error> EndOfStreamError(std::size_t header_received, std::size_t
 }  // namespace
 
 Result<Frame> FrameReader::Next(int socket) {
+  Frame frame;
+  HURRAY_RETURN_IF_ERROR(NextInto(socket, frame));
+  return frame;
+}
+
+Result<std::optional<Frame>> FrameReader::TryNext(int socket) {
+  Frame frame;
+  HURRAY_ASSIGN_OR_RETURN(const bool complete, TryNextInto(socket, frame));
+  if (!complete) return std::nullopt;
+  return frame;
+}
+
+Status FrameReader::NextInto(int socket, Frame& frame) {
   while (true) {
-    HURRAY_ASSIGN_OR_RETURN(std::optional<Frame> frame, TryNext(socket));
-    if (frame.has_value()) return std::move(*frame);
+    HURRAY_ASSIGN_OR_RETURN(const bool complete, TryNextInto(socket, frame));
+    if (complete) return {};
     HURRAY_RETURN_IF_ERROR(ipc_internal::WaitUntilReady(socket, POLLIN));
   }
 }
 
-Result<std::optional<Frame>> FrameReader::TryNext(int socket) {
+Result<bool> FrameReader::TryNextInto(int socket, Frame& frame) {
   while (true) {
-    HURRAY_ASSIGN_OR_RETURN(std::optional<Frame> frame, TakeFrame());
-    if (frame.has_value()) return frame;
+    HURRAY_ASSIGN_OR_RETURN(const bool taken, TakeFrame(frame));
+    if (taken) return true;
     const std::size_t available = end_ - begin_;
     std::size_t frame_bytes = kSessionFrameHeaderBytes;
     if (available >= kSessionFrameHeaderBytes) {
@@ -110,24 +123,24 @@ Result<std::optional<Frame>> FrameReader::TryNext(int socket) {
       frame_bytes += DecodeFrameLength(header);  // TakeFrame() checked it against the limit.
     }
     HURRAY_ASSIGN_OR_RETURN(const bool received, Receive(socket, frame_bytes));
-    if (!received) return std::nullopt;
+    if (!received) return false;
   }
 }
 
-Result<std::optional<Frame>> FrameReader::TakeFrame() {
+Result<bool> FrameReader::TakeFrame(Frame& frame) {
   const std::size_t available = end_ - begin_;
-  if (available < kSessionFrameHeaderBytes) return std::nullopt;
+  if (available < kSessionFrameHeaderBytes) return false;
   std::uint8_t header[kSessionFrameHeaderBytes];
   std::memcpy(header, buffer_.data() + begin_, kSessionFrameHeaderBytes);
   const std::uint32_t length = DecodeFrameLength(header);
   if (length > kMaxSessionFrameBytes) return ipc_internal::FrameTooLargeError(length);
-  if (available - kSessionFrameHeaderBytes < length) return std::nullopt;
+  if (available - kSessionFrameHeaderBytes < length) return false;
 
   const auto start = static_cast<std::ptrdiff_t>(begin_);
   const auto stop = static_cast<std::ptrdiff_t>(begin_ + kSessionFrameHeaderBytes + length);
-  Frame frame;
   const auto* payload = buffer_.data() + begin_ + kSessionFrameHeaderBytes;
   frame.payload.assign(payload, payload + length);
+  frame.fd.Reset();
   // This frame owns a descriptor whose read holds the frame's first byte, unless a later
   // frame also begins in that read. A descriptor whose read ends before the next frame
   // begins can belong to no frame any more.
@@ -145,7 +158,7 @@ Result<std::optional<Frame>> FrameReader::TakeFrame() {
     // After a large frame, give the memory back.
     if (buffer_.size() > kReaderKeptBytes) std::vector<std::uint8_t>().swap(buffer_);
   }
-  return frame;
+  return true;
 }
 
 Result<bool> FrameReader::Receive(int socket, std::size_t frame_bytes) {

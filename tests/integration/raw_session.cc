@@ -60,7 +60,7 @@ Status RawSession::SendBytes(std::string_view bytes) {
   return {};
 }
 
-Result<v1::SessionMessage> RawSession::Receive(UniqueFd* fd) {
+Result<v1::SessionMessage> RawSession::Receive(UniqueFd* fd, std::string* payload) {
   auto frame = reader_.Next(socket_.get());
   if (!frame) return std::unexpected(frame.error());
   v1::SessionMessage message;
@@ -68,6 +68,7 @@ Result<v1::SessionMessage> RawSession::Receive(UniqueFd* fd) {
     return InternalError("the daemon sent a frame that is no SessionMessage");
   }
   if (fd != nullptr) *fd = std::move(frame->fd);
+  if (payload != nullptr) payload->assign(frame->payload.begin(), frame->payload.end());
   return message;
 }
 

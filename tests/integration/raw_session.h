@@ -38,8 +38,10 @@ class RawSession {
   [[nodiscard]] Status Send(const v1::SessionMessage& message);
   // Sends raw bytes, no framing added.
   [[nodiscard]] Status SendBytes(std::string_view bytes);
-  // Reads one frame and parses it; the descriptor that came with it, if any, in *fd.
-  [[nodiscard]] Result<v1::SessionMessage> Receive(UniqueFd* fd = nullptr);
+  // Reads one frame and parses it; the descriptor that came with it, if any, in *fd, and the
+  // frame's payload as it came in *payload.
+  [[nodiscard]] Result<v1::SessionMessage> Receive(UniqueFd* fd = nullptr,
+                                                   std::string* payload = nullptr);
   // Reads frames until the daemon closes the connection: true once it has.
   [[nodiscard]] bool ClosedByDaemon();
 

@@ -20,6 +20,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -153,6 +154,25 @@ class TestHost final : public SessionHost {
     return v1::SlabMappedAck();
   }
 
+  // Leases 1 to 3 exist until released; the registry's rule: the leases before the first
+  // unknown one end, it and those after it do not.
+  Result<v1::ReleaseResponse> Release(std::uint64_t /*session_id*/,
+                                      const v1::ReleaseRequest& request) override {
+    std::lock_guard lock(mutex_);
+    for (const std::uint64_t lease_id : request.lease_ids()) {
+      if (lease_id < 1 || lease_id > 3 || released_.contains(lease_id)) {
+        return NotFoundError("lease_id " + std::to_string(lease_id) +
+                             " is not a lease of this session");
+      }
+      released_.insert(lease_id);
+    }
+    return v1::ReleaseResponse();
+  }
+
+  std::set<std::uint64_t> released() const {
+    std::lock_guard lock(mutex_);
+    return released_;
+  }
   std::size_t open_count() const {
     std::lock_guard lock(mutex_);
     return opened_.size();
@@ -210,6 +230,7 @@ class TestHost final : public SessionHost {
   int grants_ = 0;
   int grants_outside_sessions_ = 0;
   std::vector<std::string> slab_reports_;  // "session:segment:ro|rw", in order.
+  std::set<std::uint64_t> released_;
 };
 
 Status SendMessage(int socket, const v1::SessionMessage& message) {
@@ -967,6 +988,98 @@ TEST_F(SessionServerTest, RequestToADaemonThatHungUpIsReportedUnsent) {
   EXPECT_ERROR(connection->Exchange(request, v1::SessionMessage::kReleaseReply, &sent),
                StatusCode::kUnavailable);
   EXPECT_FALSE(sent);
+}
+
+// Whether `socket` has something to read within `wait`.
+bool ReadableWithin(int socket, std::chrono::milliseconds wait) {
+  pollfd watched{.fd = socket, .events = POLLIN, .revents = 0};
+  return ::poll(&watched, 1, static_cast<int>(wait.count())) > 0;
+}
+
+// A map_segment the test host refuses (NOT_FOUND): an error reply; the session goes on.
+v1::SessionMessage MapUnknownSegment(std::uint64_t request_id) {
+  v1::SessionMessage message;
+  message.set_request_id(request_id);
+  message.mutable_map_segment()->set_segment_id(7);
+  return message;
+}
+
+v1::SessionMessage ReleaseOneWay(std::uint64_t request_id,
+                                 std::initializer_list<std::uint64_t> lease_ids) {
+  v1::SessionMessage message;
+  message.set_request_id(request_id);
+  for (const std::uint64_t lease_id : lease_ids) {
+    message.mutable_release_one_way()->add_lease_ids(lease_id);
+  }
+  return message;
+}
+
+TEST_F(SessionServerTest, OneWayReleaseIsNotAnsweredAndItsRefusalComesWithTheNextReply) {
+  UniqueFd socket = ConnectRaw();
+  ASSERT_NE(OpenRawSession(socket.get()), 0u);
+  ASSERT_OK(SendMessage(socket.get(), ReleaseOneWay(7, {1})));
+  // Lease 99 is unknown: the others of its request end all the same.
+  ASSERT_OK(SendMessage(socket.get(), ReleaseOneWay(8, {2, 99, 3})));
+  EXPECT_FALSE(ReadableWithin(socket.get(), std::chrono::milliseconds(200)));
+  EXPECT_TRUE(Eventually([&] { return host_.released() == std::set<std::uint64_t>{1, 2, 3}; }));
+
+  v1::SessionMessage sync;
+  sync.set_request_id(9);
+  sync.mutable_sync();
+  ASSERT_OK(SendMessage(socket.get(), sync));
+  auto synced = ReceiveMessage(socket.get());
+  ASSERT_OK(synced);
+  EXPECT_EQ(synced->request_id(), 9u);
+  EXPECT_TRUE(synced->has_synced()) << synced->DebugString();
+  ASSERT_EQ(synced->release_failures_size(), 1) << synced->DebugString();
+  EXPECT_EQ(synced->release_failures(0).request_id(), 8u);
+  EXPECT_EQ(synced->release_failures(0).error().code(),
+            static_cast<std::uint32_t>(StatusCode::kNotFound));
+  EXPECT_EQ(synced->release_failures(0).error().message(),
+            "lease_id 99 is not a lease of this session");
+
+  // Reported once: the next reply, an error of another request, carries none.
+  ASSERT_OK(SendMessage(socket.get(), MapUnknownSegment(10)));
+  auto refused = ReceiveMessage(socket.get());
+  ASSERT_OK(refused);
+  EXPECT_TRUE(refused->has_error());
+  EXPECT_EQ(refused->release_failures_size(), 0);
+}
+
+TEST_F(SessionServerTest, RefusedReleaseComesWithAnErrorReplyToo) {
+  UniqueFd socket = ConnectRaw();
+  ASSERT_NE(OpenRawSession(socket.get()), 0u);
+  ASSERT_OK(SendMessage(socket.get(), ReleaseOneWay(3, {42})));
+  ASSERT_OK(SendMessage(socket.get(), MapUnknownSegment(4)));
+  auto refused = ReceiveMessage(socket.get());
+  ASSERT_OK(refused);
+  EXPECT_EQ(refused->request_id(), 4u);
+  EXPECT_TRUE(refused->has_error());
+  ASSERT_EQ(refused->release_failures_size(), 1);
+  EXPECT_EQ(refused->release_failures(0).request_id(), 3u);
+}
+
+TEST_F(SessionServerTest, SyncReleasesReportsTheFirstRefusalAndHowManyMore) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  EXPECT_OK(connection->SyncReleases());
+  v1::ReleaseRequest release;
+  release.add_lease_ids(1);
+  ASSERT_OK(connection->SendReleaseOneWay(release));
+  EXPECT_TRUE(connection->ReleasesUnanswered());
+  EXPECT_OK(connection->SyncReleases());
+  EXPECT_FALSE(connection->ReleasesUnanswered());
+  EXPECT_EQ(host_.released(), std::set<std::uint64_t>{1});
+
+  for (const std::uint64_t stale : {1, 5, 6}) {
+    release.set_lease_ids(0, stale);
+    ASSERT_OK(connection->SendReleaseOneWay(release));
+  }
+  // A sync that the Client makes before a gRPC call keeps the refusals for SyncReleases.
+  ASSERT_OK(connection->Sync());
+  EXPECT_ERROR(connection->SyncReleases(), StatusCode::kNotFound,
+               {"lease_id 1 is not a lease of this session", "and 2 more"});
+  EXPECT_OK(connection->SyncReleases());
 }
 
 TEST_F(SessionServerCreateTest, RefusesSocketInUse) {

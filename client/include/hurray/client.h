@@ -203,8 +203,15 @@ class TensorView {
 
   // Ends the lease now; the spans are invalid afterwards. Also done by the destructor.
   // An empty view: OK, nothing to do. The view is empty afterwards, even on error.
-  // NOT_FOUND when the daemon no longer knows the lease; UNAVAILABLE once the session is
-  // gone (which ended the lease anyway).
+  // On the session socket (Client::Options::hot_path kSessionSocket, the default) the
+  // release is one-way: it is sent and this returns at once, without waiting for the
+  // daemon. The daemon ends the lease before it serves any later request of this client,
+  // and every later call of the same Client sees it ended (its gRPC calls, Stats included,
+  // first sync the session while a one-way release is unanswered). Another process may
+  // still see the lease for a moment. A release the daemon refuses (NOT_FOUND: it no longer
+  // knows the lease) is reported by the next Client::SyncReleases, not here. Through gRPC
+  // (kGrpc) it waits for the daemon: NOT_FOUND when the daemon no longer knows the lease.
+  // Either way UNAVAILABLE once the session is gone (which ended the lease anyway).
   [[nodiscard]] Status Release();
 
   // False once released or moved from.
@@ -368,8 +375,18 @@ class Client {
   // view is as it was. Otherwise every view is empty afterwards, even on error: the
   // daemon's error (or UNAVAILABLE once the session is gone, which ended every lease
   // anyway) is returned, and a lease the daemon did not know (NOT_FOUND) does not keep the
-  // others of its request from being released.
+  // others of its request from being released. On the session socket the requests are
+  // one-way, as TensorView::Release says, and refusals come from SyncReleases.
   [[nodiscard]] Status Release(std::span<TensorView> views);
+
+  // Waits until the daemon has served every request this client sent on its session socket
+  // (a sync round trip), and returns the first one-way release (TensorView::Release,
+  // Release, TensorViewBatch) the daemon refused since the last call: its code (NOT_FOUND
+  // for a lease the daemon does not know) and a message naming the lease and the daemon's
+  // reason, and how many more were refused. OK when none was. Failures of a session that
+  // ended (the daemon restarted) are not reported: its leases ended with it. UNAVAILABLE
+  // when no session can be opened.
+  [[nodiscard]] Status SyncReleases();
 
   // Deletes a name's versions (all, or one). Returns how many. Their memory returns to the
   // pool when their last lease ends. NOT_FOUND when the name (or version) is not

@@ -45,6 +45,13 @@ Result<v1::AcquireResponse> MeteredSessionHost::AcquireNow(std::uint64_t session
   return Timed(RequestMethod::kAcquire, [&] { return inner_.AcquireNow(session_id, request); });
 }
 
+Status MeteredSessionHost::AcquireNowEncoded(std::uint64_t session_id,
+                                             const v1::AcquireRequest& request,
+                                             std::string& reply) {
+  return Timed(RequestMethod::kAcquire,
+               [&] { return inner_.AcquireNowEncoded(session_id, request, reply); });
+}
+
 Result<v1::ReleaseResponse> MeteredSessionHost::Release(std::uint64_t session_id,
                                                         const v1::ReleaseRequest& request) {
   return Timed(RequestMethod::kRelease, [&] { return inner_.Release(session_id, request); });

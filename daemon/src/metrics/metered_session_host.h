@@ -36,6 +36,9 @@ class MeteredSessionHost final : public SessionHost {
       std::uint64_t session_id, const v1::PublishBatchRequest& request) override;
   [[nodiscard]] Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
                                                        const v1::AcquireRequest& request) override;
+  [[nodiscard]] Status AcquireNowEncoded(std::uint64_t session_id,
+                                         const v1::AcquireRequest& request,
+                                         std::string& reply) override;
   [[nodiscard]] Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                                     const v1::ReleaseRequest& request) override;
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(

@@ -25,6 +25,7 @@
 #include "registry/inspection.h"
 #include "registry/namespace_owner.h"
 #include "registry/tensor_name.h"
+#include "session/acquire_reply_encoder.h"
 
 namespace hurray::daemon {
 namespace {
@@ -838,6 +839,33 @@ Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
           [&result](Result<v1::AcquireResponse> done) { result = std::move(done); });
   // Without a wait, Acquire completes before it returns.
   return std::move(*result);  // NOLINT(bugprone-unchecked-optional-access)
+}
+
+Status Registry::AcquireNowEncoded(std::uint64_t session_id, const v1::AcquireRequest& request,
+                                   std::string& reply) {
+  if (request.wait_timeout_ms() != 0) {
+    return InvalidArgumentError(fmt::format(
+        "wait_timeout_ms {}: an acquire that waits goes through gRPC", request.wait_timeout_ms()));
+  }
+  HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
+  Result<Grant> grant;
+  {
+    std::lock_guard lock(mutex_);
+    grant = AcquireLocked(session_id, request.name(), request.version());
+  }
+  if (!grant) return std::unexpected(std::move(grant.error()));
+  const TensorVersion& version = *grant->version;
+  const bool fast_path = version.fast_path_id != 0;
+  AppendAcquireResponse(
+      AcquireReplyParts{.lease_id = grant->lease_id,
+                        .name = request.name(),
+                        .info_without_name = version.info_without_name,
+                        .ready = version.fence && version.fence.State() == FenceState::kReady,
+                        .daemon_epoch = options_.daemon_epoch,
+                        .version_id = fast_path ? version.fast_path_id : 0,
+                        .directory_entry = fast_path ? version.directory_entry : 0},
+      reply);
+  return {};
 }
 
 Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(

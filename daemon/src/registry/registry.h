@@ -151,6 +151,11 @@ class Registry final : public SessionHost {
   // wait_timeout_ms is not 0.
   [[nodiscard]] Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
                                                        const v1::AcquireRequest& request) override;
+  // AcquireNow, its reply encoded from the version's stored bytes (acquire_reply_encoder.h):
+  // the lease is taken under the mutex, the bytes written after it is released.
+  [[nodiscard]] Status AcquireNowEncoded(std::uint64_t session_id,
+                                         const v1::AcquireRequest& request,
+                                         std::string& reply) override;
   // Drops a waiting acquire without running its `done`. False when it already completed
   // (or is completing): then `done` runs (or ran) as usual.
   bool CancelWait(std::uint64_t wait_id);

@@ -63,6 +63,13 @@ class SessionHost {
   // Only without a wait: completes before returning.
   virtual Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
                                                  const v1::AcquireRequest& request);
+  // AcquireNow with its reply already encoded: on success, appends to `reply` the wire
+  // bytes of the v1::AcquireResponse that AcquireNow would return, byte for byte what its
+  // serialization writes (the session socket sends them without building the message).
+  // The same errors as AcquireNow, with `reply` unchanged. This default serializes
+  // AcquireNow's reply.
+  virtual Status AcquireNowEncoded(std::uint64_t session_id, const v1::AcquireRequest& request,
+                                   std::string& reply);
   virtual Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                               const v1::ReleaseRequest& request);
   virtual Result<v1::CancelAllocationResponse> CancelAllocation(
@@ -87,6 +94,13 @@ inline Result<v1::PublishBatchResponse> SessionHost::PublishBatch(std::uint64_t,
 inline Result<v1::AcquireResponse> SessionHost::AcquireNow(std::uint64_t,
                                                            const v1::AcquireRequest&) {
   return UnimplementedError("acquire is not served on this socket");
+}
+inline Status SessionHost::AcquireNowEncoded(std::uint64_t session_id,
+                                             const v1::AcquireRequest& request,
+                                             std::string& reply) {
+  HURRAY_ASSIGN_OR_RETURN(const v1::AcquireResponse response, AcquireNow(session_id, request));
+  response.AppendToString(&reply);
+  return {};
 }
 inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t, const v1::ReleaseRequest&) {
   return UnimplementedError("release is not served on this socket");

@@ -38,6 +38,7 @@
 #include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
 #include "logging.h"
+#include "session/acquire_reply_encoder.h"
 
 namespace hurray::daemon {
 namespace {
@@ -80,6 +81,11 @@ constexpr int kMaxAcceptsPerWakeup = 64;
 // replies: the first delay, doubled up to the last.
 constexpr std::chrono::milliseconds kFirstDrainDelay{1};
 constexpr std::chrono::milliseconds kLastDrainDelay{100};
+// Most refused one-way releases a connection keeps for its next reply; later ones until
+// then are dropped (the client reports the first, and counts what it is told).
+constexpr std::size_t kMaxPendingReleaseFailures = 64;
+// A reused frame or reply buffer that grew past this for one large message is given back.
+constexpr std::size_t kKeptBufferBytes = std::size_t{64} << 10;
 
 // Which file a path named when we looked, to remove only our own socket file later.
 struct FileIdentity {
@@ -279,7 +285,9 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
  private:
   // The answer to one request.
   struct Reply {
-    v1::SessionMessage message;
+    v1::SessionMessage message;  // Unless `encoded`.
+    // reply_payload_ already holds the encoded message (an acquire reply built by hand).
+    bool encoded = false;
     UniqueFd fd;                              // Travels with the reply when valid.
     std::optional<std::string> close_reason;  // Set: close the connection once it is sent.
   };
@@ -310,9 +318,23 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   // and the timers. Idempotent.
   void CloseLocked(const std::string& reason);
 
-  [[nodiscard]] Reply Handle(Frame frame);
+  // The reply to the request in frame_; none for a one-way request.
+  [[nodiscard]] std::optional<Reply> HandleLocked();
   [[nodiscard]] Reply HandleHello(const v1::SessionMessage& request);
-  [[nodiscard]] Reply HandleRequest(std::uint64_t session_id, const v1::SessionMessage& request);
+  [[nodiscard]] std::optional<Reply> HandleRequestLocked(std::uint64_t session_id,
+                                                         const v1::SessionMessage& request);
+  // An acquire, its reply encoded by the host from the version's stored bytes straight
+  // into reply_payload_.
+  [[nodiscard]] Reply HandleAcquireLocked(std::uint64_t session_id,
+                                          const v1::SessionMessage& request);
+  // A release_one_way: ends every lease it names that is the session's (the host stops a
+  // release at the first lease it does not know; the rest then end one at a time), and
+  // keeps the refusal, naming the request, for the next reply.
+  void ReleaseOneWayLocked(std::uint64_t session_id, const v1::SessionMessage& request);
+  // Appends the pending release failures to reply_payload_ (field 30 comes last, so this
+  // is where serialization puts them), unless they would take it past the frame limit:
+  // then they wait for a later reply.
+  void AppendReleaseFailuresLocked();
   [[nodiscard]] Reply HandleMapSegment(std::uint64_t session_id, const v1::SessionMessage& request);
   // A publish_batch, refused with RESOURCE_EXHAUSTED before anything is published when its
   // reply might not fit one frame.
@@ -342,7 +364,12 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   FrameReader reader_;                        // Guarded by mutex_.
   Reply reply_;                               // Guarded by mutex_. The one being sent.
   std::vector<std::uint8_t> reply_payload_;   // Guarded by mutex_. reply_, encoded.
-  std::optional<FrameSender> sender_;         // Guarded by mutex_. Writing reply_payload_.
+  Frame frame_;                               // Guarded by mutex_. The request being served.
+  std::string acquire_body_;                  // Guarded by mutex_. An acquire reply's body.
+  v1::SessionMessage request_;                // Guarded by mutex_. frame_, parsed.
+  // Refused one-way releases not yet reported. Guarded by mutex_.
+  std::vector<v1::ReleaseFailure> release_failures_;
+  std::optional<FrameSender> sender_;  // Guarded by mutex_. Writing reply_payload_.
   std::chrono::milliseconds drain_delay_ = kFirstDrainDelay;  // Guarded by mutex_.
 };
 
@@ -660,18 +687,22 @@ void SessionServer::Connection::OnHelloDeadline(const boost::system::error_code&
 
 void SessionServer::Connection::ServeLocked() {
   while (!closed_) {
-    auto frame = reader_.TryNext(socket_fd());
-    if (!frame) {
-      CloseOnErrorLocked("", frame.error());
+    auto complete = reader_.TryNextInto(socket_fd(), frame_);
+    if (!complete) {
+      CloseOnErrorLocked("", complete.error());
       return;
     }
-    std::optional<Frame> next = std::move(*frame);
-    if (!next.has_value()) {
+    if (!*complete) {
       ArmRead();
       return;
     }
-    reply_ = Handle(std::move(*next));
-    if (!StartReplyLocked()) return;
+    std::optional<Reply> reply = HandleLocked();
+    if (frame_.payload.capacity() > kKeptBufferBytes)
+      std::vector<std::uint8_t>().swap(frame_.payload);
+    if (reply) {
+      reply_ = std::move(*reply);
+      if (!StartReplyLocked()) return;
+    }
     // Bytes already read wait in the reader, where the socket's readiness cannot tell.
     if (!reader_.has_buffered_bytes()) {
       ArmRead();
@@ -681,8 +712,13 @@ void SessionServer::Connection::ServeLocked() {
 }
 
 bool SessionServer::Connection::StartReplyLocked() {
-  reply_payload_.resize(reply_.message.ByteSizeLong());
-  reply_.message.SerializeWithCachedSizesToArray(reply_payload_.data());
+  if (!reply_.encoded) {
+    if (reply_payload_.capacity() > kKeptBufferBytes)
+      std::vector<std::uint8_t>().swap(reply_payload_);
+    reply_payload_.resize(reply_.message.ByteSizeLong());
+    reply_.message.SerializeWithCachedSizesToArray(reply_payload_.data());
+  }
+  if (!release_failures_.empty()) AppendReleaseFailuresLocked();
   if (reply_.fd && !EarlierRepliesAreRead()) {
     spdlog::debug(
         "session connection {} (pid {}): waiting for the client to read its earlier replies", id_,
@@ -752,23 +788,24 @@ void SessionServer::Connection::CloseLocked(const std::string& reason) {
   core_->Finished(id_, peer_.uid);
 }
 
-SessionServer::Connection::Reply SessionServer::Connection::Handle(Frame frame) {
-  if (frame.fd) {
+std::optional<SessionServer::Connection::Reply> SessionServer::Connection::HandleLocked() {
+  if (frame_.fd) {
     spdlog::warn("session connection {} (pid {}): the client sent a file descriptor; closed it",
                  id_, peer_.pid);
-    frame.fd.Reset();
+    frame_.fd.Reset();
   }
-  v1::SessionMessage request;
-  if (!request.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
+  // Parsed into the connection's message, whose memory the next request reuses.
+  v1::SessionMessage& request = request_;
+  if (!request.ParseFromArray(frame_.payload.data(), static_cast<int>(frame_.payload.size()))) {
     return RejectProtocol(0, fmt::format("session message of {} bytes does not parse as a "
                                          "hurray.v1.SessionMessage",
-                                         frame.payload.size()));
+                                         frame_.payload.size()));
   }
   const LogContext log_context({.session = session_id_.value_or(0),
                                 .pid = peer_.pid,
                                 .uid = peer_.uid,
                                 .tensor = TensorNameOf(request)});
-  if (session_id_) return HandleRequest(*session_id_, request);
+  if (session_id_) return HandleRequestLocked(*session_id_, request);
   return HandleHello(request);
 }
 
@@ -813,7 +850,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
   return reply;
 }
 
-SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
+std::optional<SessionServer::Connection::Reply> SessionServer::Connection::HandleRequestLocked(
     std::uint64_t session_id, const v1::SessionMessage& request) {
   SessionHost& host = core_->host();
   switch (request.body_case()) {
@@ -828,11 +865,20 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleRequest(
     case v1::SessionMessage::kPublishBatch:
       return HandlePublishBatch(session_id, request);
     case v1::SessionMessage::kAcquire:
-      return ReplyWith(request.request_id(), host.AcquireNow(session_id, request.acquire()),
-                       &v1::SessionMessage::mutable_acquire_reply);
+      return HandleAcquireLocked(session_id, request);
     case v1::SessionMessage::kRelease:
       return ReplyWith(request.request_id(), host.Release(session_id, request.release()),
                        &v1::SessionMessage::mutable_release_reply);
+    case v1::SessionMessage::kReleaseOneWay:
+      ReleaseOneWayLocked(session_id, request);
+      return std::nullopt;
+    case v1::SessionMessage::kSync: {
+      // Requests are served in order: every earlier one has taken effect.
+      Reply reply;
+      reply.message.set_request_id(request.request_id());
+      reply.message.mutable_synced();
+      return reply;
+    }
     case v1::SessionMessage::kCancelAllocation:
       return ReplyWith(request.request_id(),
                        host.CancelAllocation(session_id, request.cancel_allocation()),
@@ -856,6 +902,65 @@ SessionServer::Connection::Reply SessionServer::Connection::ReplyWith(
   reply.message.set_request_id(request_id);
   *(reply.message.*body)() = std::move(*result);
   return reply;
+}
+
+SessionServer::Connection::Reply SessionServer::Connection::HandleAcquireLocked(
+    std::uint64_t session_id, const v1::SessionMessage& request) {
+  acquire_body_.clear();
+  if (Status acquired =
+          core_->host().AcquireNowEncoded(session_id, request.acquire(), acquire_body_);
+      !acquired) {
+    return ErrorReply(request.request_id(), acquired.error(), /*close_after=*/false);
+  }
+  if (acquire_body_.capacity() > kKeptBufferBytes) std::string().swap(acquire_body_);
+  EncodeSessionReply(request.request_id(), v1::SessionMessage::kAcquireReply, acquire_body_,
+                     reply_payload_);
+  Reply reply;
+  reply.encoded = true;
+  return reply;
+}
+
+void SessionServer::Connection::ReleaseOneWayLocked(std::uint64_t session_id,
+                                                    const v1::SessionMessage& request) {
+  const v1::ReleaseRequest& release = request.release_one_way();
+  SessionHost& host = core_->host();
+  auto released = host.Release(session_id, release);
+  if (released) return;
+  if (released.error().code() == StatusCode::kNotFound && release.lease_ids_size() > 1) {
+    v1::ReleaseRequest one;
+    for (const std::uint64_t lease_id : release.lease_ids()) {
+      one.clear_lease_ids();
+      one.add_lease_ids(lease_id);
+      (void)host.Release(session_id, one);  // Those already ended, or not known, fail again.
+    }
+  }
+  spdlog::debug("session connection {} (pid {}): release_one_way {}: {}", id_, peer_.pid,
+                request.request_id(), released.error().ToString());
+  if (release_failures_.size() >= kMaxPendingReleaseFailures) return;
+  v1::ReleaseFailure& failure = release_failures_.emplace_back();
+  failure.set_request_id(request.request_id());
+  failure.mutable_error()->set_code(static_cast<std::uint32_t>(released.error().code()));
+  failure.mutable_error()->set_message(released.error().message());
+}
+
+void SessionServer::Connection::AppendReleaseFailuresLocked() {
+  v1::SessionMessage failures;
+  for (v1::ReleaseFailure& failure : release_failures_) {
+    *failures.add_release_failures() = std::move(failure);
+  }
+  const std::size_t at = reply_payload_.size();
+  const std::size_t bytes = failures.ByteSizeLong();
+  if (at + bytes > kMaxSessionFrameBytes) {
+    // A reply near the limit: they go with a later, smaller one.
+    for (int i = 0; i < failures.release_failures_size(); ++i) {
+      release_failures_[static_cast<std::size_t>(i)] =
+          std::move(*failures.mutable_release_failures(i));
+    }
+    return;
+  }
+  release_failures_.clear();
+  reply_payload_.resize(at + bytes);
+  failures.SerializeWithCachedSizesToArray(reply_payload_.data() + at);
 }
 
 SessionServer::Connection::Reply SessionServer::Connection::HandlePublishBatch(

@@ -46,7 +46,13 @@ struct SessionLimits {
 //     closed);
 //   - then gets each map_segment answered with segment_granted plus the descriptor
 //     (SCM_RIGHTS), and each hot-path request (allocate, publish, acquire, release,
-//     cancel_allocation) with the host's reply or error; anything else, or a frame that
+//     cancel_allocation) with the host's reply or error; an acquire's reply is encoded by
+//     the host (AcquireNowEncoded) and sent as it is; a release_one_way gets no reply: its
+//     leases end before the next request is read, and a refusal (a ReleaseFailure naming
+//     its request_id and the host's error; at most 64 kept between replies) is attached to
+//     the connection's next reply, whatever it answers; a sync is answered with synced
+//     (requests are served in order, so every earlier one has taken effect); the request
+//     and reply buffers are the connection's, reused; anything else, or a frame that
 //     does not parse, is a protocol error as above; an oversized or truncated frame closes
 //     the connection at once; a descriptor the client sends is closed;
 //   - when it closes, for whatever reason (end of stream, error, protocol error, Stop()),

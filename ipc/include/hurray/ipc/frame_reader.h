@@ -38,6 +38,12 @@ class FrameReader {
   // complete (the bytes received so far are kept for the next call).
   [[nodiscard]] Result<std::optional<Frame>> TryNext(int socket);
 
+  // As Next() and TryNext(), into `frame`, whose payload's memory is reused (no allocation
+  // per frame in steady state): TryNextInto returns false when the socket would block
+  // before a frame is complete (`frame` is then unchanged).
+  [[nodiscard]] Status NextInto(int socket, Frame& frame);
+  [[nodiscard]] Result<bool> TryNextInto(int socket, Frame& frame);
+
   // Whether bytes received and not yet returned wait in the buffer: a socket's readiness
   // says nothing of them, so a caller that waits for it first calls TryNext() until this is
   // false.
@@ -52,8 +58,8 @@ class FrameReader {
     UniqueFd fd;
   };
 
-  // Takes the complete frame at begin_, when there is one.
-  [[nodiscard]] Result<std::optional<Frame>> TakeFrame();
+  // Takes the complete frame at begin_ into `frame`, when there is one.
+  [[nodiscard]] Result<bool> TakeFrame(Frame& frame);
   // Makes room for at least `frame_bytes` from begin_ (moving the unread bytes to the
   // front), then receives once. false when the socket would block.
   [[nodiscard]] Result<bool> Receive(int socket, std::size_t frame_bytes);
