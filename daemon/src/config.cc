@@ -172,6 +172,12 @@ Status AssignCudaPool(Config& config, const toml::node& node, const std::string&
   return {};
 }
 
+template <auto kMember, auto kRead>
+Status AssignFastPath(Config& config, const toml::node& node, const std::string& key) {
+  HURRAY_ASSIGN_OR_RETURN(config.fast_path.*kMember, kRead(node, key));
+  return {};
+}
+
 struct Setting {
   std::string_view key;  // As a message names it: "cpu_pool.capacity".
   Apply apply;
@@ -212,6 +218,13 @@ constexpr Setting kSettings[] = {
     {"cuda_pool.namespaces", AssignCudaPool<&Config::CudaPool::namespaces, StringsOf>},
     {"sealed_pool.capacity", AssignSealedPool<&Config::SealedPool::capacity_bytes, SizeOf>},
     {"sealed_pool.namespaces", AssignSealedPool<&Config::SealedPool::namespaces, StringsOf>},
+    {"fast_path.enabled", AssignFastPath<&Config::FastPath::enabled, BoolOf>},
+    {"fast_path.directory_entries",
+     AssignFastPath<&Config::FastPath::directory_entries, UnsignedIn<1, kMaxDirectoryEntries>>},
+    {"fast_path.lease_slots",
+     AssignFastPath<&Config::FastPath::lease_slots, UnsignedIn<1, kMaxLeaseSlots>>},
+    {"fast_path.rescan_interval_ms",
+     AssignFastPath<&Config::FastPath::rescan_interval_ms, UnsignedIn<1, 60'000>>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
     {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
     {"state_directory", Assign<&Config::state_directory, StringOf>},
@@ -219,7 +232,8 @@ constexpr Setting kSettings[] = {
 };
 
 // The tables a file may hold; their settings are in kSettings as "table.key".
-constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool", "sealed_pool", "uid_quota"};
+constexpr std::string_view kTables[] = {"cpu_pool", "cuda_pool", "sealed_pool", "uid_quota",
+                                        "fast_path"};
 
 // One [[preload]] table; `field` is "preload[i]".
 Result<Config::Preload> PreloadOf(const toml::table& table, const std::string& field) {
@@ -531,6 +545,13 @@ toml::table SealedPoolToml(const Config::SealedPool& pool) {
                      {"namespaces", TomlStrings(pool.namespaces)}};
 }
 
+toml::table FastPathToml(const Config::FastPath& fast_path) {
+  return toml::table{{"enabled", fast_path.enabled},
+                     {"directory_entries", TomlInteger(fast_path.directory_entries)},
+                     {"lease_slots", TomlInteger(fast_path.lease_slots)},
+                     {"rescan_interval_ms", TomlInteger(fast_path.rescan_interval_ms)}};
+}
+
 toml::table UidQuotaToml(const UidQuota& quota) {
   return toml::table{{"pending_bytes", TomlInteger(quota.pending_bytes)},
                      {"published_bytes", TomlInteger(quota.published_bytes)},
@@ -587,6 +608,7 @@ std::string ToToml(const Config& config) {
                        {"cuda_pool", CudaPoolToml(config.cuda_pool)},
                        {"sealed_pool", SealedPoolToml(config.sealed_pool)},
                        {"uid_quota", UidQuotaToml(config.uid_quota)},
+                       {"fast_path", FastPathToml(config.fast_path)},
                        {"socket_group", config.socket_group},
                        {"metrics_address", config.metrics_address},
                        {"state_directory", config.state_directory},

@@ -73,6 +73,19 @@ struct Config {
     std::vector<std::string> namespaces;
   } sealed_pool;
 
+  // The fast path (the [fast_path] table): consumers acquire and release versions they mapped
+  // before with no system call (ipc/include/hurray/ipc/fast_path_layout.h).
+  struct FastPath {
+    // False: no directory and no lease pages; every acquire takes the socket.
+    bool enabled = true;
+    // Names that may have a directory entry at once (32 bytes each); 1 to 2^24.
+    std::uint32_t directory_entries = 65'536;
+    // Slots of each session's lease page; 1 to 512. Each counts as a lease of the uid.
+    std::uint32_t lease_slots = 64;
+    // How often versions kept by a lease slot are scanned for again, in milliseconds.
+    std::uint32_t rescan_interval_ms = 1;
+  } fast_path;
+
   // Most bytes one session may hold in unpublished allocations; 0: no limit.
   std::uint64_t session_quota_bytes = 0;
   // Most session-socket connections open at once, hello or not (more are refused with
@@ -143,6 +156,10 @@ struct Config {
 };
 
 inline constexpr std::uint32_t kMaxIoThreads = 1024;
+// Bounds of [fast_path]'s directory_entries and lease_slots (fast_path::DirectorySegment's
+// kMaxEntries, fast_path::LeasePage's kMaxSlots).
+inline constexpr std::uint32_t kMaxDirectoryEntries = std::uint32_t{1} << 24;
+inline constexpr std::uint32_t kMaxLeaseSlots = 512;
 
 // Embedded defaults: the socket location rule (hurray/ipc/socket_path.h) and a CPU pool sized
 // for this machine (DefaultCpuPoolCapacity).

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
@@ -15,6 +16,8 @@
 #include <filesystem>
 
 #include "exchange_service.h"
+#include "fast_path/directory_segment.h"
+#include "fast_path/lease_page.h"
 #include "grpc/health/v1/health.pb.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
@@ -52,6 +55,9 @@ constexpr std::chrono::milliseconds kMinSlabCheck{100};
 constexpr std::uint64_t kReservedBeforeServing = std::uint64_t{128} << 20;
 // The most often systemd's STATUS= tells how far the CPU pool's reservation got.
 constexpr std::chrono::seconds kReservingStatusPeriod{1};
+
+static_assert(kMaxDirectoryEntries == fast_path::DirectorySegment::kMaxEntries);
+static_assert(kMaxLeaseSlots == fast_path::LeasePage::kMaxSlots);
 
 std::uint64_t NewEpoch() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -203,7 +209,11 @@ Status Daemon::StartParts() {
                         .fence_shm_prefix = config_.cpu_pool.shm_prefix,
                         .access = std::make_shared<const AccessPolicy>(std::move(access)),
                         .uid_quota = config_.uid_quota,
-                        .journal = journal_.get()});
+                        .journal = journal_.get(),
+                        .fast_path = {.directory = fast_path_directory_,
+                                      .lease_slots = config_.fast_path.lease_slots,
+                                      .rescan_interval = std::chrono::milliseconds(
+                                          config_.fast_path.rescan_interval_ms)}});
   const Registry::Adoption adoption = registry_->Adopt(std::move(journaled_versions_));
   if (!adoption.adopted.empty() || adoption.lost != 0) {
     spdlog::info("restart: {} tensors of the daemon before served again, {} lost",
@@ -247,6 +257,7 @@ Status Daemon::ApplySocketGroup(const std::string& path) const {
 Status Daemon::CreatePools() {
   auto pools = std::make_unique<PoolSet>();
   HURRAY_ASSIGN_OR_RETURN(state_directory_, StateDirectory::Open(config_.state_directory));
+  HURRAY_RETURN_IF_ERROR(CreateFastPathDirectory());
   HURRAY_ASSIGN_OR_RETURN(RestartedCpuPool cpu_pool,
                           CreateCpuPool(config_.cpu_pool, *state_directory_, config_.journal_sync));
   cpu_pool_ = cpu_pool.pool.get();
@@ -262,6 +273,32 @@ Status Daemon::CreatePools() {
   if (!cuda_pools) return std::unexpected(cuda_pools.error().WithContext("cuda_pool"));
   pools_ = std::move(pools);
   cuda_pools_ = std::move(*cuda_pools);
+  return {};
+}
+
+std::string Daemon::FastPathRecordPath() const {
+  return state_directory_->path() + "/fast_path_directory";
+}
+
+Status Daemon::CreateFastPathDirectory() {
+  const std::string record = FastPathRecordPath();
+  auto ended = fast_path::DirectorySegment::EndAbandoned(record);
+  if (!ended) return std::unexpected(ended.error().WithContext("fast_path"));
+  if (*ended) spdlog::info("fast path: the directory of the daemon before marked ended");
+  if (!config_.fast_path.enabled) {
+    spdlog::info("fast path: off ([fast_path] enabled = false)");
+    return {};
+  }
+  auto directory = fast_path::DirectorySegment::Create(
+      fast_path::DirectorySegment::ShmPrefixFor(config_.cpu_pool.shm_prefix),
+      config_.fast_path.directory_entries, epoch_);
+  if (!directory) return std::unexpected(directory.error().WithContext("fast_path"));
+  if (Status recorded = (*directory)->Record(record); !recorded) {
+    return std::unexpected(recorded.error().WithContext("fast_path"));
+  }
+  spdlog::info("fast path: directory {} ({} entries), {} lease slots per session",
+               (*directory)->path(), (*directory)->entry_count(), config_.fast_path.lease_slots);
+  fast_path_directory_ = std::move(*directory);
   return {};
 }
 
@@ -500,6 +537,8 @@ void Daemon::Shutdown() {
   shut_down_ = true;
   StopWatchdog();
   sd_notify(0, "STOPPING=1");
+  // No fast-path acquire confirms from now on.
+  if (fast_path_directory_) fast_path_directory_->End();
   // Health watchers see the stop begin, not only the server going away.
   if (server_) SetServing(false);
   // First: its end starts the preload.
@@ -515,6 +554,10 @@ void Daemon::Shutdown() {
   service_.reset();
   metered_host_.reset();
   registry_.reset();
+  if (fast_path_directory_) {
+    fast_path_directory_.reset();  // Removes its segment.
+    ::unlink(FastPathRecordPath().c_str());
+  }
   slab_release_timer_.reset();
   cuda_pools_.clear();
   KeepSegmentsOfLiveTensors();

@@ -25,6 +25,10 @@ class Server;
 
 namespace hurray::daemon {
 
+namespace fast_path {
+class DirectorySegment;
+}
+
 class CpuPool;
 class CudaPool;
 class ExchangeService;
@@ -90,6 +94,11 @@ class Daemon {
   Status PrepareSocketPaths();
   // The CPU pool and a CUDA pool per device (none, saying why, without a driver or device).
   Status CreatePools();
+  // Marks the fast-path directory a crashed daemon of the state directory left kEnded (before
+  // anything is adopted or freed), then makes this daemon's, unless [fast_path] is off.
+  Status CreateFastPathDirectory();
+  // "<state directory>/fast_path_directory": where the directory's path is recorded.
+  [[nodiscard]] std::string FastPathRecordPath() const;
   // Returns idle slabs of the CUDA pools every `period`, on the io threads.
   void ReleaseIdleSlabsEvery(std::chrono::milliseconds period);
   // The gRPC server on the unix socket (and TCP, when configured), health SERVING.
@@ -149,6 +158,8 @@ class Daemon {
   CpuPool* cpu_pool_ = nullptr;                                    // Of pools_.
   std::vector<CudaPool*> cuda_pools_;                              // Of pools_.
   std::unique_ptr<boost::asio::steady_timer> slab_release_timer_;  // With CUDA pools only.
+  // Null with [fast_path] off; shared with registry_, ended before the sessions stop.
+  std::shared_ptr<fast_path::DirectorySegment> fast_path_directory_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -130,6 +130,12 @@ DaemonProcess::~DaemonProcess() {
   if (!stopped()) (void)Stop();
   process_.Kill();
   for (const std::string& segment : Segments()) ::shm_unlink(("/" + segment).c_str());
+  // The fast path's directory of a killed daemon that no later one removed.
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("fast-path." + shm_prefix_ + "-")) ::shm_unlink(("/" + name).c_str());
+  }
 }
 
 std::vector<std::string> DaemonProcess::Segments() const {

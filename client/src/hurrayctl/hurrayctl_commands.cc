@@ -364,6 +364,23 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
   return {};
 }
 
+namespace {
+
+// The fast path's lines of `stats`: "off", or its directory, lease pages and pinned versions.
+std::string RenderFastPath(const v1::StatsResponse& stats) {
+  if (stats.fast_path_directory_entries() == 0) return "fast path:            off\n";
+  return fmt::format(
+      "fast path:            {} of {} directory entries ({} names refused one)\n"
+      "  lease pages:        {} ({} slots)\n"
+      "  pinned versions:    {} ({}), {} scans\n",
+      stats.fast_path_directory_entries_used(), stats.fast_path_directory_entries(),
+      stats.fast_path_refused_names(), stats.fast_path_lease_pages(), stats.fast_path_lease_slots(),
+      stats.fast_path_pinned_versions(), FormatBytes(stats.fast_path_pinned_bytes()),
+      stats.fast_path_scans());
+}
+
+}  // namespace
+
 Status StatsCommand(const GlobalOptions& options) {
   HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
   auto stats = client_internal::CallStats(*connection);
@@ -376,11 +393,12 @@ Status StatsCommand(const GlobalOptions& options) {
       "sessions:             {}\n"
       "leases:               {}\n"
       "tensors:              {} ({} live versions)\n"
-      "pending allocations:  {}\n"
-      "pools:\n",
+      "pending allocations:  {}\n",
       FormatDuration(stats->uptime_seconds()), stats->daemon_epoch(), stats->session_count(),
       stats->lease_count(), stats->tensor_count(), stats->version_count(),
       stats->pending_allocation_count());
+  text += RenderFastPath(*stats);
+  text += "pools:\n";
   text += RenderPoolTable(*stats, "  ");
   text += RenderCudaPools(*stats);
   Print(text);

@@ -26,6 +26,13 @@ class MeteredSessionHost final : public SessionHost {
   [[nodiscard]] Result<SegmentAccess> GrantSegment(std::uint64_t session_id,
                                                    std::uint64_t segment_id,
                                                    bool writable) override;
+  // Handed on uncounted: each is asked once per session at most.
+  [[nodiscard]] Result<DirectoryAccess> GrantDirectory(std::uint64_t session_id) override {
+    return inner_.GrantDirectory(session_id);
+  }
+  [[nodiscard]] Result<LeasePageAccess> GrantLeasePage(std::uint64_t session_id) override {
+    return inner_.GrantLeasePage(session_id);
+  }
   [[nodiscard]] Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
                                                      const v1::SlabMapped& request) override;
   [[nodiscard]] Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,

@@ -261,10 +261,16 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
       started_(std::chrono::steady_clock::now()),
       fence_tables_(MakeFenceTables(pools, options_.fence_shm_prefix)),
       uid_quotas_(options_.uid_quota),
-      wait_timer_(io) {
+      wait_timer_(io),
+      rescan_timer_(io) {
   // Under mutex_, as every reclaim is.
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
     uid_quotas_.RemovePublished(version.publisher_uid, version.byte_size);
+  });
+  versions_.set_fast_path(options_.fast_path.directory.get(), [this](std::uint64_t version_id) {
+    const bool named = lease_pages_.Names(version_id);
+    if (named) ArmRescanLocked();
+    return named;
   });
 }
 
@@ -272,6 +278,7 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
 Registry::~Registry() {
   std::lock_guard lock(mutex_);
   wait_timer_.cancel();  // A handler that runs later sees operation_aborted.
+  rescan_timer_.cancel();
 }
 
 // ---- Sessions ----
@@ -310,6 +317,10 @@ void Registry::CloseSession(std::uint64_t session_id) {
   for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
   const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session);
   std::vector<Wait> ended = waits_.TakeSession(session_id);
+  if (const std::uint32_t slots = lease_pages_.Remove(session_id); slots != 0) {
+    uid_quotas_.RemoveLeases(session->peer.uid, slots);
+    versions_.RescanPinned();  // What only its page named is freed now.
+  }
   uid_quotas_.RemoveSession(session->peer.uid);
   sessions_.Close(session_id);
   spdlog::debug("session {} closed: {} leases released, {} allocations freed", session_id,
@@ -421,6 +432,81 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id, std::uint
     }
   }
   return access;
+}
+
+Result<DirectoryAccess> Registry::GrantDirectory(std::uint64_t session_id) {
+  const std::shared_ptr<fast_path::DirectorySegment>& directory = options_.fast_path.directory;
+  {
+    std::lock_guard lock(mutex_);
+    if (sessions_.Find(session_id) == nullptr) return std::unexpected(SessionEnded(session_id));
+  }
+  if (directory == nullptr) {
+    return FailedPreconditionError("the fast path is off ([fast_path] enabled = false)");
+  }
+  // Opening the descriptor is a system call: done outside the lock.
+  HURRAY_ASSIGN_OR_RETURN(UniqueFd fd, directory->OpenReadOnly());
+  return DirectoryAccess{.fd = std::move(fd),
+                         .size = directory->size_bytes(),
+                         .entry_count = directory->entry_count()};
+}
+
+Status Registry::CheckLeasePageLocked(std::uint64_t session_id) const {
+  const Session* session = sessions_.Find(session_id);
+  if (session == nullptr) return std::unexpected(SessionEnded(session_id));
+  if (options_.fast_path.directory == nullptr) {
+    return FailedPreconditionError("the fast path is off ([fast_path] enabled = false)");
+  }
+  if (lease_pages_.Has(session_id)) {
+    return FailedPreconditionError(
+        fmt::format("session {} has its lease page already: one per session", session_id));
+  }
+  Status quota = uid_quotas_.CheckLeases(session->peer.uid, options_.fast_path.lease_slots);
+  if (!quota) {
+    return std::unexpected(
+        quota.error().WithContext("map_lease_page: the lease page's slots count as leases"));
+  }
+  return {};
+}
+
+Result<LeasePageAccess> Registry::GrantLeasePage(std::uint64_t session_id) {
+  {
+    std::lock_guard lock(mutex_);
+    HURRAY_RETURN_IF_ERROR(CheckLeasePageLocked(session_id));
+  }
+  // Making the page takes system calls: done outside the lock, then checked again.
+  HURRAY_ASSIGN_OR_RETURN(fast_path::LeasePage page,
+                          fast_path::LeasePage::Create(options_.fast_path.lease_slots));
+  LeasePageAccess access{.fd = page.TakeClientDescriptor(),
+                         .size = fast_path::kLeasePageBytes,
+                         .slot_count = page.slot_count()};
+  std::lock_guard lock(mutex_);
+  HURRAY_RETURN_IF_ERROR(CheckLeasePageLocked(session_id));
+  uid_quotas_.AddLeases(sessions_.Find(session_id)->peer.uid, page.slot_count());
+  lease_pages_.Add(session_id, std::move(page));
+  return access;
+}
+
+void Registry::ArmRescanLocked() {
+  if (rescan_armed_) return;
+  rescan_armed_ = true;
+  rescan_timer_.expires_after(options_.fast_path.rescan_interval);
+  rescan_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) OnRescanTimer();
+  });
+}
+
+void Registry::OnRescanTimer() {
+  std::lock_guard lock(mutex_);
+  rescan_armed_ = false;
+  versions_.RescanPinned();  // Arms the timer again while a version stays pinned.
+}
+
+std::uint64_t Registry::NextFastPathIdLocked(const TensorVersion& version) {
+  if (options_.fast_path.directory == nullptr || version.fence ||
+      version.pool->device_tag() != DeviceTag::Cpu()) {
+    return 0;
+  }
+  return next_id_++;
 }
 
 Result<v1::SlabMappedAck> Registry::SlabMapped(std::uint64_t session_id,
@@ -645,6 +731,7 @@ std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishR
   allocations_.Remove(request.allocation_id());
   if (!lost_.empty()) lost_.erase(request.name());
   if (IsEventHandoff(request.handoff())) NoteUnsignalled(session, version);
+  version->fast_path_id = NextFastPathIdLocked(*version);
   const std::uint64_t number = version->number;
   versions_.Add(request.name(), std::move(version));
   return number;
@@ -1147,6 +1234,16 @@ v1::StatsResponse Registry::Stats() const {
     uid_quotas_.FillStats(response);
     response.set_lost_tensor_count(lost_count_);
     response.set_adopted_tensor_count(adopted_count_);
+    if (const auto& directory = options_.fast_path.directory) {
+      response.set_fast_path_directory_entries_used(directory->used_entries());
+      response.set_fast_path_directory_entries(directory->entry_count());
+    }
+    response.set_fast_path_lease_pages(lease_pages_.page_count());
+    response.set_fast_path_lease_slots(lease_pages_.slot_count());
+    response.set_fast_path_pinned_versions(versions_.pinned_count());
+    response.set_fast_path_pinned_bytes(versions_.pinned_bytes());
+    response.set_fast_path_scans(lease_pages_.scans());
+    response.set_fast_path_refused_names(versions_.refused_entries());
   }
   FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);
@@ -1171,6 +1268,7 @@ Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions) {
       continue;
     }
     uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->byte_size);
+    (*version)->fast_path_id = NextFastPathIdLocked(**version);
     versions_.Add(record.name, std::move(*version));
     adoption.adopted.push_back(std::move(record));
   }

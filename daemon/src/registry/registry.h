@@ -22,6 +22,14 @@
 // mode Event takes a fence; its version keeps it; a producer whose session ends before its
 // fence is reached has the fence poisoned and the version deleted.
 //
+// The fast path (ipc/include/hurray/ipc/fast_path_layout.h): with Options::fast_path's
+// directory, each published CPU-pool version without a fence gets a fast_path_id from the
+// id sequence (never 0, never reused) and its name a directory entry (VersionStore), and each
+// session may map the directory and one lease page of its own, whose slots count against
+// its uid's lease quota while the session lasts. A version retired with no lease is freed
+// only once no lease page names it; until then it is pinned, scanned for again every
+// rescan_interval and whenever a session ends (its page goes with it).
+//
 // Thread-safe: every method may be called from any thread. One mutex guards the state;
 // callbacks (acquire completions, watch events) never run while it is held, and neither
 // does building the TensorInfo of an Acquire, BatchAcquire or Describe reply (each version
@@ -41,6 +49,8 @@
 #include <vector>
 
 #include "access/access_policy.h"
+#include "fast_path/directory_segment.h"
+#include "fast_path/lease_scanner.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.pb.h"
 #include "journal/journal_record.h"
@@ -82,6 +92,16 @@ class Registry final : public SessionHost {
     // Told of every publish and delete before it is acknowledged (journal/); null: none.
     // Must outlive the registry.
     VersionJournal* journal = nullptr;
+    // The fast path (see "The fast path" above).
+    struct FastPath {
+      // Null: no fast path (map_directory and map_lease_page are FAILED_PRECONDITION).
+      std::shared_ptr<fast_path::DirectorySegment> directory;
+      // Slots of each session's lease page (1 to LeasePage::kMaxSlots).
+      std::uint32_t lease_slots = 64;
+      // How often pinned versions are scanned for again while there are some.
+      std::chrono::milliseconds rescan_interval{1};
+    };
+    FastPath fast_path;
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -109,6 +129,13 @@ class Registry final : public SessionHost {
   [[nodiscard]] Result<SegmentAccess> GrantSegment(std::uint64_t session_id,
                                                    std::uint64_t segment_id,
                                                    bool writable) override;
+  // A read-only descriptor on the fast path's directory. FAILED_PRECONDITION with the fast
+  // path off.
+  [[nodiscard]] Result<DirectoryAccess> GrantDirectory(std::uint64_t session_id) override;
+  // The session's lease page, made on the first call: FAILED_PRECONDITION with the fast path
+  // off or on a second call; RESOURCE_EXHAUSTED when its slots would pass the uid's lease
+  // quota (they count as leases until the session ends).
+  [[nodiscard]] Result<LeasePageAccess> GrantLeasePage(std::uint64_t session_id) override;
   // Records that the session mapped a CUDA slab (read-only or not), until the session ends.
   // NOT_FOUND for an unknown segment, INVALID_ARGUMENT for a segment that is not a CUDA slab,
   // PERMISSION_DENIED for one GrantSegment never opened for this session.
@@ -280,6 +307,15 @@ class Registry final : public SessionHost {
   void FillAcquireResponse(const std::string& name, const Grant& grant,
                            v1::AcquireResponse& response) const;
   void ReleaseLeaseLocked(std::uint64_t lease_id);
+  // Why the session may not get a lease page now (see GrantLeasePage), or OK.
+  [[nodiscard]] Status CheckLeasePageLocked(std::uint64_t session_id) const;
+  // The identity a version gets: the next id for a CPU-pool version without a fence when the
+  // fast path is on, otherwise 0.
+  [[nodiscard]] std::uint64_t NextFastPathIdLocked(const TensorVersion& version);
+  // Arms rescan_timer_ unless it is armed.
+  void ArmRescanLocked();
+  // rescan_timer_ fired: pinned versions are tried again.
+  void OnRescanTimer();
   void FreeAllocationLocked(std::uint64_t allocation_id);
   // Registers a wait (see Wait) for `names` that fails with DEADLINE_EXCEEDED after
   // `timeout_ms`; returns its id.
@@ -335,6 +371,11 @@ class Registry final : public SessionHost {
   std::uint64_t lost_count_ = 0;
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
+  // The live sessions' lease pages. Guarded by mutex_.
+  fast_path::LeaseScanner lease_pages_;
+  // Fires rescan_interval after a version got pinned. Guarded by mutex_.
+  boost::asio::steady_timer rescan_timer_;
+  bool rescan_armed_ = false;  // Guarded by mutex_.
   // Its own lock, taken before mutex_ is released when events are delivered.
   WatchHub watches_;
 };

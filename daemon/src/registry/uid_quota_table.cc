@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,13 +41,14 @@ Status UidQuotaTable::CheckPublished(uid_t uid, std::uint64_t bytes) const {
                     usage ? usage->published_bytes : 0, bytes);
 }
 
-Status UidQuotaTable::CheckLease(uid_t uid) const {
+Status UidQuotaTable::CheckLeases(uid_t uid, std::uint64_t count) const {
   const Usage* usage = Find(uid);
   const std::uint64_t held = usage ? usage->leases : 0;
-  if (quota_.leases == 0 || held < quota_.leases) return {};
+  if (quota_.leases == 0 || (count <= quota_.leases && held <= quota_.leases - count)) return {};
+  const std::string asked = count == 1 ? "" : fmt::format(", {} more asked", count);
   return ResourceExhaustedError(
-      fmt::format("uid {}: leases quota {} exceeded ({} leases held); release some first", uid,
-                  quota_.leases, held));
+      fmt::format("uid {}: leases quota {} exceeded ({} leases held{}); release some first", uid,
+                  quota_.leases, held, asked));
 }
 
 void UidQuotaTable::AddPending(uid_t uid, std::uint64_t bytes) {
@@ -69,11 +71,11 @@ void UidQuotaTable::RemovePublished(uid_t uid, std::uint64_t bytes) {
   EraseIfIdle(uid);
 }
 
-void UidQuotaTable::AddLease(uid_t uid) { ++usage_[uid].leases; }
+void UidQuotaTable::AddLeases(uid_t uid, std::uint64_t count) { usage_[uid].leases += count; }
 
-void UidQuotaTable::RemoveLease(uid_t uid) {
+void UidQuotaTable::RemoveLeases(uid_t uid, std::uint64_t count) {
   Usage& usage = usage_[uid];
-  if (usage.leases > 0) --usage.leases;
+  usage.leases -= std::min(count, usage.leases);
   EraseIfIdle(uid);
 }
 

@@ -40,15 +40,19 @@ class UidQuotaTable {
   // one more lease.
   [[nodiscard]] Status CheckPending(uid_t uid, std::uint64_t bytes) const;
   [[nodiscard]] Status CheckPublished(uid_t uid, std::uint64_t bytes) const;
-  [[nodiscard]] Status CheckLease(uid_t uid) const;
+  [[nodiscard]] Status CheckLease(uid_t uid) const { return CheckLeases(uid, 1); }
+  // Whether `uid` may take `count` more leases (a lease page's slots count as leases).
+  [[nodiscard]] Status CheckLeases(uid_t uid, std::uint64_t count) const;
 
   // Counts what `uid` took or gave back. A removal never exceeds what was added.
   void AddPending(uid_t uid, std::uint64_t bytes);
   void RemovePending(uid_t uid, std::uint64_t bytes);
   void AddPublished(uid_t uid, std::uint64_t bytes);
   void RemovePublished(uid_t uid, std::uint64_t bytes);
-  void AddLease(uid_t uid);
-  void RemoveLease(uid_t uid);
+  void AddLease(uid_t uid) { AddLeases(uid, 1); }
+  void RemoveLease(uid_t uid) { RemoveLeases(uid, 1); }
+  void AddLeases(uid_t uid, std::uint64_t count);
+  void RemoveLeases(uid_t uid, std::uint64_t count);
   void AddSession(uid_t uid);
   void RemoveSession(uid_t uid);
 

@@ -48,8 +48,10 @@ void VersionStore::Add(const std::string& name, std::shared_ptr<TensorVersion> v
   }
   published_bytes_ += version->byte_size;
   if (version->evictable) evictable_.Add(version.get());
+  AssignEntry(entry, *version);
   entry.versions.push_back(std::move(version));
   ++version_count_;
+  ShowLatest(entry);  // Before any superseded version may be reclaimed.
   for (TensorVersion* old : superseded) ReclaimIfUnused(old);  // Never erases the entry.
 }
 
@@ -64,11 +66,13 @@ std::vector<TensorVersion*> VersionStore::MarkDeleted(std::string_view name, std
       deleted.push_back(version.get());
     }
   }
+  ShowLatest(entry->second);
   return deleted;
 }
 
 void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   if (version->lease_count != 0 || !(version->superseded || version->deleted)) return;
+  if (HeldByLeasePage(version)) return;
   for (const PoolRange& buffer : version->buffers) {
     if (buffer.segment_id != 0) version->pool->Free(buffer);
   }
@@ -81,7 +85,48 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   versions.erase(std::ranges::find_if(
       versions, [version](const auto& live) { return live.get() == version; }));
   --version_count_;
-  if (versions.empty()) names_.erase(entry);
+  if (versions.empty()) {
+    if (entry->second.directory_entry) directory_->FreeEntry(*entry->second.directory_entry);
+    names_.erase(entry);
+  }
+}
+
+void VersionStore::AssignEntry(NameEntry& entry, TensorVersion& version) {
+  if (directory_ == nullptr || version.fast_path_id == 0) {
+    version.fast_path_id = 0;
+    return;
+  }
+  if (!entry.directory_entry) entry.directory_entry = directory_->AllocateEntry();
+  if (!entry.directory_entry) {
+    if (!entry.refused_entry) ++refused_entries_;
+    entry.refused_entry = true;
+    version.fast_path_id = 0;
+    return;
+  }
+  version.directory_entry = *entry.directory_entry;
+}
+
+void VersionStore::ShowLatest(const NameEntry& entry) {
+  if (!entry.directory_entry) return;
+  const TensorVersion* latest = entry.Latest();
+  directory_->Show(*entry.directory_entry, latest != nullptr ? latest->fast_path_id : 0,
+                   latest != nullptr ? latest->number : 0);
+}
+
+bool VersionStore::HeldByLeasePage(TensorVersion* version) {
+  const bool held = version->fast_path_id != 0 && named_ && named_(version->fast_path_id);
+  if (held) {
+    if (pinned_.insert(version).second) pinned_bytes_ += version->byte_size;
+  } else if (pinned_.erase(version) != 0) {
+    pinned_bytes_ -= version->byte_size;
+  }
+  return held;
+}
+
+std::size_t VersionStore::RescanPinned() {
+  const std::vector<TensorVersion*> pinned(pinned_.begin(), pinned_.end());
+  for (TensorVersion* version : pinned) ReclaimIfUnused(version);
+  return pinned_.size();
 }
 
 std::shared_ptr<TensorVersion> VersionStore::Find(std::string_view name,

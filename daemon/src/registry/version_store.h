@@ -6,11 +6,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "fast_path/directory_segment.h"
 #include "hurray/v1/exchange.pb.h"
 #include "pool/pool.h"
 #include "registry/eviction_list.h"
@@ -79,6 +82,10 @@ struct NameEntry {
   // lives on only while leased.
   boost::container::small_vector<std::shared_ptr<TensorVersion>, 1> versions;
   std::uint64_t next_version = 1;
+  // Its entry in the fast path's directory, when it has one.
+  std::optional<std::uint64_t> directory_entry;
+  // A publish of it found the directory full (counted once per name).
+  bool refused_entry = false;
 
   // The latest version, when it may still be acquired; null otherwise.
   [[nodiscard]] TensorVersion* Latest() const;
@@ -90,6 +97,13 @@ struct NameEntry {
 // added, hidden when deleted, and reclaimed (its buffers returned to its pool, its record
 // dropped) once it is superseded or deleted and unleased; a name goes with its last version.
 // The evictable latest versions are kept in an EvictionList, in step with these changes.
+//
+// With a fast-path directory (set_fast_path), each name whose versions carry a fast_path_id
+// gets an entry (freed when the name goes), which always shows the name's latest live
+// version, or 0: rewritten by Add and MarkDeleted before any version they retire is
+// reclaimed. A version to be reclaimed whose fast_path_id a lease page names (the `named`
+// check, run after the entry stopped showing it) is held back instead, *pinned*, until
+// RescanPinned (or a reclaim attempt) finds it named nowhere.
 //
 // Not thread-safe: guarded by Registry::mutex_.
 class VersionStore {
@@ -105,9 +119,19 @@ class VersionStore {
   // Marks the versions of `name` not yet deleted (all, or only `number` when not 0) deleted,
   // and returns them, oldest first. The caller reclaims them with ReclaimIfUnused.
   std::vector<TensorVersion*> MarkDeleted(std::string_view name, std::uint64_t number);
-  // Reclaims `version` when it is superseded or deleted and has no lease (it may be the
-  // last reference to it, and to its name's entry).
+  // Reclaims `version` when it is superseded or deleted, has no lease and no lease page
+  // names it (it may be the last reference to it, and to its name's entry); one a page names
+  // is pinned instead.
   void ReclaimIfUnused(TensorVersion* version);
+  // Serves the fast path from `directory` (null: none; must outlive the store): `named`
+  // tells whether a lease page names a fast_path_id. Before the first Add.
+  void set_fast_path(fast_path::DirectorySegment* directory,
+                     std::function<bool(std::uint64_t)> named) {
+    directory_ = directory;
+    named_ = std::move(named);
+  }
+  // Tries every pinned version again; returns how many stay pinned.
+  std::size_t RescanPinned();
   // Called with each version as it is reclaimed, before it leaves the store.
   void set_reclaim_observer(std::function<void(const TensorVersion&)> observer) {
     reclaim_observer_ = std::move(observer);
@@ -135,6 +159,11 @@ class VersionStore {
   // Bytes of every version added, and of every version reclaimed, since the store was made.
   [[nodiscard]] std::uint64_t published_bytes() const { return published_bytes_; }
   [[nodiscard]] std::uint64_t reclaimed_bytes() const { return reclaimed_bytes_; }
+  // Versions kept only because a lease page names them, and their bytes.
+  [[nodiscard]] std::uint64_t pinned_count() const { return pinned_.size(); }
+  [[nodiscard]] std::uint64_t pinned_bytes() const { return pinned_bytes_; }
+  // Names a publish found no free directory entry for.
+  [[nodiscard]] std::uint64_t refused_entries() const { return refused_entries_; }
 
  private:
   Names names_;
@@ -143,6 +172,20 @@ class VersionStore {
   std::uint64_t published_bytes_ = 0;
   std::uint64_t reclaimed_bytes_ = 0;
   std::function<void(const TensorVersion&)> reclaim_observer_;
+
+  // Gives `version` (about to be the latest of `entry`) its directory entry; without one
+  // (none free, or no fast path), its fast_path_id becomes 0.
+  void AssignEntry(NameEntry& entry, TensorVersion& version);
+  // Shows the latest live version of `entry` (or 0) in its directory entry.
+  void ShowLatest(const NameEntry& entry);
+  // Whether `version` must stay because a lease page names it; tracks pinned_.
+  bool HeldByLeasePage(TensorVersion* version);
+
+  fast_path::DirectorySegment* directory_ = nullptr;
+  std::function<bool(std::uint64_t)> named_;
+  std::set<TensorVersion*> pinned_;
+  std::uint64_t pinned_bytes_ = 0;
+  std::uint64_t refused_entries_ = 0;
 };
 
 }  // namespace hurray::daemon

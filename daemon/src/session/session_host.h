@@ -9,6 +9,7 @@
 #include "hurray/error.h"
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/session_protocol.h"
+#include "hurray/ipc/unique_fd.h"
 #include "hurray/v1/exchange.pb.h"
 #include "hurray/v1/session.pb.h"
 #include "pool/pool.h"
@@ -20,6 +21,20 @@ namespace hurray::daemon {
 struct SessionGrant {
   std::uint64_t session_id;
   std::string token;
+};
+
+// The fast path's directory, for one session: a read-only descriptor and its shape.
+struct DirectoryAccess {
+  UniqueFd fd;
+  std::uint64_t size = 0;         // Bytes of the segment.
+  std::uint64_t entry_count = 0;  // Entries after its header.
+};
+
+// A session's lease page: a read-write descriptor, and the slots it holds at its start.
+struct LeasePageAccess {
+  UniqueFd fd;
+  std::uint64_t size = 0;
+  std::uint32_t slot_count = 0;
 };
 
 // Implemented by the registry. Thread-safe; called from io_context threads.
@@ -52,6 +67,13 @@ class SessionHost {
   virtual Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
                                                const v1::SlabMapped& request);
 
+  // The fast path (ipc/include/hurray/ipc/fast_path_layout.h): a read-only descriptor on the
+  // directory; and, once per session, its lease page. The error (FAILED_PRECONDITION with
+  // the fast path off or for a second lease page, RESOURCE_EXHAUSTED past the lease quota)
+  // is sent to the client with its code. A host without a fast path answers UNIMPLEMENTED.
+  virtual Result<DirectoryAccess> GrantDirectory(std::uint64_t session_id);
+  virtual Result<LeasePageAccess> GrantLeasePage(std::uint64_t session_id);
+
   // The exchange's hot path, for the session that owns the connection: the same rules as
   // the gRPC service. A host that does not serve them answers UNIMPLEMENTED.
   virtual Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,
@@ -79,6 +101,12 @@ class SessionHost {
 inline void SessionHost::ConnectionRefused(const PeerCredentials&, const Error&) {}
 inline Result<v1::SlabMappedAck> SessionHost::SlabMapped(std::uint64_t, const v1::SlabMapped&) {
   return UnimplementedError("slab_mapped is not served on this socket");
+}
+inline Result<DirectoryAccess> SessionHost::GrantDirectory(std::uint64_t) {
+  return UnimplementedError("map_directory is not served on this socket");
+}
+inline Result<LeasePageAccess> SessionHost::GrantLeasePage(std::uint64_t) {
+  return UnimplementedError("map_lease_page is not served on this socket");
 }
 inline Result<v1::AllocateResponse> SessionHost::Allocate(std::uint64_t,
                                                           const v1::AllocateRequest&) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/fast_path_layout.h"
 #include "hurray/ipc/frame.h"
 #include "hurray/ipc/frame_reader.h"
 #include "hurray/ipc/frame_sender.h"
@@ -336,6 +337,11 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   // then they wait for a later reply.
   void AppendReleaseFailuresLocked();
   [[nodiscard]] Reply HandleMapSegment(std::uint64_t session_id, const v1::SessionMessage& request);
+  // The fast path's directory and lease page, their descriptor attached.
+  [[nodiscard]] Reply HandleMapDirectory(std::uint64_t session_id,
+                                         const v1::SessionMessage& request);
+  [[nodiscard]] Reply HandleMapLeasePage(std::uint64_t session_id,
+                                         const v1::SessionMessage& request);
   // A publish_batch, refused with RESOURCE_EXHAUSTED before anything is published when its
   // reply might not fit one frame.
   [[nodiscard]] Reply HandlePublishBatch(std::uint64_t session_id,
@@ -856,6 +862,10 @@ std::optional<SessionServer::Connection::Reply> SessionServer::Connection::Handl
   switch (request.body_case()) {
     case v1::SessionMessage::kMapSegment:
       return HandleMapSegment(session_id, request);
+    case v1::SessionMessage::kMapDirectory:
+      return HandleMapDirectory(session_id, request);
+    case v1::SessionMessage::kMapLeasePage:
+      return HandleMapLeasePage(session_id, request);
     case v1::SessionMessage::kAllocate:
       return ReplyWith(request.request_id(), host.Allocate(session_id, request.allocate()),
                        &v1::SessionMessage::mutable_allocate_reply);
@@ -1007,6 +1017,33 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleMapSegment(
   granted.set_kind(ToProto(access->kind));
   granted.set_device_uuid(access->device_uuid);
   granted.set_legacy_ipc_handle(access->legacy_ipc_handle);
+  reply.fd = std::move(access->fd);
+  return reply;
+}
+
+SessionServer::Connection::Reply SessionServer::Connection::HandleMapDirectory(
+    std::uint64_t session_id, const v1::SessionMessage& request) {
+  Result<DirectoryAccess> access = core_->host().GrantDirectory(session_id);
+  if (!access) return ErrorReply(request.request_id(), access.error(), /*close_after=*/false);
+  Reply reply;
+  reply.message.set_request_id(request.request_id());
+  v1::DirectoryGranted& granted = *reply.message.mutable_directory_granted();
+  granted.set_size(access->size);
+  granted.set_entry_count(access->entry_count);
+  granted.set_layout_version(fast_path::kLayoutVersion);
+  reply.fd = std::move(access->fd);
+  return reply;
+}
+
+SessionServer::Connection::Reply SessionServer::Connection::HandleMapLeasePage(
+    std::uint64_t session_id, const v1::SessionMessage& request) {
+  Result<LeasePageAccess> access = core_->host().GrantLeasePage(session_id);
+  if (!access) return ErrorReply(request.request_id(), access.error(), /*close_after=*/false);
+  Reply reply;
+  reply.message.set_request_id(request.request_id());
+  v1::LeasePageGranted& granted = *reply.message.mutable_lease_page_granted();
+  granted.set_size(access->size);
+  granted.set_slot_count(access->slot_count);
   reply.fd = std::move(access->fd);
   return reply;
 }

@@ -1,0 +1,38 @@
+#include "fast_path/shared_mapping.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "hurray/ipc/errno_error.h"
+
+namespace hurray::daemon::fast_path {
+
+Result<SharedMapping> SharedMapping::Map(int fd, std::size_t size, int prot,
+                                         std::string_view what) {
+  void* data = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) return std::unexpected(ErrnoError("mmap", what, errno));
+  return SharedMapping(data, size);
+}
+
+SharedMapping::SharedMapping(SharedMapping&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+SharedMapping& SharedMapping::operator=(SharedMapping&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+SharedMapping::~SharedMapping() { Unmap(); }
+
+void SharedMapping::Unmap() noexcept {
+  if (data_ != nullptr) ::munmap(data_, size_);
+  data_ = nullptr;
+}
+
+}  // namespace hurray::daemon::fast_path
