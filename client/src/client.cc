@@ -9,119 +9,34 @@
 
 #include "client_internal.h"
 #include "connection.h"
+#include "decoded_tensor.h"
+#include "fast_path.h"
 #include "hurray/descriptor_codec.h"
 #include "inspection_calls.h"
 #include "inspection_codec.h"
+#include "mapped_buffers.h"
+#include "tensor_cache.h"
 
 namespace hurray {
 
 using client_internal::Connection;
+using client_internal::DecodedTensor;
+using client_internal::FastPath;
+using client_internal::FastPathPin;
 using client_internal::FromGrpcStatus;
-using client_internal::Mapping;
+using client_internal::MapBuffers;
+using client_internal::MappedBuffer;
+using client_internal::TensorCache;
 using client_internal::TensorViewAccess;
+using client_internal::UnmapSealedBuffers;
 
 namespace {
 
-// A buffer inside a mapped segment (host memory) or a mapped CUDA slab (device memory).
-struct MappedBuffer {
-  std::shared_ptr<Mapping> mapping;     // Host memory; null for an empty or device buffer.
-  client_internal::SlabReference slab;  // Device memory; empty otherwise.
-  std::byte* data = nullptr;            // The address in this process: a host or a device address.
-  std::uint64_t size = 0;
-};
-
-// A tensor's buffers, mapped, and where they live.
-struct MappedTensor {
-  std::vector<MappedBuffer> buffers;
-  DeviceInfo device;
-};
-
-// The memory of one non-empty buffer: a host segment (cached by the connection) or a CUDA
-// slab (the connection's DeviceSlabCache), as the buffer's device tag says, of daemon epoch
-// `epoch`; `size` is the mapped segment's or slab's.
-Result<MappedBuffer> MapOne(Connection& connection, const v1::BufferLocation& location,
-                            DeviceTag device_tag, bool writable, std::string_view pool,
-                            std::uint64_t epoch, std::uint64_t& size) {
-  if (device_tag == DeviceTag::Cpu()) {
-    HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
-                            connection.MapSegment(location.segment_id(), writable, epoch));
-    size = mapping->size();
-    std::byte* data = mapping->base() + std::min(location.offset(), size);
-    return MappedBuffer{.mapping = std::move(mapping), .slab = {}, .data = data, .size = 0};
+// Fills this process's page tables for the tensor's host buffers (AcquireOptions::populate).
+void PopulateTensor(const DecodedTensor& tensor) {
+  for (const MappedBuffer& buffer : tensor.buffers) {
+    if (!buffer.slab) client_internal::PopulateForReading(buffer.data, buffer.size);
   }
-  if (device_tag != DeviceTag::Cuda()) {
-    return FailedPreconditionError(fmt::format(
-        "pool {}: this client maps CPU and CUDA memory, not {}", pool, device_tag.Name()));
-  }
-  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs, connection.DeviceSlabs(epoch));
-  HURRAY_ASSIGN_OR_RETURN(client_internal::SlabReference slab,
-                          slabs->Acquire(location.segment_id(), writable, pool));
-  size = slab.slab().size;
-  // NOLINTNEXTLINE(performance-no-int-to-ptr): a device address is an integer.
-  auto* data = reinterpret_cast<std::byte*>(slab.address() + std::min(location.offset(), size));
-  return MappedBuffer{.mapping = nullptr, .slab = std::move(slab), .data = data, .size = 0};
-}
-
-// Maps every location (of daemon epoch `epoch`) and checks that each lies inside its segment
-// and has the descriptor's size. Nothing stays mapped for the tensor on error.
-Result<MappedTensor> MapBuffers(
-    Connection& connection, const google::protobuf::RepeatedPtrField<v1::BufferLocation>& buffers,
-    const TensorDescriptor& descriptor, bool writable, std::string_view pool, std::uint64_t epoch) {
-  if (static_cast<std::size_t>(buffers.size()) != descriptor.buffers().size()) {
-    return InternalError(fmt::format("daemon sent {} buffer locations for a buffer table of {}",
-                                     buffers.size(), descriptor.buffers().size()));
-  }
-  MappedTensor mapped{.buffers = {}, .device = DeviceInfo{.device_tag = descriptor.device_tag()}};
-  mapped.buffers.reserve(descriptor.buffers().size());
-  for (int i = 0; i < buffers.size(); ++i) {
-    const v1::BufferLocation& location = buffers.Get(i);
-    const BufferHandle& declared = descriptor.buffers()[static_cast<std::size_t>(i)];
-    if (location.byte_size() != declared.byte_size()) {
-      return InternalError(fmt::format("daemon sent buffer {} of {} bytes; the descriptor says {}",
-                                       i, location.byte_size(), declared.byte_size()));
-    }
-    if (location.byte_size() == 0) {
-      mapped.buffers.push_back(MappedBuffer{});
-      continue;
-    }
-    std::uint64_t size = 0;
-    HURRAY_ASSIGN_OR_RETURN(MappedBuffer buffer, MapOne(connection, location, declared.device_tag(),
-                                                        writable, pool, epoch, size));
-    if (location.offset() > size || location.byte_size() > size - location.offset()) {
-      return InternalError(
-          fmt::format("daemon sent buffer {} at offset {} beyond segment {} of {} bytes", i,
-                      location.offset(), location.segment_id(), size));
-    }
-    if (buffer.slab) {
-      mapped.device.device_ordinal = buffer.slab.slab().device_ordinal;
-      mapped.device.device_uuid = buffer.slab.slab().device_uuid;
-    }
-    buffer.size = location.byte_size();
-    mapped.buffers.push_back(std::move(buffer));
-  }
-  return mapped;
-}
-
-// Unmaps the buffers that live in a sealed pool's memfds (no cache holds them): the daemon
-// seals a memfd at publish only when no writable mapping of it remains.
-void UnmapSealedBuffers(std::vector<MappedBuffer>& buffers) {
-  for (MappedBuffer& buffer : buffers) {
-    if (buffer.mapping && buffer.mapping->sealed()) buffer = MappedBuffer{};
-  }
-}
-
-// The sync mode of a handoff; INTERNAL for an Event handoff without a fence.
-Result<SyncMode> HandoffSyncMode(const v1::SyncHandoff& handoff) {
-  if (handoff.sync_mode() > 0xff) {
-    return InvalidArgumentError(
-        fmt::format("daemon sent an invalid handoff: sync mode {}", handoff.sync_mode()));
-  }
-  auto mode = SyncModeFromByte(static_cast<std::uint8_t>(handoff.sync_mode()));
-  if (!mode) return std::unexpected(mode.error().WithContext("daemon sent an invalid handoff"));
-  if (*mode == SyncMode::kEvent && !handoff.has_fence()) {
-    return InternalError("daemon sent an Event handoff without a fence");
-  }
-  return *mode;
 }
 
 // A wait as the protocol's wait_timeout_ms; INVALID_ARGUMENT when negative or too long.
@@ -263,21 +178,17 @@ Status WritableTensor::Cancel() {
 
 struct TensorView::State {
   std::shared_ptr<Connection> connection;
-  std::string name;
-  std::uint64_t version = 0;
+  // The version as this process mapped it, shared with the client's cache and other views.
+  std::shared_ptr<const DecodedTensor> tensor;
+  // The daemon's lease; 0 on the fast path, where `pin` keeps the version instead.
   std::uint64_t lease_id = 0;
-  std::uint64_t daemon_epoch = 0;
-  TensorDescriptor descriptor;
-  std::vector<MappedBuffer> buffers;
-  DeviceInfo device;
-  SyncMode sync_mode = SyncMode::kProducerSynced;
-  // SyncMode::kEvent: the fence, and whether the daemon saw it reached at acquire.
-  v1::Fence fence;
+  std::optional<FastPathPin> pin;
+  // SyncMode::kEvent: whether the daemon saw the fence reached at acquire.
   bool ready_at_acquire = false;
 
   // Whether a consumer may read without waiting.
   [[nodiscard]] bool ready_without_fence() const {
-    return sync_mode != SyncMode::kEvent || ready_at_acquire;
+    return tensor->sync_mode != SyncMode::kEvent || ready_at_acquire;
   }
 };
 
@@ -294,76 +205,85 @@ TensorView::~TensorView() {
   if (state_) (void)Release();
 }
 
-const std::string& TensorView::name() const { return state_->name; }
-std::uint64_t TensorView::version() const { return state_->version; }
-const TensorDescriptor& TensorView::descriptor() const { return state_->descriptor; }
-std::size_t TensorView::buffer_count() const { return state_->buffers.size(); }
+const std::string& TensorView::name() const { return state_->tensor->name; }
+std::uint64_t TensorView::version() const { return state_->tensor->version; }
+const TensorDescriptor& TensorView::descriptor() const { return state_->tensor->descriptor; }
+std::size_t TensorView::buffer_count() const { return state_->tensor->buffers.size(); }
 std::span<const std::byte> TensorView::buffer(std::size_t index) const {
-  const MappedBuffer& buffer = state_->buffers.at(index);
+  const MappedBuffer& buffer = state_->tensor->buffers.at(index);
   if (buffer.slab) return {};
   return {buffer.data, buffer.size};
 }
-const void* TensorView::data(std::size_t index) const { return state_->buffers.at(index).data; }
-const DeviceInfo& TensorView::device() const { return state_->device; }
-SyncMode TensorView::sync_mode() const { return state_->sync_mode; }
+const void* TensorView::data(std::size_t index) const {
+  return state_->tensor->buffers.at(index).data;
+}
+const DeviceInfo& TensorView::device() const { return state_->tensor->device; }
+SyncMode TensorView::sync_mode() const { return state_->tensor->sync_mode; }
 
 Status TensorView::WaitOn(CudaStream stream) const {
   if (!state_) return FailedPreconditionError("WaitOn: the view holds no lease");
   if (state_->ready_without_fence()) return {};
   Connection& connection = *state_->connection;
-  HURRAY_ASSIGN_OR_RETURN(
-      const client_internal::DeviceAddress fence,
-      connection.FenceDeviceAddress(state_->fence, /*writable=*/false,
-                                    state_->device.device_ordinal, state_->daemon_epoch));
+  HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
+                          connection.FenceDeviceAddress(state_->tensor->fence, /*writable=*/false,
+                                                        state_->tensor->device.device_ordinal,
+                                                        state_->tensor->daemon_epoch));
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
-                          connection.DeviceSlabs(state_->daemon_epoch));
-  return slabs->mapper().WaitValue(stream, fence, state_->fence.value());
+                          connection.DeviceSlabs(state_->tensor->daemon_epoch));
+  return slabs->mapper().WaitValue(stream, fence, state_->tensor->fence.value());
 }
 
 Result<bool> TensorView::Ready() const {
   if (!state_) return FailedPreconditionError("Ready: the view holds no lease");
   if (state_->ready_without_fence()) return true;
-  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t value,
-                          state_->connection->ReadFence(state_->fence, state_->daemon_epoch));
+  HURRAY_ASSIGN_OR_RETURN(
+      const std::uint64_t value,
+      state_->connection->ReadFence(state_->tensor->fence, state_->tensor->daemon_epoch));
   if (value == std::numeric_limits<std::uint64_t>::max()) {
     return std::unexpected(Error(
         StatusCode::kDataLoss,
         fmt::format("{} version {}: the daemon gave up on the data (its producer ended, or the "
                     "daemon stopped, before it was ready)",
-                    state_->name, state_->version)));
+                    state_->tensor->name, state_->tensor->version)));
   }
-  return value >= state_->fence.value();
+  return value >= state_->tensor->fence.value();
 }
 
 Result<std::shared_ptr<void>> TensorViewAccess::ReadyEvent(const TensorView& view) {
   const TensorView::State* state = view.state_.get();
   if (state == nullptr) return FailedPreconditionError("ReadyEvent: the view holds no lease");
-  if (state->device.device_tag != DeviceTag::Cuda()) {
+  if (state->tensor->device.device_tag != DeviceTag::Cuda()) {
     return FailedPreconditionError(
-        fmt::format("{} version {} is not in a CUDA pool: it has no device event", state->name,
-                    state->version));
+        fmt::format("{} version {} is not in a CUDA pool: it has no device event",
+                    state->tensor->name, state->tensor->version));
   }
   std::shared_ptr<Connection> connection = state->connection;
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
-                          connection->DeviceSlabs(state->daemon_epoch));
+                          connection->DeviceSlabs(state->tensor->daemon_epoch));
   client_internal::DeviceAddress fence = 0;
   if (!state->ready_without_fence()) {
-    HURRAY_ASSIGN_OR_RETURN(
-        fence, connection->FenceDeviceAddress(state->fence, /*writable=*/false,
-                                              state->device.device_ordinal, state->daemon_epoch));
+    HURRAY_ASSIGN_OR_RETURN(fence,
+                            connection->FenceDeviceAddress(state->tensor->fence, /*writable=*/false,
+                                                           state->tensor->device.device_ordinal,
+                                                           state->tensor->daemon_epoch));
   }
-  HURRAY_ASSIGN_OR_RETURN(void* event,
-                          slabs->mapper().RecordEventAfterWait(state->device.device_ordinal, fence,
-                                                               state->fence.value()));
+  HURRAY_ASSIGN_OR_RETURN(
+      void* event, slabs->mapper().RecordEventAfterWait(state->tensor->device.device_ordinal, fence,
+                                                        state->tensor->fence.value()));
   return std::shared_ptr<void>(
       event, [connection, slabs](void* recorded) { slabs->mapper().DestroyEvent(recorded); });
 }
 std::uint64_t TensorView::lease_id() const { return state_->lease_id; }
-std::uint64_t TensorView::daemon_epoch() const { return state_->daemon_epoch; }
+bool TensorView::fast_path() const { return state_->pin.has_value(); }
+std::uint64_t TensorView::daemon_epoch() const { return state_->tensor->daemon_epoch; }
 
 Status TensorView::Release() {
   if (!state_) return {};
-  auto status = ReleaseLease(*state_->connection, state_->lease_id, state_->daemon_epoch);
+  if (state_->pin) {
+    state_.reset();  // Unpins.
+    return {};
+  }
+  auto status = ReleaseLease(*state_->connection, state_->lease_id, state_->tensor->daemon_epoch);
   state_.reset();
   return status;
 }
@@ -373,10 +293,11 @@ Status TensorViewAccess::CheckAllOf(const Connection& connection,
   for (std::size_t i = 0; i < views.size(); ++i) {
     const TensorView::State* state = views[i].state_.get();
     if (state == nullptr || state->connection.get() == &connection) continue;
-    return InvalidArgumentError(fmt::format(
-        "Release: views[{}] ({} version {}, lease {}) was acquired through another "
-        "client; nothing was released",
-        i, std::string_view(state->name).substr(0, 200), state->version, state->lease_id));
+    return InvalidArgumentError(
+        fmt::format("Release: views[{}] ({} version {}, lease {}) was acquired through another "
+                    "client; nothing was released",
+                    i, std::string_view(state->tensor->name).substr(0, 200), state->tensor->version,
+                    state->lease_id));
   }
   return {};
 }
@@ -386,7 +307,11 @@ Status TensorViewAccess::ReleaseAll(Connection& connection, std::span<TensorView
   std::map<std::uint64_t, std::vector<std::uint64_t>> lease_ids;
   for (TensorView& view : views) {
     if (!view.state_) continue;
-    lease_ids[view.state_->daemon_epoch].push_back(view.state_->lease_id);
+    if (view.state_->pin) {
+      view.state_.reset();  // Unpins.
+      continue;
+    }
+    lease_ids[view.state_->tensor->daemon_epoch].push_back(view.state_->lease_id);
     view.state_.reset();
   }
   Status outcome;
@@ -432,38 +357,39 @@ void TensorViewBatch::clear() {
 
 Result<TensorView> TensorViewAccess::FromReply(const std::shared_ptr<Connection>& connection,
                                                const v1::AcquireResponse& reply,
-                                               std::uint64_t epoch, bool populate) {
-  auto descriptor = DescriptorFromProto(reply.tensor().tensor_descriptor());
-  if (!descriptor) {
-    return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
+                                               std::uint64_t epoch, bool populate,
+                                               TensorCache* cache) {
+  std::shared_ptr<const DecodedTensor> tensor;
+  if (cache != nullptr) tensor = cache->Find(reply.tensor().name(), reply.version_id(), epoch);
+  if (!tensor || tensor->version != reply.tensor().version()) {
+    HURRAY_ASSIGN_OR_RETURN(tensor, client_internal::DecodeTensor(*connection, reply, epoch));
+    if (cache != nullptr) cache->Insert(tensor);
   }
-  const v1::SyncHandoff& handoff = reply.tensor().handoff();
-  HURRAY_ASSIGN_OR_RETURN(const SyncMode sync_mode, HandoffSyncMode(handoff));
-  HURRAY_ASSIGN_OR_RETURN(MappedTensor mapped,
-                          MapBuffers(*connection, reply.tensor().buffers(), *descriptor,
-                                     /*writable=*/false, reply.tensor().pool(), epoch));
-  if (populate) {
-    for (const MappedBuffer& buffer : mapped.buffers) {
-      if (!buffer.slab) client_internal::PopulateForReading(buffer.data, buffer.size);
-    }
-  }
+  if (populate) PopulateTensor(*tensor);
+  return TensorView(std::make_unique<TensorView::State>(
+      TensorView::State{.connection = connection,
+                        .tensor = std::move(tensor),
+                        .lease_id = reply.lease_id(),
+                        .pin = std::nullopt,
+                        .ready_at_acquire = reply.tensor().handoff().ready()}));
+}
+
+TensorView TensorViewAccess::FromPin(const std::shared_ptr<Connection>& connection,
+                                     std::shared_ptr<const DecodedTensor> tensor, FastPathPin pin) {
   return TensorView(
       std::make_unique<TensorView::State>(TensorView::State{.connection = connection,
-                                                            .name = reply.tensor().name(),
-                                                            .version = reply.tensor().version(),
-                                                            .lease_id = reply.lease_id(),
-                                                            .daemon_epoch = epoch,
-                                                            .descriptor = std::move(*descriptor),
-                                                            .buffers = std::move(mapped.buffers),
-                                                            .device = std::move(mapped.device),
-                                                            .sync_mode = sync_mode,
-                                                            .fence = handoff.fence(),
-                                                            .ready_at_acquire = handoff.ready()}));
+                                                            .tensor = std::move(tensor),
+                                                            .lease_id = 0,
+                                                            .pin = std::move(pin),
+                                                            .ready_at_acquire = false}));
 }
 
 // ---- Client ----
 
-Client::Client(std::shared_ptr<Connection> connection) : connection_(std::move(connection)) {}
+Client::Client(std::shared_ptr<Connection> connection, bool fast_path)
+    : connection_(std::move(connection)),
+      cache_(std::make_unique<TensorCache>()),
+      fast_path_(fast_path ? std::make_unique<FastPath>(*connection_) : nullptr) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
@@ -473,7 +399,7 @@ Result<std::unique_ptr<Client>> Client::Connect(Options options) {
                                      options.hot_path == Options::HotPath::kSessionSocket,
                                      options.max_mapped_device_bytes);
   if (!connection) return std::unexpected(connection.error());
-  return std::unique_ptr<Client>(new Client(std::move(*connection)));
+  return std::unique_ptr<Client>(new Client(std::move(*connection), options.fast_path));
 }
 
 std::uint64_t Client::session_id() const { return connection_->session_id(); }
@@ -559,7 +485,21 @@ Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTens
   return published;
 }
 
+std::optional<TensorView> Client::AcquireFast(std::string_view name,
+                                              const AcquireOptions& options) {
+  if (!fast_path_) return std::nullopt;
+  std::shared_ptr<const DecodedTensor> tensor = cache_->Find(name);
+  if (!tensor || (options.version != 0 && options.version != tensor->version)) {
+    return std::nullopt;
+  }
+  std::optional<FastPathPin> pin = fast_path_->TryPin(*tensor);
+  if (!pin) return std::nullopt;
+  if (options.populate) PopulateTensor(*tensor);
+  return TensorViewAccess::FromPin(connection_, std::move(tensor), std::move(*pin));
+}
+
 Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options) {
+  if (std::optional<TensorView> view = AcquireFast(name, options)) return std::move(*view);
   v1::AcquireRequest request;
   request.set_name(std::string(name));
   request.set_version(options.version);
@@ -567,9 +507,16 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   if (!wait) return std::unexpected(wait.error());
   request.set_wait_timeout_ms(*wait);
   auto response = connection_->Acquire(request);
-  if (!response) return std::unexpected(response.error());
-  auto view = TensorViewAccess::FromReply(connection_, *response, response->daemon_epoch(),
-                                          options.populate);
+  if (!response) {
+    if (response.error().code() == StatusCode::kNotFound && options.version == 0) {
+      cache_->Erase(name, connection_->daemon_epoch());
+    }
+    return std::unexpected(response.error());
+  }
+  // Only a reply for the latest version replaces the cached one.
+  auto view =
+      TensorViewAccess::FromReply(connection_, *response, response->daemon_epoch(),
+                                  options.populate, options.version == 0 ? cache_.get() : nullptr);
   if (!view) (void)ReleaseLease(*connection_, response->lease_id(), response->daemon_epoch());
   return view;
 }
@@ -597,8 +544,9 @@ Result<TensorViewBatch> Client::BatchAcquire(const std::vector<std::string>& nam
   std::vector<TensorView> views;
   views.reserve(static_cast<std::size_t>(response.tensors_size()));
   for (int i = 0; i < response.tensors_size(); ++i) {
-    auto view = TensorViewAccess::FromReply(connection_, response.tensors(i),
-                                            response.daemon_epoch(), /*populate=*/false);
+    auto view =
+        TensorViewAccess::FromReply(connection_, response.tensors(i), response.daemon_epoch(),
+                                    /*populate=*/false, cache_.get());
     if (!view) {
       // Every lease of the batch ends, in one request: the views made so far are emptied
       // without releasing on their own.

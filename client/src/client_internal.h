@@ -14,6 +14,9 @@
 namespace hurray::client_internal {
 
 class Connection;
+struct DecodedTensor;
+class FastPathPin;
+class TensorCache;
 
 // Static functions only; each is as thread-safe as the views it is given (one thread at a
 // time per view).
@@ -21,14 +24,20 @@ class TensorViewAccess {
  public:
   TensorViewAccess() = delete;
 
-  // Maps an acquired tensor (populating its page tables when `populate`) into a view that
-  // holds the reply's lease, granted in daemon epoch `epoch` (the reply's, or for a batch
-  // the batch's). INVALID_ARGUMENT ("daemon sent an invalid descriptor") or INTERNAL
-  // (buffer locations that do not fit the descriptor or their segments), or the error of
-  // mapping a segment; the lease is then the caller's to release.
+  // A view that holds the reply's lease, granted in daemon epoch `epoch` (the reply's, or
+  // for a batch the batch's), on the acquired tensor: `cache`'s when it holds that version
+  // (its identity, version_id), else decoded and mapped (DecodeTensor's errors; the lease
+  // is then the caller's to release) and offered to `cache` (null: none). Populates its
+  // page tables when `populate`.
   [[nodiscard]] static Result<TensorView> FromReply(const std::shared_ptr<Connection>& connection,
                                                     const v1::AcquireResponse& reply,
-                                                    std::uint64_t epoch, bool populate);
+                                                    std::uint64_t epoch, bool populate,
+                                                    TensorCache* cache);
+
+  // A view of `tensor` held by a fast-path pin instead of a lease.
+  [[nodiscard]] static TensorView FromPin(const std::shared_ptr<Connection>& connection,
+                                          std::shared_ptr<const DecodedTensor> tensor,
+                                          FastPathPin pin);
 
   // INVALID_ARGUMENT naming the first view that holds a lease of another connection than
   // `connection`; OK when there is none. Changes nothing.

@@ -124,6 +124,10 @@ Result<std::shared_ptr<client::SessionConnection>> Connection::SessionOfEpoch(
   return session;
 }
 
+Result<std::shared_ptr<client::SessionConnection>> Connection::CurrentSession(std::uint64_t epoch) {
+  return SessionOfEpoch(epoch, /*probe=*/false, "fast path");
+}
+
 std::uint64_t Connection::session_id() {
   std::lock_guard lock(session_mutex_);
   return session_->session_id();

@@ -113,6 +113,11 @@ class Connection {
   [[nodiscard]] Result<std::unique_ptr<grpc::ClientContext>> SessionContext(
       std::string_view call, std::uint64_t epoch = 0);
 
+  // The current session (a new one when it is closed), checked to be of `epoch` (0: any):
+  // UNAVAILABLE naming the restart otherwise, or when no session can be opened.
+  [[nodiscard]] Result<std::shared_ptr<client::SessionConnection>> CurrentSession(
+      std::uint64_t epoch);
+
   [[nodiscard]] v1::Exchange::Stub& stub() const { return *stub_; }
   // The current session's; they change when the client opens a new session.
   [[nodiscard]] std::uint64_t session_id();

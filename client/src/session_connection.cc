@@ -112,6 +112,7 @@ SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::s
 Error SessionConnection::BreakLocked(Error cause) {
   socket_.Reset();
   broken_ = cause;
+  open_.store(false, std::memory_order_release);
   return cause;
 }
 
@@ -216,6 +217,42 @@ Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_o
                                fmt::format("slab_mapped {}", segment_id));
   if (!reply) return std::unexpected(reply.error());
   return {};
+}
+
+Result<GrantedDirectory> SessionConnection::MapDirectory() {
+  std::lock_guard lock(mutex_);
+  v1::SessionMessage request;
+  request.mutable_map_directory();
+  UniqueFd fd;
+  auto reply = RoundTripLocked(request, v1::SessionMessage::kDirectoryGranted, &fd, {});
+  if (!reply) return std::unexpected(reply.error());
+  if (!fd) {
+    return std::unexpected(
+        BreakLocked(Error(StatusCode::kInternal,
+                          "map_directory: the daemon granted the directory without a descriptor")));
+  }
+  const v1::DirectoryGranted& granted = reply->directory_granted();
+  return GrantedDirectory{.fd = std::move(fd),
+                          .size = granted.size(),
+                          .entry_count = granted.entry_count(),
+                          .layout_version = granted.layout_version()};
+}
+
+Result<GrantedLeasePage> SessionConnection::MapLeasePage() {
+  std::lock_guard lock(mutex_);
+  v1::SessionMessage request;
+  request.mutable_map_lease_page();
+  UniqueFd fd;
+  auto reply = RoundTripLocked(request, v1::SessionMessage::kLeasePageGranted, &fd, {});
+  if (!reply) return std::unexpected(reply.error());
+  if (!fd) {
+    return std::unexpected(
+        BreakLocked(Error(StatusCode::kInternal,
+                          "map_lease_page: the daemon granted the page without a descriptor")));
+  }
+  const v1::LeasePageGranted& granted = reply->lease_page_granted();
+  return GrantedLeasePage{
+      .fd = std::move(fd), .size = granted.size(), .slot_count = granted.slot_count()};
 }
 
 Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage& request,

@@ -2,6 +2,7 @@
 // One per process; the connection's life is the session's life.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,21 @@ struct GrantedSegment {
   std::string legacy_ipc_handle;
 };
 
+// The fast path's directory (hurray/ipc/fast_path_layout.h), as the daemon granted it.
+struct GrantedDirectory {
+  UniqueFd fd;  // O_CLOEXEC, read-only.
+  std::uint64_t size = 0;
+  std::uint64_t entry_count = 0;
+  std::uint32_t layout_version = 0;
+};
+
+// This session's lease page (hurray/ipc/fast_path_layout.h), as the daemon granted it.
+struct GrantedLeasePage {
+  UniqueFd fd;  // O_CLOEXEC, read-write.
+  std::uint64_t size = 0;
+  std::uint32_t slot_count = 0;
+};
+
 // Bytes of a cudaIpcMemHandle_t.
 inline constexpr std::size_t kLegacyIpcHandleBytes = 64;
 
@@ -68,6 +84,10 @@ class SessionConnection {
   // between requests means its end is gone.
   [[nodiscard]] bool StillOpen(bool probe);
 
+  // Whether the connection is still open as far as this process knows, without locking
+  // or probing: false once closed.
+  [[nodiscard]] bool open() const { return open_.load(std::memory_order_acquire); }
+
   // Sent as gRPC metadata `x-hurray-session` on calls made for this session.
   [[nodiscard]] const std::string& token() const { return token_; }
   [[nodiscard]] std::uint64_t session_id() const { return session_id_; }
@@ -90,6 +110,16 @@ class SessionConnection {
   // daemon that does not know the message answers with one too; the connection stays
   // usable); the same failures of the connection as MapSegment.
   [[nodiscard]] Status ReportSlabMapped(std::uint64_t segment_id, bool read_only);
+
+  // The fast path's directory (map_directory, answered by directory_granted) and this
+  // session's lease page (map_lease_page, answered by lease_page_granted), each with its
+  // descriptor; the sizes are as the daemon said, for the caller to check. The daemon's
+  // error with its code when it refuses (FAILED_PRECONDITION: fast path off, or the page
+  // was granted already; RESOURCE_EXHAUSTED: the lease quota); a reply without a
+  // descriptor is INTERNAL and closes the connection; the same failures of the connection
+  // as MapSegment.
+  [[nodiscard]] Result<GrantedDirectory> MapDirectory();
+  [[nodiscard]] Result<GrantedLeasePage> MapLeasePage();
 
   // One exchange request on the session socket (allocate, publish, acquire without a wait,
   // release, cancel_allocation; its request_id is set here) and its reply, which must have
@@ -162,6 +192,7 @@ class SessionConnection {
   std::uint64_t more_release_failures_ = 0;
   FrameReader reader_;                 // Guarded by mutex_. Reads socket_'s replies.
   std::optional<Error> broken_;        // Guarded by mutex_. Why the socket was closed.
+  std::atomic<bool> open_{true};       // False once broken_ is set.
   std::uint64_t next_request_id_ = 1;  // Guarded by mutex_.
 };
 

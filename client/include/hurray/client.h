@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,6 +61,8 @@ namespace hurray {
 
 namespace client_internal {
 class Connection;
+class FastPath;
+class TensorCache;
 class TensorViewAccess;
 }  // namespace client_internal
 
@@ -165,6 +168,11 @@ class WritableTensor {
 // daemon may reuse the memory. A released or moved-from view is empty: only Release, the
 // destructor and assignment may be called on it. To end many leases in one request, see
 // Client::Release and TensorViewBatch.
+//
+// A view acquired on the fast path (fast_path(): see Client::Acquire) holds no lease of the
+// daemon's (lease_id() 0) but a pin in this session's lease page, which keeps the version's
+// memory from being freed or reused just as a lease does, and ends in the same places; its
+// release sends nothing.
 class TensorView {
  public:
   TensorView(TensorView&&) noexcept;
@@ -197,8 +205,12 @@ class TensorView {
   // moved on, and what it read must not be used.
   [[nodiscard]] Result<bool> Ready() const;
 
+  // The daemon's lease; 0 for a view acquired on the fast path.
   [[nodiscard]] std::uint64_t lease_id() const;
-  // The daemon epoch the lease was granted in.
+  // Whether the view was acquired on the fast path: without a system call or a message to
+  // the daemon, pinned in this session's lease page rather than leased.
+  [[nodiscard]] bool fast_path() const;
+  // The daemon epoch the lease (or pin) was granted in.
   [[nodiscard]] std::uint64_t daemon_epoch() const;
 
   // Ends the lease now; the spans are invalid afterwards. Also done by the destructor.
@@ -211,7 +223,8 @@ class TensorView {
   // still see the lease for a moment. A release the daemon refuses (NOT_FOUND: it no longer
   // knows the lease) is reported by the next Client::SyncReleases, not here. Through gRPC
   // (kGrpc) it waits for the daemon: NOT_FOUND when the daemon no longer knows the lease.
-  // Either way UNAVAILABLE once the session is gone (which ended the lease anyway).
+  // Either way UNAVAILABLE once the session is gone (which ended the lease anyway). A
+  // fast-path view's release clears its pin and always answers OK.
   [[nodiscard]] Status Release();
 
   // False once released or moved from.
@@ -305,6 +318,9 @@ class Client {
     // memory. Beyond it, the least recently used slabs that no tensor of this process
     // uses are unmapped (and imported again when needed).
     std::uint64_t max_mapped_device_bytes = 0;
+    // Acquire on the fast path when it can (see Acquire): no system call, no message.
+    // False: every acquire asks the daemon (the decoded-tensor cache still serves).
+    bool fast_path = true;
   };
 
   // Opens the session socket (a session, renewed after a daemon restart as said above) and
@@ -351,6 +367,18 @@ class Client {
   // DEADLINE_EXCEEDED when it still is not after options.wait; INVALID_ARGUMENT for a bad
   // name, or a wait below 0 or above the daemon's longest (max_wait_ms). No lease is held
   // on error.
+  //
+  // The client keeps, per daemon epoch, the decoded descriptor and mappings of the latest
+  // version it acquired of up to 1024 names (host memory of pools that are not sealed), so
+  // that acquiring that version again decodes and maps nothing. With Options::fast_path
+  // (the default), such an acquire — options.version 0 or that version's number — takes
+  // the fast path when the daemon serves one: the client pins the version in its session's
+  // lease page and confirms in the daemon's directory that it is still the name's latest
+  // live version, with no system call and no message (the first one of a session maps the
+  // directory and the page). The view is then fast_path(). Anything else — a newer
+  // version published, the name deleted, every slot of the page in use, the directory's
+  // daemon stopped, a fast path the daemon does not serve — takes the usual way, a lease
+  // asked of the daemon, with the same results and errors.
   [[nodiscard]] Result<TensorView> Acquire(std::string_view name, AcquireOptions options = {});
 
   // Leases every listed name and every name under `prefix` (when not empty): all or none.
@@ -425,8 +453,14 @@ class Client {
   [[nodiscard]] const std::string& socket_path() const;
 
  private:
-  explicit Client(std::shared_ptr<client_internal::Connection> connection);
+  Client(std::shared_ptr<client_internal::Connection> connection, bool fast_path);
+  // A view of `name` on the fast path, when it can be had now (see Acquire).
+  [[nodiscard]] std::optional<TensorView> AcquireFast(std::string_view name,
+                                                      const AcquireOptions& options);
   std::shared_ptr<client_internal::Connection> connection_;
+  std::unique_ptr<client_internal::TensorCache> cache_;
+  // Null when Options::fast_path is false.
+  std::unique_ptr<client_internal::FastPath> fast_path_;
 };
 
 }  // namespace hurray
