@@ -67,7 +67,7 @@ void AddSideBySide(Harness& harness) {
       .source = SideBySide("the machine's raw round trip: 5.9 us pinned, 7.3 us unpinned (a "
                            "check that this run's machine is like that hour's)")});
   AddGetRelease(report, "", " (client default)");
-  AddGetRelease(report, "_slow_path", " (session socket, fast path off)");
+  AddGetRelease(report, "_slow_path", " (session socket)");
   report.AddPeerReference(PeerReferenceSpec{
       .key = "plasma.create_seal_4KiB",
       .label = "create+seal vs allocate+publish, 4 KiB",

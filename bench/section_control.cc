@@ -46,13 +46,10 @@ struct PathFigures {
 };
 
 const PathFigures kPaths[] = {
-    {.path = ClientPath::kDefault,
-     .suffix = "",
-     .label = "client default (fast path where it applies)",
-     .halves = true},
+    {.path = ClientPath::kDefault, .suffix = "", .label = "client default", .halves = true},
     {.path = ClientPath::kSlowPath,
      .suffix = "_slow_path",
-     .label = "session socket, fast path off",
+     .label = "session socket",
      .halves = true},
     {.path = ClientPath::kGrpc,
      .suffix = "_over_grpc",

@@ -48,7 +48,7 @@ const AcquirePath kAcquirePaths[] = {
     {.path = ClientPath::kDefault, .suffix = "", .label = "", .clients = {1, 4, 16}},
     {.path = ClientPath::kSlowPath,
      .suffix = "_slow_path",
-     .label = ", session socket, fast path off",
+     .label = ", session socket",
      .clients = {1, 4}},
 };
 
