@@ -40,7 +40,7 @@ int RunBenchmark(const Options& options) {
                   load, usable);
     report.AddNote(0, busy);
   }
-  report.SetRunFact("client_transport", DescribeDefaultHotPath());
+  report.SetRunFact("client_transport", DescribeDefaultClientPath());
 
   report.SetSectionTitle(0, "Setup");
   report.SetSectionTitle(1,

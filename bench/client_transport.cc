@@ -1,45 +1,47 @@
 #include "client_transport.h"
 
+#include <fmt/format.h>
+
 namespace hurray::bench {
-namespace {
 
-// True when the client's Options has `hot_path` and HotPath::kGrpc. A template, so that
-// the requires-expression is checked on substitution rather than being a hard error.
-template <typename Options>
-constexpr bool HasHotPathSetting() {
-  return requires(Options options) {
-    options.hot_path = Options::HotPath::kGrpc;
-    Options::HotPath::kSessionSocket;
-  };
+std::string_view ClientPathName(ClientPath path) {
+  switch (path) {
+    case ClientPath::kDefault:
+      return "default";
+    case ClientPath::kSlowPath:
+      return "slow";
+    case ClientPath::kGrpc:
+      break;
+  }
+  return "grpc";
 }
 
-template <typename Options>
-std::string DescribeDefault() {
-  if constexpr (HasHotPathSetting<Options>()) {
-    return Options{}.hot_path == Options::HotPath::kGrpc
-               ? "gRPC (Client::Options::hot_path defaults to kGrpc)"
-               : "session socket (Client::Options::hot_path defaults to kSessionSocket)";
-  } else {
-    return "gRPC (this client has no session-socket hot path)";
+Result<ClientPath> ParseClientPath(std::string_view name) {
+  for (ClientPath path : {ClientPath::kDefault, ClientPath::kSlowPath, ClientPath::kGrpc}) {
+    if (ClientPathName(path) == name) return path;
   }
+  return InvalidArgumentError(fmt::format("PATH must be default, slow or grpc, not \"{}\"", name));
 }
 
-template <typename Options>
-Options Forced(Options options, HotPath hot_path) {
-  if constexpr (HasHotPathSetting<Options>()) {
-    if (hot_path == HotPath::kGrpc) options.hot_path = Options::HotPath::kGrpc;
-  }
+Client::Options WithClientPath(Client::Options options, ClientPath path) {
+  if (path == ClientPath::kDefault) return options;
+  options.fast_path = false;
+  if (path == ClientPath::kGrpc) options.hot_path = Client::Options::HotPath::kGrpc;
   return options;
 }
 
-}  // namespace
-
-std::string DescribeDefaultHotPath() { return DescribeDefault<Client::Options>(); }
-
-bool CanForceGrpcHotPath() { return HasHotPathSetting<Client::Options>(); }
-
-Client::Options WithHotPath(Client::Options options, HotPath hot_path) {
-  return Forced(std::move(options), hot_path);
+std::string DescribeDefaultClientPath() {
+  const Client::Options defaults;
+  const std::string_view channel = defaults.hot_path == Client::Options::HotPath::kGrpc
+                                       ? "gRPC (Client::Options::hot_path defaults to kGrpc)"
+                                       : "session socket (Client::Options::hot_path defaults to "
+                                         "kSessionSocket)";
+  return defaults.fast_path
+             ? fmt::format(
+                   "fast path where it applies (Client::Options::fast_path defaults to "
+                   "true), else {}",
+                   channel)
+             : std::string(channel);
 }
 
 }  // namespace hurray::bench

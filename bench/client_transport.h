@@ -1,32 +1,33 @@
-// Which channel the hurray client uses for the hot path (allocate, publish, acquire,
-// release), as far as its public API tells.
-//
-// The session-socket hot path is being added to the client by another change, with a
-// `Client::Options::hot_path` setting. This file finds it at compile time, so the harness
-// builds against the client with or without it: without it every call goes over gRPC.
-// Thread-safe (pure functions).
+// The path a measuring client's acquires and releases take, chosen through the public
+// Client::Options: the fast path (no system call, the client's default), the session socket
+// (release one-way), or gRPC (two calls a pair). Thread-safe (pure functions).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "hurray/client.h"
+#include "hurray/error.h"
 
 namespace hurray::bench {
 
-enum class HotPath : std::uint8_t {
-  kClientDefault,  // Whatever the client chooses.
-  kGrpc,           // Forced onto gRPC (only when the client can be told).
+enum class ClientPath : std::uint8_t {
+  kDefault,   // Client::Options as they come.
+  kSlowPath,  // Options::fast_path = false: every acquire and release on the session socket.
+  kGrpc,      // Options::hot_path = kGrpc and fast_path = false: every call over gRPC.
 };
 
-// "session socket" or "gRPC": what the client uses by default, and how that is known.
-[[nodiscard]] std::string DescribeDefaultHotPath();
+// "default", "slow", "grpc": a worker's PATH argument.
+[[nodiscard]] std::string_view ClientPathName(ClientPath path);
+// The path named `name`; INVALID_ARGUMENT for another name.
+[[nodiscard]] Result<ClientPath> ParseClientPath(std::string_view name);
 
-// Whether the client can be told to use gRPC for the hot path.
-[[nodiscard]] bool CanForceGrpcHotPath();
+// `options` set for `path`.
+[[nodiscard]] Client::Options WithClientPath(Client::Options options, ClientPath path);
 
-// `options` set for `hot_path` (unchanged for kClientDefault, or when the client has no
-// such setting).
-[[nodiscard]] Client::Options WithHotPath(Client::Options options, HotPath hot_path);
+// What the client does by default, from Client::Options{}: "fast path, then session
+// socket (...)".
+[[nodiscard]] std::string DescribeDefaultClientPath();
 
 }  // namespace hurray::bench

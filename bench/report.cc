@@ -207,9 +207,9 @@ void Report::Print(std::ostream& out) const {
   }
 
   if (!peer_references_.empty()) {
-    out << "\nPeer reference: Apache Arrow Plasma (and the issue's gRPC floor). REFERENCE "
-           "CONSTANTS from issue 4,\nmeasured there on this kind of machine, NOT measured in "
-           "this run; ratio = ours / theirs, same placement.\n";
+    out << "\nPeer reference: Apache Arrow Plasma (and a gRPC floor). REFERENCE CONSTANTS, NOT "
+           "measured in this run\n(each line says where it was measured); ratio = ours / theirs, "
+           "same placement.\n";
     out << PadRight("  figure", kLabelWidth) << PadLeft("unit", kUnitWidth)
         << PadLeft("theirs", kNumberWidth) << PadLeft("ours", kNumberWidth)
         << PadLeft("ratio", kNumberWidth) << "  |" << PadLeft("theirs", kNumberWidth)

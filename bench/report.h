@@ -48,9 +48,9 @@ struct RatioSpec {
   std::optional<Target> target;
 };
 
-// A figure of the closest peer (Apache Arrow's Plasma store) taken from the issue that
-// asked for this benchmark: a constant, NOT measured here. Compared with the median of our
-// figure `ours` in the same placement.
+// A figure of the closest peer (Apache Arrow's Plasma store) taken from an issue (`source`
+// says which, and on what machine): a constant, NOT measured here. Compared with the median
+// of our figure `ours` in the same placement.
 struct PeerReferenceSpec {
   std::string key;
   std::string label;
@@ -61,7 +61,7 @@ struct PeerReferenceSpec {
   std::optional<double> pinned;
   std::optional<double> unpinned;
   bool higher_is_better = false;
-  std::string source;  // "Plasma get+release, issue 4: 20 us on one CPU, 72 us unpinned".
+  std::string source;  // "Plasma get+release: 30.0 us pinned, 20.0 us unpinned (issue 12, ...)".
 };
 
 class Report {

@@ -13,7 +13,7 @@
 //   8 section_files.cc       model files: safetensors import and .hrry load vs cat, naive
 //   9 section_startup.cc     time to serving: hurrayd with a 1, 8, 16 GiB pool vs fallocate
 //  10 section_sealed.cc      sealed pool vs cpu pool: cost per tensor, as a ratio per size
-//   peer_reference.cc        Plasma's figures from the issue beside ours (constants)
+//   peer_reference.cc        Plasma's figures from issues 12 and 4 beside ours (constants)
 #pragma once
 
 #include <optional>

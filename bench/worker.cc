@@ -62,11 +62,11 @@ std::uint64_t ArgNumber(const WorkerArgs& args, std::size_t index, std::string_v
 }
 
 std::unique_ptr<Client> ConnectWarm(const std::string& socket, std::string_view role,
-                                    HotPath hot_path) {
+                                    ClientPath path) {
   Client::Options options;
   options.socket_path = socket;
   options.client_name = "hurray_bench " + std::string(role);
-  auto client = CheckOk(Client::Connect(WithHotPath(std::move(options), hot_path)), "Connect");
+  auto client = CheckOk(Client::Connect(WithClientPath(std::move(options), path)), "Connect");
   (void)CheckOk(client->Stats(), "Stats");
   return client;
 }

@@ -60,7 +60,7 @@ void CheckOk(const Status& status, std::string_view call);
 // A client of the daemon at `socket`, its gRPC channel already connected (a Stats call),
 // so that the first timed call pays for the call, not for the channel's set-up.
 [[nodiscard]] std::unique_ptr<Client> ConnectWarm(const std::string& socket, std::string_view role,
-                                                  HotPath hot_path = HotPath::kClientDefault);
+                                                  ClientPath path = ClientPath::kDefault);
 
 // A dense uint8 tensor of `bytes` bytes (one buffer).
 [[nodiscard]] TensorDescriptor BytesTensor(std::uint64_t bytes);
