@@ -332,6 +332,16 @@ class UidUsage:
     leases: int
     sessions: int
 
+class FastPathStats:
+    directory_entries_used: int
+    directory_entries: int
+    lease_pages: int
+    lease_slots: int
+    pinned_versions: int
+    pinned_bytes: int
+    scans: int
+    refused_names: int
+
 class DaemonStats:
     pools: list[PoolStats]
     session_count: int
@@ -353,6 +363,7 @@ class DaemonStats:
     refused_connection_count: int
     lost_tensor_count: int
     adopted_tensor_count: int
+    fast_path: FastPathStats
 
 class WatchEvent:
     kind: Literal["published", "deleted", "evicted"]

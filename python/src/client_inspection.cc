@@ -138,7 +138,17 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("uids", &DaemonStats::uids)
       .def_readonly("refused_connection_count", &DaemonStats::refused_connection_count)
       .def_readonly("lost_tensor_count", &DaemonStats::lost_tensor_count)
-      .def_readonly("adopted_tensor_count", &DaemonStats::adopted_tensor_count);
+      .def_readonly("adopted_tensor_count", &DaemonStats::adopted_tensor_count)
+      .def_readonly("fast_path", &DaemonStats::fast_path);
+  py::class_<FastPathStats>(module, "FastPathStats")
+      .def_readonly("directory_entries_used", &FastPathStats::directory_entries_used)
+      .def_readonly("directory_entries", &FastPathStats::directory_entries)
+      .def_readonly("lease_pages", &FastPathStats::lease_pages)
+      .def_readonly("lease_slots", &FastPathStats::lease_slots)
+      .def_readonly("pinned_versions", &FastPathStats::pinned_versions)
+      .def_readonly("pinned_bytes", &FastPathStats::pinned_bytes)
+      .def_readonly("scans", &FastPathStats::scans)
+      .def_readonly("refused_names", &FastPathStats::refused_names);
   py::class_<WatchEvent>(module, "WatchEvent")
       .def_property_readonly("kind", &WatchKindName)
       .def_readonly("name", &WatchEvent::name)

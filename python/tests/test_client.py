@@ -180,6 +180,22 @@ def test_parts_of_a_coo_tensor(client):
             view.numpy()
 
 
+def test_second_acquire_of_a_version_takes_the_fast_path(client):
+    client.publish("fast/kv", np.arange(256, dtype=np.float32))
+    with client.acquire("fast/kv") as first:
+        assert first.numpy()[255] == 255
+    held = client.acquire("fast/kv")  # The same version again: a pin, not a lease.
+    assert lease_count(client) == 0
+    client.publish("fast/kv", np.zeros(256, dtype=np.float32))
+    stats = client.stats().fast_path
+    assert (stats.lease_pages, stats.pinned_versions, stats.pinned_bytes) == (1, 1, 1024)
+    assert held.numpy()[255] == 255  # Superseded, and still its own bytes.
+    held.release()
+    assert wait_for(lambda: client.stats().fast_path.pinned_versions == 0)
+    with client.acquire("fast/kv") as latest:
+        assert latest.version == 2 and latest.numpy()[255] == 0
+
+
 def test_list_describe_stats_delete(client):
     client.publish("inspect/a", np.zeros((2, 3), dtype=np.float32))
     client.publish("inspect/a", np.ones((2, 3), dtype=np.float32))

@@ -251,6 +251,14 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_refused_connection_count(21);
   reply.set_lost_tensor_count(22);
   reply.set_adopted_tensor_count(23);
+  reply.set_fast_path_directory_entries_used(24);
+  reply.set_fast_path_directory_entries(25);
+  reply.set_fast_path_lease_pages(26);
+  reply.set_fast_path_lease_slots(27);
+  reply.set_fast_path_pinned_versions(28);
+  reply.set_fast_path_pinned_bytes(29);
+  reply.set_fast_path_scans(30);
+  reply.set_fast_path_refused_names(31);
   ExpectEveryFieldSet(reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
@@ -301,7 +309,15 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                                      .sessions = 2}},
                    .refused_connection_count = 21,
                    .lost_tensor_count = 22,
-                   .adopted_tensor_count = 23}));
+                   .adopted_tensor_count = 23,
+                   .fast_path = {.directory_entries_used = 24,
+                                 .directory_entries = 25,
+                                 .lease_pages = 26,
+                                 .lease_slots = 27,
+                                 .pinned_versions = 28,
+                                 .pinned_bytes = 29,
+                                 .scans = 30,
+                                 .refused_names = 31}}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {

@@ -212,7 +212,7 @@ TEST_F(ClientBatchTest, ReleaseSplitsALargeSetIntoSeveralRequests) {
   EXPECT_EQ(described->versions[0].lease_count, count);
   ASSERT_OK((*leasing)->Release(views));
   EXPECT_TRUE(NoneHoldsALease(views));
-  EXPECT_EQ(Leases(), 0u);
+  EXPECT_EQ(LeasesSeenBy(**leasing), 0u);
 }
 
 // The same over both channels of the hot path (release goes over the session socket by

@@ -183,6 +183,28 @@ struct UidUsage {
   friend bool operator==(const UidUsage&, const UidUsage&) = default;
 };
 
+// The daemon's fast path (Stats): its directory, the sessions' lease pages, and the
+// retired versions a lease-page slot keeps.
+struct FastPathStats {
+  // Directory entries in use (names that have one), and the directory's capacity.
+  std::uint64_t directory_entries_used = 0;
+  std::uint64_t directory_entries = 0;
+  // Lease pages of the live sessions, and their slots in all (each counts as a lease of
+  // its session's uid).
+  std::uint64_t lease_pages = 0;
+  std::uint64_t lease_slots = 0;
+  // Superseded or deleted versions kept only because a lease-page slot names them, and
+  // their bytes.
+  std::uint64_t pinned_versions = 0;
+  std::uint64_t pinned_bytes = 0;
+  // Since the daemon started: scans of the lease pages, and names published while the
+  // directory was full (no fast path for them).
+  std::uint64_t scans = 0;
+  std::uint64_t refused_names = 0;
+
+  friend bool operator==(const FastPathStats&, const FastPathStats&) = default;
+};
+
 // Client::Stats: the daemon's pools, sessions, leases and tensors.
 struct DaemonStats {
   std::vector<PoolStats> pools;
@@ -218,6 +240,8 @@ struct DaemonStats {
   // tensors), and tensors served again under the same names and versions.
   std::uint64_t lost_tensor_count = 0;
   std::uint64_t adopted_tensor_count = 0;
+  // The fast path (docs/fast-path.md); all 0 when it is off.
+  FastPathStats fast_path;
 
   friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
 };
