@@ -103,37 +103,44 @@ Result<TensorDetails> TensorDetailsFromProto(const v1::DescribeResponse& reply) 
   return details;
 }
 
+namespace {
+
+FastPathStats FastPathStatsFromProto(const v1::StatsResponse& reply) {
+  return FastPathStats{.directory_entries_used = reply.fast_path_directory_entries_used(),
+                       .directory_entries = reply.fast_path_directory_entries(),
+                       .lease_pages = reply.fast_path_lease_pages(),
+                       .lease_slots = reply.fast_path_lease_slots(),
+                       .pinned_versions = reply.fast_path_pinned_versions(),
+                       .pinned_bytes = reply.fast_path_pinned_bytes(),
+                       .scans = reply.fast_path_scans(),
+                       .refused_names = reply.fast_path_refused_names()};
+}
+
+}  // namespace
+
 DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
-  DaemonStats stats{
-      .pools = {},
-      .session_count = reply.session_count(),
-      .lease_count = reply.lease_count(),
-      .tensor_count = reply.tensor_count(),
-      .version_count = reply.version_count(),
-      .pending_allocation_count = reply.pending_allocation_count(),
-      .daemon_epoch = reply.daemon_epoch(),
-      .uptime =
-          std::chrono::seconds(static_cast<std::chrono::seconds::rep>(reply.uptime_seconds())),
-      .published_bytes_total = reply.published_bytes_total(),
-      .reclaimed_bytes_total = reply.reclaimed_bytes_total(),
-      .closed_session_count = reply.closed_session_count(),
-      .closed_session_lease_count = reply.closed_session_lease_count(),
-      .closed_session_allocation_count = reply.closed_session_allocation_count(),
-      .closed_session_allocation_bytes = reply.closed_session_allocation_bytes(),
-      .evicted_tensor_count = reply.evicted_tensor_count(),
-      .evicted_bytes_total = reply.evicted_bytes_total(),
-      .uids = {},
-      .refused_connection_count = reply.refused_connection_count(),
-      .lost_tensor_count = reply.lost_tensor_count(),
-      .adopted_tensor_count = reply.adopted_tensor_count(),
-      .fast_path = {.directory_entries_used = reply.fast_path_directory_entries_used(),
-                    .directory_entries = reply.fast_path_directory_entries(),
-                    .lease_pages = reply.fast_path_lease_pages(),
-                    .lease_slots = reply.fast_path_lease_slots(),
-                    .pinned_versions = reply.fast_path_pinned_versions(),
-                    .pinned_bytes = reply.fast_path_pinned_bytes(),
-                    .scans = reply.fast_path_scans(),
-                    .refused_names = reply.fast_path_refused_names()}};
+  DaemonStats stats{.pools = {},
+                    .session_count = reply.session_count(),
+                    .lease_count = reply.lease_count(),
+                    .tensor_count = reply.tensor_count(),
+                    .version_count = reply.version_count(),
+                    .pending_allocation_count = reply.pending_allocation_count(),
+                    .daemon_epoch = reply.daemon_epoch(),
+                    .uptime = std::chrono::seconds(
+                        static_cast<std::chrono::seconds::rep>(reply.uptime_seconds())),
+                    .published_bytes_total = reply.published_bytes_total(),
+                    .reclaimed_bytes_total = reply.reclaimed_bytes_total(),
+                    .closed_session_count = reply.closed_session_count(),
+                    .closed_session_lease_count = reply.closed_session_lease_count(),
+                    .closed_session_allocation_count = reply.closed_session_allocation_count(),
+                    .closed_session_allocation_bytes = reply.closed_session_allocation_bytes(),
+                    .evicted_tensor_count = reply.evicted_tensor_count(),
+                    .evicted_bytes_total = reply.evicted_bytes_total(),
+                    .uids = {},
+                    .refused_connection_count = reply.refused_connection_count(),
+                    .lost_tensor_count = reply.lost_tensor_count(),
+                    .adopted_tensor_count = reply.adopted_tensor_count(),
+                    .fast_path = FastPathStatsFromProto(reply)};
   for (const v1::UidUsage& usage : reply.uids()) {
     stats.uids.push_back(UidUsage{.uid = usage.uid(),
                                   .pending_bytes = usage.pending_bytes(),

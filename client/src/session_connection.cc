@@ -219,19 +219,27 @@ Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_o
   return {};
 }
 
+Result<v1::SessionMessage> SessionConnection::RoundTripWithDescriptorLocked(
+    v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
+    UniqueFd& fd) {
+  auto reply = RoundTripLocked(request, reply_case, &fd, {});
+  if (reply && !fd) {
+    return std::unexpected(BreakLocked(Error(
+        StatusCode::kInternal, fmt::format("{}: the daemon granted the {} without a descriptor",
+                                           SessionBodyName(request), what))));
+  }
+  return reply;
+}
+
 Result<GrantedDirectory> SessionConnection::MapDirectory() {
   std::lock_guard lock(mutex_);
   v1::SessionMessage request;
   request.mutable_map_directory();
   UniqueFd fd;
-  auto reply = RoundTripLocked(request, v1::SessionMessage::kDirectoryGranted, &fd, {});
-  if (!reply) return std::unexpected(reply.error());
-  if (!fd) {
-    return std::unexpected(
-        BreakLocked(Error(StatusCode::kInternal,
-                          "map_directory: the daemon granted the directory without a descriptor")));
-  }
-  const v1::DirectoryGranted& granted = reply->directory_granted();
+  HURRAY_ASSIGN_OR_RETURN(const v1::SessionMessage reply,
+                          RoundTripWithDescriptorLocked(
+                              request, v1::SessionMessage::kDirectoryGranted, "directory", fd));
+  const v1::DirectoryGranted& granted = reply.directory_granted();
   return GrantedDirectory{.fd = std::move(fd),
                           .size = granted.size(),
                           .entry_count = granted.entry_count(),
@@ -243,14 +251,10 @@ Result<GrantedLeasePage> SessionConnection::MapLeasePage() {
   v1::SessionMessage request;
   request.mutable_map_lease_page();
   UniqueFd fd;
-  auto reply = RoundTripLocked(request, v1::SessionMessage::kLeasePageGranted, &fd, {});
-  if (!reply) return std::unexpected(reply.error());
-  if (!fd) {
-    return std::unexpected(
-        BreakLocked(Error(StatusCode::kInternal,
-                          "map_lease_page: the daemon granted the page without a descriptor")));
-  }
-  const v1::LeasePageGranted& granted = reply->lease_page_granted();
+  HURRAY_ASSIGN_OR_RETURN(
+      const v1::SessionMessage reply,
+      RoundTripWithDescriptorLocked(request, v1::SessionMessage::kLeasePageGranted, "page", fd));
+  const v1::LeasePageGranted& granted = reply.lease_page_granted();
   return GrantedLeasePage{
       .fd = std::move(fd), .size = granted.size(), .slot_count = granted.slot_count()};
 }
@@ -318,8 +322,9 @@ Status SessionConnection::Sync() {
 Status SessionConnection::SyncReleases() {
   std::lock_guard lock(mutex_);
   HURRAY_RETURN_IF_ERROR(SyncLocked());
-  if (!release_failure_) return {};
-  Error first = *std::exchange(release_failure_, std::nullopt);
+  std::optional<Error> refused = std::exchange(release_failure_, std::nullopt);
+  if (!refused) return {};
+  Error first = std::move(*refused);
   if (const std::uint64_t more = std::exchange(more_release_failures_, 0); more > 0) {
     first = Error(first.code(),
                   fmt::format("{} (and {} more one-way releases refused)", first.message(), more));

@@ -173,6 +173,11 @@ class SessionConnection {
                                                            v1::SessionMessage::BodyCase reply_case,
                                                            UniqueFd* fd, std::string_view context,
                                                            bool* sent = nullptr);
+  // RoundTripLocked for a request whose reply must carry a descriptor, taken into `fd`;
+  // INTERNAL naming `what` (closing the connection) when none came.
+  [[nodiscard]] Result<v1::SessionMessage> RoundTripWithDescriptorLocked(
+      v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
+      UniqueFd& fd);
 
   // Sends `request` (its request_id set here) as one frame through send_buffer_.
   [[nodiscard]] Status SendLocked(v1::SessionMessage& request);

@@ -359,6 +359,7 @@ TEST_F(FastPathRegistryTest, SecondLeasePageIsRefused) {
 TEST_F(FastPathRegistryTest, LeasePageSlotsCountAgainstTheLeaseQuota) {
   // A quota of 100 leases: 12 pages of 8 slots fit, a 13th does not.
   std::vector<SharedMapping> pages;
+  pages.reserve(12);
   for (int i = 0; i < 12; ++i) pages.push_back(MapLeasePage(OpenSession()));
   const std::uint64_t session = OpenSession();
   EXPECT_ERROR(registry_->GrantLeasePage(session), StatusCode::kResourceExhausted,
