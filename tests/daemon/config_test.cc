@@ -268,7 +268,8 @@ TEST(ConfigTest, FastPathTableSetsItsFourSettingsWithinTheirBounds) {
       directory_entries = 16
       lease_slots = 512
       rescan_interval_ms = 5
-  )", "t");
+  )",
+                          "t");
   ASSERT_OK(config);
   EXPECT_FALSE(config->fast_path.enabled);
   EXPECT_EQ(config->fast_path.directory_entries, 16u);
