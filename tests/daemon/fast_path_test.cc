@@ -221,15 +221,21 @@ class FastPathRegistryTest : public ::testing::Test {
     return grant->session_id;
   }
 
-  v1::PublishResponse Put(const std::string& name) {
+  static v1::AllocateRequest AllocateFloats(std::uint64_t elements) {
     v1::AllocateRequest allocate;
     *allocate.mutable_tensor_descriptor() =
-        DescriptorToProto(*TensorDescriptor::Dense(ElementType::kFloat32, {1024}));
-    auto allocation = registry_->Allocate(producer_, allocate);
+        DescriptorToProto(*TensorDescriptor::Dense(ElementType::kFloat32, {elements}));
+    return allocate;
+  }
+
+  v1::PublishResponse Put(const std::string& name, std::uint64_t elements = 1024,
+                          bool evictable = false) {
+    auto allocation = registry_->Allocate(producer_, AllocateFloats(elements));
     EXPECT_OK(allocation);
     v1::PublishRequest publish;
     publish.set_allocation_id(allocation->allocation_id());
     publish.set_name(name);
+    publish.set_evictable(evictable);
     auto published = registry_->Publish(producer_, publish);
     EXPECT_OK(published);
     return *published;
@@ -319,6 +325,28 @@ TEST_F(FastPathRegistryTest, SlotNamingSupersededVersionKeepsItsMemoryUntilClear
   slots.WriteWord(2 * 8, 0);  // Unpin: the rescan timer frees it.
   EXPECT_TRUE(UsedBytesReach(one_version));
   EXPECT_EQ(registry_->Stats().fast_path_pinned_versions(), 0u);
+}
+
+TEST_F(FastPathRegistryTest, EvictionPassesOverAVersionALeasePageNames) {
+  // Two evictable tensors of half the pool each; the older one is read on the fast path.
+  constexpr std::uint64_t kHalfPool = kPoolBytes / 2 / sizeof(float);
+  Put("ns/old", kHalfPool, /*evictable=*/true);
+  Put("ns/new", kHalfPool, /*evictable=*/true);
+  const v1::AcquireResponse old = AcquireAndRelease("ns/old");
+  SharedMapping slots = MapLeasePage(consumer_);
+  slots.WriteWord(0, old.version_id());
+  AcquireAndRelease("ns/new");  // The least recently used is ns/old, which is pinned.
+  ASSERT_OK(registry_->Allocate(producer_, AllocateFloats(kHalfPool)));
+  EXPECT_EQ(registry_->Stats().evicted_tensor_count(), 1u);
+  EXPECT_EQ(directory_->entry(old.directory_entry()).version_id.load(), old.version_id());
+  v1::AcquireRequest request;
+  request.set_name("ns/new");
+  EXPECT_ERROR(registry_->AcquireNow(consumer_, request), StatusCode::kNotFound, {"ns/new"});
+  // With every evictable version pinned, nothing is evicted and the allocation is refused.
+  EXPECT_ERROR(registry_->Allocate(producer_, AllocateFloats(kHalfPool)),
+               StatusCode::kResourceExhausted, {});
+  EXPECT_EQ(registry_->Stats().evicted_tensor_count(), 1u);
+  slots.WriteWord(0, 0);
 }
 
 TEST_F(FastPathRegistryTest, DeadSessionsPinsGoWithIt) {

@@ -25,13 +25,14 @@ void EvictionList::Remove(TensorVersion* version) {
   positions_.erase(position);
 }
 
-TensorVersion* EvictionList::Oldest(const Pool* pool) const {
+TensorVersion* EvictionList::Oldest(const Pool* pool,
+                                    const std::function<bool(const TensorVersion&)>& held) const {
   auto order = by_pool_.find(pool);
   if (order == by_pool_.end()) return nullptr;
-  // Leased versions stay where they are: they become candidates again once released, in
-  // the order they were last used.
+  // Leased (or otherwise held) versions stay where they are: they become candidates again
+  // once released, in the order they were last used.
   for (TensorVersion* version : order->second) {
-    if (version->lease_count == 0) return version;
+    if (version->lease_count == 0 && !(held && held(*version))) return version;
   }
   return nullptr;
 }

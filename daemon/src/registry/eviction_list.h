@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <unordered_map>
@@ -27,8 +28,10 @@ class EvictionList {
   void Touch(TensorVersion* version);
   // Drops `version`; ignores a version not in the list.
   void Remove(TensorVersion* version);
-  // The least recently used version of `pool` that has no lease, or null.
-  [[nodiscard]] TensorVersion* Oldest(const Pool* pool) const;
+  // The least recently used version of `pool` that has no lease and that `held` (when set)
+  // does not say is held otherwise, or null.
+  [[nodiscard]] TensorVersion* Oldest(
+      const Pool* pool, const std::function<bool(const TensorVersion&)>& held = {}) const;
 
   [[nodiscard]] std::size_t size() const { return positions_.size(); }
 

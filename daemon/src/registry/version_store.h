@@ -147,9 +147,12 @@ class VersionStore {
   // Records that `version` was just used (acquired): the last of its pool to be evicted.
   void MarkUsed(TensorVersion* version) { evictable_.Touch(version); }
   // The version to evict next from `pool` (the least recently used evictable latest
-  // version without a lease), or null.
+  // version without a lease, and that no lease page names: evicting a version a fast-path
+  // reader holds would hide its name and free nothing), or null.
   [[nodiscard]] TensorVersion* EvictionCandidate(const Pool* pool) const {
-    return evictable_.Oldest(pool);
+    return evictable_.Oldest(pool, [this](const TensorVersion& version) {
+      return version.fast_path_id != 0 && named_ && named_(version.fast_path_id);
+    });
   }
 
   // Names whose latest version may be acquired.
