@@ -116,11 +116,11 @@ std::size_t SlabsOf(Client& client, const TensorViewBatch& batch) {
   return slabs.size();
 }
 
-#endif  // HURRAY_HAVE_CUDA
-
 std::string SetName(const std::string& prefix, std::uint64_t index) {
   return fmt::format("{}{:06}", prefix, index);
 }
+
+#endif  // HURRAY_HAVE_CUDA
 
 }  // namespace
 
