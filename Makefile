@@ -1,7 +1,8 @@
 # The README's two commands. Both work on a fresh Debian 12 machine as root.
 #   make run   installs what is needed, builds, and runs hurrayd in the foreground.
-#   make test  installs what is needed, builds, and runs every test: the normal build,
-#              the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang),
+#   make test  installs what is needed, builds, and runs every test: the normal build (gcc,
+#              CUDA when the toolkit is at /usr/local/cuda), then the same tests under
+#              AddressSanitizer + UndefinedBehaviorSanitizer (clang, always without CUDA)
 #              and a bounded libFuzzer run of every fuzz target. It starts with `make lint`.
 #   make lint  clang-format-19 and clang-tidy-19 over the project's own code: any format diff
 #              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats).
@@ -33,8 +34,12 @@ build: deps
 	cmake -S . -B build $(CMAKE_COMMON) -DHURRAY_BUILD_BENCH=ON -DCMAKE_INSTALL_PREFIX=/usr
 	cmake --build build -j $(JOBS)
 
+# The sanitizer build is also the build without CUDA (-DHURRAY_CUDA=OFF): what a machine
+# without the CUDA toolkit builds, so that configuration is compiled and tested on every run
+# even where the toolkit is installed. (Its GPU tests would not run here either: sanitizer
+# builds leave tests/cuda out.)
 build-sanitize: deps
-	cmake -S . -B build-sanitize $(CMAKE_COMMON) $(CLANG) \
+	cmake -S . -B build-sanitize $(CMAKE_COMMON) $(CLANG) -DHURRAY_CUDA=OFF \
 	  -DHURRAY_SANITIZE=address,undefined -DHURRAY_FUZZ=ON -DHURRAY_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build build-sanitize -j $(JOBS)
 
