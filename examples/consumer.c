@@ -32,19 +32,18 @@ int main(int argc, char** argv) {
   uint64_t length = 0;
   hurray_tensor_context_descriptor(context, &bytes, &length);
   HurrayDescriptor* descriptor = NULL;
-  status = hurray_descriptor_decode(bytes, length, &descriptor);
+  status = hurray_descriptor_decode(bytes, (size_t)length, &descriptor);
   if (status != HURRAY_OK) return Fail("decode", status);
 
   uint8_t type_tag = 0;
-  uint32_t rank = 0;
+  size_t rank = 0;
   uint64_t dims[64];
   hurray_descriptor_element_type_tag(descriptor, &type_tag);
   hurray_descriptor_shape(descriptor, NULL, &rank); /* Query: BUFFER_TOO_SMALL, true rank. */
   status = hurray_descriptor_shape(descriptor, dims, &rank);
   if (status != HURRAY_OK) return Fail("shape", status);
-  printf("acquired %s: element type %u, rank %u, shape [", name, type_tag, (unsigned)rank);
-  for (uint32_t i = 0; i < rank; ++i)
-    printf(i == 0 ? "%llu" : ", %llu", (unsigned long long)dims[i]);
+  printf("acquired %s: element type %u, rank %zu, shape [", name, type_tag, rank);
+  for (size_t i = 0; i < rank; ++i) printf(i == 0 ? "%llu" : ", %llu", (unsigned long long)dims[i]);
   printf("]\n");
 
   status = hurray_descriptor_check_buffer_list(descriptor, list);
@@ -64,7 +63,7 @@ int main(int argc, char** argv) {
            (unsigned long long)size, data, sum);
   }
 
-  hurray_descriptor_destroy(&descriptor);
+  hurray_descriptor_destroy(descriptor);
   hurray_buffer_list_destroy(&list);
   hurray_tensor_context_destroy(&context); /* owner_release: the lease ends. */
   hurray_client_close(&client);

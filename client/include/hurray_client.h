@@ -1,5 +1,5 @@
 /*
- * hurray_client.h — the C client of hurrayd, extending hurray.h (C ABI version 5).
+ * hurray_client.h — the C client of hurrayd, extending hurray.h (C ABI version 4).
  *
  * Shipped as libhurray-client.so (CMake target `hurray-client`), which depends on
  * libhurray.so; a program that never talks to a daemon links libhurray.so alone.

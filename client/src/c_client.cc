@@ -22,6 +22,7 @@ struct HurrayAllocation {
 
 namespace {
 
+using hurray::internal::FailAfterCleanup;
 using hurray::internal::Guard;
 using hurray::internal::SetLastError;
 
@@ -37,13 +38,13 @@ std::string OrEmpty(const char* text) { return text == nullptr ? std::string() :
 // The C++ descriptor of a C handle, through its encoding.
 hurray::Result<hurray::TensorDescriptor> DescriptorOf(const HurrayDescriptor* descriptor) {
   std::uint8_t* bytes = nullptr;
-  std::uint64_t length = 0;
+  std::size_t length = 0;
   if (HurrayStatus status = hurray_descriptor_encode(descriptor, &bytes, &length);
       status != HURRAY_OK) {
     return hurray::InvalidArgumentError(fmt::format("descriptor: {}", hurray_last_error_message()));
   }
   auto decoded = hurray::TensorDescriptor::Decode(std::span<const std::uint8_t>(bytes, length));
-  (void)hurray_bytes_free(&bytes);
+  hurray_bytes_free(bytes);
   return decoded;
 }
 
@@ -90,9 +91,10 @@ HurrayStatus BufferListOf(const hurray::TensorView& view, HurrayBufferList** out
     }
     if (status == HURRAY_OK) status = hurray_buffer_list_push(list, buffer);
     if (status != HURRAY_OK) {
-      (void)hurray_buffer_destroy(&buffer);
-      (void)hurray_buffer_list_destroy(&list);
-      return status;
+      return FailAfterCleanup(status, [&] {
+        if (buffer != nullptr) (void)hurray_buffer_destroy(buffer);
+        (void)hurray_buffer_list_destroy(&list);
+      });
     }
   }
   *out = list;
@@ -312,8 +314,7 @@ HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint6
         hurray_tensor_context_new(reinterpret_cast<const std::uint8_t*>(encoded.data()),
                                   encoded.size(), EndLease, acquired.get(), &context);
     if (status != HURRAY_OK) {
-      (void)hurray_buffer_list_destroy(&list);
-      return status;
+      return FailAfterCleanup(status, [&] { (void)hurray_buffer_list_destroy(&list); });
     }
     (void)acquired.release();  // Now owned by the context: EndLease deletes it.
     *out_list = list;

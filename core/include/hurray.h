@@ -1,14 +1,21 @@
 /*
- * hurray.h — the Hurray C ABI, version 5.
+ * hurray.h — the Hurray C ABI, version 4.
+ *
+ * The format documents define this ABI: every function, type, constant and status code
+ * they name keeps exactly the signature, ownership and meaning they give it, so a program
+ * written from them compiles and runs. The project only adds to it (functions and status
+ * codes; docs/c-abi.md lists which are whose), and tests/c_abi/abi/libhurray.abi guards it.
  *
  * Conventions (read these once; every function below follows them):
  *
  *  - Handles are opaque: HurrayBuffer, HurrayBufferList, HurrayDescriptor,
  *    HurrayTensorContext, HurrayReader and HurrayWriter are only ever used through pointers
  *    and these functions.
- *  - Every function but hurray_c_abi_version, hurray_status_name and
- *    hurray_last_error_message returns a HurrayStatus: HURRAY_OK (0) or a negative error.
- *  - Lengths, sizes, counts and indices are uint64_t; ranks are uint32_t.
+ *  - Every function but hurray_c_abi_version, hurray_status_name, hurray_last_error_message
+ *    and hurray_bytes_free returns a HurrayStatus: HURRAY_OK (0) or a negative error.
+ *  - Byte lengths of encoded descriptors are size_t; buffer sizes, counts and indices are
+ *    uint64_t; ranks are uint32_t, and the in/out capacity of hurray_descriptor_shape is
+ *    a size_t, as the documents give them.
  *  - A null required pointer argument returns HURRAY_ERR_NULL_POINTER at once and changes
  *    nothing. Optional context pointers (release_context, owner_context, ...) may be null.
  *  - Out-parameters come last and are written only on HURRAY_OK, except where a function
@@ -17,13 +24,15 @@
  *    `_destroy` / `_free`. Each function states whether a pointer it takes or returns is
  *    OWNED (the receiver must destroy it) or BORROWED (valid while its owner lives; never
  *    destroy it).
- *  - Every `_destroy` / `_free` takes the address of the caller's pointer, releases what it
- *    points to and writes null to it: `hurray_buffer_list_destroy(&list)`. A null pointer
- *    behind the address is a no-op returning HURRAY_OK, so destroying twice through the
- *    same variable is safe.
+ *  - Two destroy forms, as the documents give them. A buffer and a descriptor are destroyed
+ *    through their pointer: `hurray_buffer_destroy(handle)`, after which the handle is
+ *    invalid (a null handle is HURRAY_ERR_NULL_POINTER). Lists, contexts, readers and
+ *    writers take the address of the caller's pointer and write null to it:
+ *    `hurray_buffer_list_destroy(&list)`; a null pointer behind the address is a no-op
+ *    returning HURRAY_OK, so destroying twice through the same variable is safe.
+ *    hurray_bytes_free takes the bytes and returns nothing.
  *  - On failure, hurray_last_error_message() describes the error on this thread, naming
- *    the field and value that were wrong. Libraries built on this one (libhurray-client,
- *    a language binding) report through the same message with hurray_set_last_error.
+ *    the field and value that were wrong.
  *  - No C++ exception ever crosses this boundary. HURRAY_ERR_INTERNAL_PANIC means the
  *    library hit an unexpected internal failure; the handles involved must not be reused.
  *  - All functions are safe to call from any thread; a single handle must not be used by
@@ -47,7 +56,7 @@ extern "C" {
 
 /* The ABI version this header describes. Compare with hurray_c_abi_version() at start-up,
  * and with hurray_tensor_context_abi_version() before touching a received tensor. */
-#define HURRAY_C_ABI_VERSION 5u
+#define HURRAY_C_ABI_VERSION 4u
 
 /* ---- Status codes ---------------------------------------------------------------- */
 
@@ -67,8 +76,8 @@ typedef int32_t HurrayStatus;
 /* Memory for a handle could not be allocated. */
 #define HURRAY_ERR_OUT_OF_MEMORY (-6)
 /* A handle was misused: a list-owned buffer destroyed directly; in debug builds also a
- * handle destroyed twice (through a stale copy) or a handle of the wrong kind. Only the
- * handle functions of this header return it. */
+ * handle destroyed twice or a handle of the wrong kind. Only the handle functions of this
+ * header return it. */
 #define HURRAY_ERR_INTERNAL (-7)
 /* The library failed unexpectedly inside; the handles involved must not be reused. */
 #define HURRAY_ERR_INTERNAL_PANIC (-8)
@@ -103,11 +112,6 @@ HURRAY_EXPORT const char* hurray_status_name(HurrayStatus status);
 /* The message of the last error returned on the calling thread (BORROWED, valid until the
  * next hurray_ call on this thread); "" when the last call succeeded. Never null. */
 HURRAY_EXPORT const char* hurray_last_error_message(void);
-
-/* For libraries built on this one: records `message` (BORROWED for the call, copied; null
- * means "") as the calling thread's last error, the one hurray_last_error_message reports,
- * and returns `status`. HURRAY_OK with a null message clears it. Never fails. */
-HURRAY_EXPORT HurrayStatus hurray_set_last_error(HurrayStatus status, const char* message);
 
 /* ---- Byte tags --------------------------------------------------------------------- */
 
@@ -177,11 +181,10 @@ HURRAY_EXPORT HurrayStatus hurray_buffer_from_ptr(void* data, uint64_t byte_size
                                                   void* release_context, HurrayBuffer** out);
 
 /* Runs the release callback exactly once, releases an event attached by
- * hurray_buffer_handoff_event, frees the handle and writes null to *buffer. Idempotent: a
- * null *buffer is a no-op returning HURRAY_OK. HURRAY_ERR_INTERNAL (nothing released) for a
- * buffer owned by a list (destroy the list instead) and, in debug builds, for a handle
- * already destroyed through another copy of the pointer. */
-HURRAY_EXPORT HurrayStatus hurray_buffer_destroy(HurrayBuffer** buffer);
+ * hurray_buffer_handoff_event, and frees the handle. The handle is invalid afterwards.
+ * HURRAY_ERR_INTERNAL (nothing released) for a buffer owned by a list (destroy the list
+ * instead) and, in debug builds, for a handle already destroyed. */
+HURRAY_EXPORT HurrayStatus hurray_buffer_destroy(HurrayBuffer* buffer);
 
 /* Accessors; `buffer` is BORROWED. */
 HURRAY_EXPORT HurrayStatus hurray_buffer_byte_size(const HurrayBuffer* buffer, uint64_t* out);
@@ -225,7 +228,7 @@ typedef struct HurrayDescriptor HurrayDescriptor;
 /* Decodes and validates an encoded hurray.v1.TensorDescriptor (`bytes` BORROWED for the
  * call; the result, OWNED through *out, keeps its own copy). HURRAY_ERR_INVALID_ARGUMENT,
  * with a message naming the field and value, for bytes that are not a valid descriptor. */
-HURRAY_EXPORT HurrayStatus hurray_descriptor_decode(const uint8_t* bytes, uint64_t len,
+HURRAY_EXPORT HurrayStatus hurray_descriptor_decode(const uint8_t* bytes, size_t len,
                                                     HurrayDescriptor** out);
 
 /* A dense, row-major, unquantized CPU descriptor with one buffer of exactly the size the
@@ -238,16 +241,14 @@ HURRAY_EXPORT HurrayStatus hurray_descriptor_new_dense(uint8_t element_type_tag,
 /* The encoding of a descriptor: *bytes (OWNED, free with hurray_bytes_free) holds *len
  * bytes that hurray_descriptor_decode accepts. */
 HURRAY_EXPORT HurrayStatus hurray_descriptor_encode(const HurrayDescriptor* descriptor,
-                                                    uint8_t** bytes, uint64_t* len);
+                                                    uint8_t** bytes, size_t* len);
 
-/* Frees bytes returned by hurray_descriptor_encode and writes null to *bytes. Idempotent:
- * a null *bytes is a no-op returning HURRAY_OK. */
-HURRAY_EXPORT HurrayStatus hurray_bytes_free(uint8_t** bytes);
+/* Frees bytes returned by hurray_descriptor_encode. Null is a no-op. */
+HURRAY_EXPORT void hurray_bytes_free(uint8_t* bytes);
 
-/* Frees a descriptor and writes null to *descriptor. Idempotent: a null *descriptor is a
- * no-op returning HURRAY_OK. HURRAY_ERR_INTERNAL in debug builds for one already destroyed
- * through another copy of the pointer. */
-HURRAY_EXPORT HurrayStatus hurray_descriptor_destroy(HurrayDescriptor** descriptor);
+/* Frees a descriptor; the handle is invalid afterwards. HURRAY_ERR_INTERNAL in debug builds
+ * for one already destroyed. */
+HURRAY_EXPORT HurrayStatus hurray_descriptor_destroy(HurrayDescriptor* descriptor);
 
 /* Number of dimensions. */
 HURRAY_EXPORT HurrayStatus hurray_descriptor_rank(const HurrayDescriptor* descriptor,
@@ -258,7 +259,7 @@ HURRAY_EXPORT HurrayStatus hurray_descriptor_rank(const HurrayDescriptor* descri
  * call writes the true rank to *in_out_rank and returns HURRAY_ERR_BUFFER_TOO_SMALL;
  * otherwise it fills out_dims[0..rank) and writes the rank to *in_out_rank. */
 HURRAY_EXPORT HurrayStatus hurray_descriptor_shape(const HurrayDescriptor* descriptor,
-                                                   uint64_t* out_dims, uint32_t* in_out_rank);
+                                                   uint64_t* out_dims, size_t* in_out_rank);
 
 /* The one-byte element type tag (HURRAY_ELEMENT_*). */
 HURRAY_EXPORT HurrayStatus hurray_descriptor_element_type_tag(const HurrayDescriptor* descriptor,
@@ -292,7 +293,7 @@ typedef void (*HurrayOwnerRelease)(void* owner_context);
  * descriptor (bytes may then be null); otherwise the bytes must decode as a valid
  * descriptor (HURRAY_ERR_INVALID_ARGUMENT). `owner_release` may be null. On error the
  * callback is not called. */
-HURRAY_EXPORT HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, uint64_t len,
+HURRAY_EXPORT HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, size_t len,
                                                      HurrayOwnerRelease owner_release,
                                                      void* owner_context,
                                                      HurrayTensorContext** out);

@@ -216,19 +216,17 @@ HurrayStatus hurray_buffer_from_ptr(void* data, uint64_t byte_size, uint64_t ali
   });
 }
 
-HurrayStatus hurray_buffer_destroy(HurrayBuffer** buffer) {
+HurrayStatus hurray_buffer_destroy(HurrayBuffer* buffer) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(buffer);
-    if (*buffer == nullptr) return HURRAY_OK;
-    HURRAY_CHECK_LIVE(*buffer, kBuffer, "buffer");
-    if ((*buffer)->owned_by_list) {
+    HURRAY_CHECK_LIVE(buffer, kBuffer, "buffer");
+    if (buffer->owned_by_list) {
       return SetLastError(HURRAY_ERR_INTERNAL,
                           "hurray_buffer_destroy: the buffer is owned (and will be destroyed) "
                           "by its list; destroy the list instead");
     }
-    HURRAY_UNTRACK_OR_FAIL(*buffer, kBuffer, "buffer");
-    FreeBuffer(*buffer);
-    *buffer = nullptr;
+    HURRAY_UNTRACK_OR_FAIL(buffer, kBuffer, "buffer");
+    FreeBuffer(buffer);
     return HURRAY_OK;
   });
 }
@@ -360,7 +358,7 @@ HurrayStatus hurray_buffer_list_destroy(HurrayBufferList** list) {
 
 // ---- Descriptors ----
 
-HurrayStatus hurray_descriptor_decode(const uint8_t* bytes, uint64_t len, HurrayDescriptor** out) {
+HurrayStatus hurray_descriptor_decode(const uint8_t* bytes, size_t len, HurrayDescriptor** out) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(out);
     if (bytes == nullptr && len != 0) return NullArgument("bytes");
@@ -396,7 +394,7 @@ HurrayStatus hurray_descriptor_new_dense(uint8_t element_type_tag, const uint64_
 }
 
 HurrayStatus hurray_descriptor_encode(const HurrayDescriptor* descriptor, uint8_t** bytes,
-                                      uint64_t* len) {
+                                      size_t* len) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
     HURRAY_REQUIRE(bytes);
@@ -412,22 +410,13 @@ HurrayStatus hurray_descriptor_encode(const HurrayDescriptor* descriptor, uint8_
   });
 }
 
-HurrayStatus hurray_bytes_free(uint8_t** bytes) {
-  return Guard(__func__, [&]() -> HurrayStatus {
-    HURRAY_REQUIRE(bytes);
-    std::free(*bytes);
-    *bytes = nullptr;
-    return HURRAY_OK;
-  });
-}
+void hurray_bytes_free(uint8_t* bytes) { std::free(bytes); }
 
-HurrayStatus hurray_descriptor_destroy(HurrayDescriptor** descriptor) {
+HurrayStatus hurray_descriptor_destroy(HurrayDescriptor* descriptor) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
-    if (*descriptor == nullptr) return HURRAY_OK;
-    HURRAY_UNTRACK_OR_FAIL(*descriptor, kDescriptor, "descriptor");
-    delete *descriptor;
-    *descriptor = nullptr;
+    HURRAY_UNTRACK_OR_FAIL(descriptor, kDescriptor, "descriptor");
+    delete descriptor;
     return HURRAY_OK;
   });
 }
@@ -442,14 +431,14 @@ HurrayStatus hurray_descriptor_rank(const HurrayDescriptor* descriptor, uint32_t
 }
 
 HurrayStatus hurray_descriptor_shape(const HurrayDescriptor* descriptor, uint64_t* out_dims,
-                                     uint32_t* in_out_rank) {
+                                     size_t* in_out_rank) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(descriptor);
     HURRAY_REQUIRE(in_out_rank);
     const auto& shape = descriptor->descriptor.shape();
-    const auto rank = static_cast<uint32_t>(shape.size());  // At most kMaxRank.
+    const std::size_t rank = shape.size();  // At most kMaxRank.
     if ((out_dims == nullptr && rank != 0) || *in_out_rank < rank) {
-      const uint32_t capacity = out_dims == nullptr ? 0 : *in_out_rank;
+      const std::size_t capacity = out_dims == nullptr ? 0 : *in_out_rank;
       *in_out_rank = rank;
       return SetLastError(
           HURRAY_ERR_BUFFER_TOO_SMALL,
@@ -512,7 +501,7 @@ HurrayStatus hurray_descriptor_check_buffer_list(const HurrayDescriptor* descrip
 
 // ---- Tensor context ----
 
-HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, uint64_t len,
+HurrayStatus hurray_tensor_context_new(const uint8_t* bytes, size_t len,
                                        HurrayOwnerRelease owner_release, void* owner_context,
                                        HurrayTensorContext** out) {
   return Guard(__func__, [&]() -> HurrayStatus {

@@ -26,6 +26,7 @@ struct HurrayReader {
 
 namespace {
 
+using hurray::internal::FailAfterCleanup;
 using hurray::internal::Guard;
 using hurray::internal::NullArgument;
 using hurray::internal::SetLastError;
@@ -38,11 +39,11 @@ HurrayStatus FailureOf(const hurray::Status& status) {
 std::optional<hurray::TensorDescriptor> DescriptorOf(const HurrayDescriptor* handle,
                                                      HurrayStatus& status) {
   uint8_t* bytes = nullptr;
-  uint64_t len = 0;
+  size_t len = 0;
   status = hurray_descriptor_encode(handle, &bytes, &len);
   if (status != HURRAY_OK) return std::nullopt;
   auto descriptor = hurray::TensorDescriptor::Decode(std::span<const std::uint8_t>(bytes, len));
-  hurray_bytes_free(&bytes);
+  hurray_bytes_free(bytes);
   if (!descriptor) {
     status = SetLastError(descriptor.error());
     return std::nullopt;
@@ -118,13 +119,14 @@ HurrayStatus ListOf(const hurray::TensorDescriptor& descriptor, std::vector<void
                                     entry.memory_class().ToByte(), FreeAligned, nullptr, &buffer);
     if (status != HURRAY_OK) break;
     status = hurray_buffer_list_push(list, buffer);
-    if (status != HURRAY_OK) hurray_buffer_destroy(&buffer);  // Frees its memory.
+    if (status != HURRAY_OK) {
+      status = FailAfterCleanup(status, [&] { (void)hurray_buffer_destroy(buffer); });  // Frees it.
+    }
   }
   if (status != HURRAY_OK) {
     // Buffers already wrapped are freed with the list; the rest here.
     std::for_each(memory.begin() + static_cast<std::ptrdiff_t>(wrapped), memory.end(), std::free);
-    hurray_buffer_list_destroy(&list);
-    return status;
+    return FailAfterCleanup(status, [&] { (void)hurray_buffer_list_destroy(&list); });
   }
   *out = list;
   return HURRAY_OK;
@@ -287,8 +289,7 @@ HurrayStatus hurray_reader_read_tensor(const HurrayReader* reader, uint64_t inde
     }
     status = ListOf(tensor->descriptor, memory, out_buffers);
     if (status != HURRAY_OK) {
-      hurray_descriptor_destroy(&descriptor);
-      return status;
+      return FailAfterCleanup(status, [&] { (void)hurray_descriptor_destroy(descriptor); });
     }
     *out_descriptor = descriptor;
     return HURRAY_OK;

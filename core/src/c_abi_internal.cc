@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "hurray/c_abi_private.h"
+
 namespace hurray::internal {
 namespace {
 

@@ -2,7 +2,7 @@
 // lives in libhurray.so alone; libhurray-client.so reports through hurray_set_last_error.
 #include <string>
 
-#include "hurray.h"
+#include "hurray/c_abi_private.h"
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,13 +29,18 @@ namespace {
 constexpr const char* kCapsuleName = "hurray_tensor";
 constexpr const char* kUsedCapsuleName = "used_hurray_tensor";
 
-// Raises the error of a failed C call `function` as its Python exception.
-void CheckC(HurrayStatus status, const char* function) {
+// Raises the error of a failed C call `function`, which left `message`, as its Python
+// exception.
+void CheckC(HurrayStatus status, const char* function, std::string_view message) {
   if (status == HURRAY_OK) return;
   const StatusCode code =
       status == HURRAY_ERR_INVALID_ARGUMENT ? StatusCode::kInvalidArgument : StatusCode::kInternal;
-  throw ToPython(Error(code, fmt::format("{}: {}: {}", function, hurray_status_name(status),
-                                         hurray_last_error_message())));
+  throw ToPython(
+      Error(code, fmt::format("{}: {}: {}", function, hurray_status_name(status), message)));
+}
+
+void CheckC(HurrayStatus status, const char* function) {
+  CheckC(status, function, hurray_last_error_message());
 }
 
 // owner_release of the capsule's context: drops the owner's reference, taking the GIL (a C
@@ -80,8 +86,11 @@ void PushBuffer(HurrayBufferList* list, const CapsuleBuffer& buffer) {
                                 buffer.handle.memory_class().ToByte(), nullptr, nullptr, &handle),
          "hurray_buffer_from_ptr");
   const HurrayStatus pushed = hurray_buffer_list_push(list, handle);
-  if (pushed != HURRAY_OK) hurray_buffer_destroy(&handle);
-  CheckC(pushed, "hurray_buffer_list_push");
+  if (pushed != HURRAY_OK) {
+    const std::string message = hurray_last_error_message();  // The destroy clears it.
+    (void)hurray_buffer_destroy(handle);
+    CheckC(pushed, "hurray_buffer_list_push", message);
+  }
 }
 
 // Memory of a consumed capsule, one buffer of it, read-only through the buffer protocol. It

@@ -3,7 +3,9 @@
 #         -DFORBIDDEN_NEEDED=... [-DREQUIRED_NEEDED=...] -P check_library.cmake
 # Every symbol `nm -D --defined-only` lists must match the regex EXPORTS, MUST_EXPORT must
 # be among them, no NEEDED entry of `readelf -d` may match FORBIDDEN_NEEDED, and one must
-# match REQUIRED_NEEDED when it is given. Any other outcome fails the test.
+# match REQUIRED_NEEDED when it is given. With -DVERSION_NODE=N, every symbol must carry the
+# version N, but those matching PRIVATE_EXPORTS, which must carry PRIVATE_VERSION_NODE.
+# Any other outcome fails the test.
 foreach(variable LIBRARY NM READELF EXPORTS MUST_EXPORT FORBIDDEN_NEEDED)
   if(NOT DEFINED ${variable} OR "${${variable}}" STREQUAL "")
     message(FATAL_ERROR "check_library.cmake: ${variable} is not set")
@@ -18,8 +20,27 @@ endif()
 string(REGEX MATCHALL "[^\n]+" symbol_lines "${symbol_lines}")
 set(stray "")
 set(found_must_export FALSE)
+set(misversioned "")
 foreach(line IN LISTS symbol_lines)
-  string(REGEX REPLACE "^.* " "" symbol "${line}")  # The name is the last field.
+  # A version node's own definition ("0000000000000000 A HURRAY_4") is not a symbol.
+  if(line MATCHES " A [^ ]+$")
+    continue()
+  endif()
+  string(REGEX REPLACE "^.* " "" versioned "${line}")  # The name is the last field,
+  string(REGEX REPLACE "@.*$" "" symbol "${versioned}")  # its version after an @.
+  set(version "")
+  if(versioned MATCHES "@@?(.+)$")
+    set(version "${CMAKE_MATCH_1}")
+  endif()
+  if(DEFINED VERSION_NODE)
+    set(expected_version "${VERSION_NODE}")
+    if(DEFINED PRIVATE_EXPORTS AND symbol MATCHES "${PRIVATE_EXPORTS}")
+      set(expected_version "${PRIVATE_VERSION_NODE}")
+    endif()
+    if(NOT version STREQUAL expected_version)
+      list(APPEND misversioned "${symbol} has version '${version}', not ${expected_version}")
+    endif()
+  endif()
   if(symbol STREQUAL MUST_EXPORT)
     set(found_must_export TRUE)
   endif()
@@ -30,6 +51,10 @@ endforeach()
 if(stray)
   list(JOIN stray "\n  " stray)
   message(FATAL_ERROR "${LIBRARY} exports symbols outside ${EXPORTS}:\n  ${stray}")
+endif()
+if(misversioned)
+  list(JOIN misversioned "\n  " misversioned)
+  message(FATAL_ERROR "${LIBRARY}: symbols in the wrong version node:\n  ${misversioned}")
 endif()
 if(NOT found_must_export)
   message(FATAL_ERROR "${LIBRARY} does not export ${MUST_EXPORT}")

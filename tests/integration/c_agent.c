@@ -34,7 +34,7 @@ static HurrayStatus AllocateSmall(HurrayClient* client, const char* pool, Hurray
   HurrayStatus status = hurray_descriptor_new_dense(HURRAY_ELEMENT_FLOAT32, dims, 1, &descriptor);
   if (status != HURRAY_OK) return status;
   status = hurray_client_allocate(client, descriptor, pool, out);
-  hurray_descriptor_destroy(&descriptor);
+  hurray_descriptor_destroy(descriptor);
   return status;
 }
 
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   status = hurray_tensor_context_descriptor(context, &bytes, &length);
   if (status != HURRAY_OK) return Fail("context descriptor", status);
   HurrayDescriptor* descriptor = NULL;
-  status = hurray_descriptor_decode(bytes, length, &descriptor);
+  status = hurray_descriptor_decode(bytes, (size_t)length, &descriptor);
   if (status != HURRAY_OK) return Fail("decode", status);
 
   status = hurray_descriptor_check_buffer_list(descriptor, list);
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  hurray_descriptor_destroy(&descriptor);
+  hurray_descriptor_destroy(descriptor);
   hurray_buffer_list_destroy(&list);
   hurray_tensor_context_destroy(&context); /* owner_release: the lease ends. */
   status = hurray_client_close(&client);

@@ -8,6 +8,8 @@
 #include <thread>
 #include <utility>
 
+#include "hurray/c_abi_private.h"
+
 namespace hurray::internal {
 namespace {
 
@@ -86,6 +88,18 @@ TEST(CStatusTest, SetLastErrorReportsThroughTheLibrarysChannel) {
   EXPECT_EQ(std::string(hurray_last_error_message()), "model/w: wait ran out");
   EXPECT_EQ(hurray_set_last_error(HURRAY_OK, nullptr), HURRAY_OK);
   EXPECT_EQ(std::string(hurray_last_error_message()), "");
+}
+
+TEST(CStatusTest, FailAfterCleanupKeepsTheFailuresMessage) {
+  (void)SetLastError(HURRAY_ERR_OUT_OF_RANGE, "buffer 3: past the list");
+  bool cleaned = false;
+  const HurrayStatus status = FailAfterCleanup(HURRAY_ERR_OUT_OF_RANGE, [&] {
+    ClearLastError();  // What a destroy that succeeds does.
+    cleaned = true;
+  });
+  EXPECT_TRUE(cleaned);
+  EXPECT_EQ(status, HURRAY_ERR_OUT_OF_RANGE);
+  EXPECT_EQ(std::string(hurray_last_error_message()), "buffer 3: past the list");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <exception>
 #include <new>
+#include <string>
 #include <string_view>
 
 #include "hurray.h"
@@ -30,6 +31,16 @@ HurrayStatus SetLastError(const Error& error);
 
 // Clears this thread's last error (a call succeeded).
 void ClearLastError();
+
+// Runs `cleanup` after a failure and returns `status` with the message the failure left:
+// the hurray_ calls a cleanup makes (destroys) clear the thread's last error when they
+// succeed.
+template <typename Cleanup>
+HurrayStatus FailAfterCleanup(HurrayStatus status, Cleanup&& cleanup) {
+  std::string message = hurray_last_error_message();
+  cleanup();
+  return SetLastError(status, message);
+}
 
 // The C entry point running on this thread (set by Guard), for error messages.
 [[nodiscard]] const char* CurrentFunction();

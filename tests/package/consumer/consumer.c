@@ -22,7 +22,7 @@ static int Put(HurrayClient* client, const char* name) {
   if (status != HURRAY_OK) return Fail("descriptor", status);
   HurrayAllocation* allocation = NULL;
   status = hurray_client_allocate(client, descriptor, NULL, &allocation);
-  hurray_descriptor_destroy(&descriptor);
+  hurray_descriptor_destroy(descriptor);
   if (status != HURRAY_OK) return Fail("allocate", status);
   void* data = NULL;
   uint64_t size = 0;
