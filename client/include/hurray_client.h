@@ -137,7 +137,7 @@ HURRAY_EXPORT HurrayStatus hurray_client_acquire(HurrayClient* client, const cha
 /* Deletes `name` (version 0: every version); *deleted (may be NULL) receives how many.
  * Memory returns to the pool when the last lease of each version ends. */
 HURRAY_EXPORT HurrayStatus hurray_client_delete(HurrayClient* client, const char* name,
-                                                uint64_t version, uint64_t* deleted);
+                                                uint64_t version, uint32_t* deleted);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -324,7 +324,7 @@ HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint6
 }
 
 HurrayStatus hurray_client_delete(HurrayClient* client, const char* name, uint64_t version,
-                                  uint64_t* deleted) {
+                                  uint32_t* deleted) {
   return Guard(__func__, [&]() -> HurrayStatus {
     HURRAY_REQUIRE(client);
     HURRAY_REQUIRE(name);

@@ -101,7 +101,7 @@ static int CheckPublishBatch(HurrayClient* client) {
     return 1;
   }
   for (int i = 0; i < 2; ++i) {
-    uint64_t deleted = 0;
+    uint32_t deleted = 0;
     status = hurray_client_delete(client, names[i], 0, &deleted);
     if (status != HURRAY_OK || deleted != 1) return Fail("delete a batch's tensor", status);
   }
