@@ -37,11 +37,11 @@ build: deps
 	cmake --build build -j $(JOBS)
 
 # The sanitizer build is also the build without CUDA (-DHURRAY_CUDA=OFF): what a machine
-# without the CUDA toolkit builds, so that configuration is compiled and tested on every run
-# even where the toolkit is installed. (Its GPU tests would not run here either: sanitizer
-# builds leave tests/cuda out.)
+# without the CUDA toolkit builds, every target bench/ included, so that configuration is
+# compiled and tested on every run even where the toolkit is installed. (Its GPU tests would
+# not run here either: sanitizer builds leave tests/cuda out.)
 build-sanitize: deps
-	cmake -S . -B build-sanitize $(CMAKE_COMMON) $(CLANG) -DHURRAY_CUDA=OFF \
+	cmake -S . -B build-sanitize $(CMAKE_COMMON) $(CLANG) -DHURRAY_CUDA=OFF -DHURRAY_BUILD_BENCH=ON \
 	  -DHURRAY_SANITIZE=address,undefined -DHURRAY_FUZZ=ON -DHURRAY_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build build-sanitize -j $(JOBS)
 
