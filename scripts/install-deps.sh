@@ -16,7 +16,7 @@ packages=("$@")
   libhiredis-dev nlohmann-json3-dev grpc-proto libxxhash-dev
   pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
   systemd tmux python3-yaml
-  debootstrap spin abigail-tools
+  debootstrap spin abigail-tools file
 )
 
 missing=()

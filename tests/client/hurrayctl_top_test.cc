@@ -18,6 +18,7 @@
 #include "hurray/client.h"
 #include "testing/daemon_expectations.h"
 #include "testing/daemon_process.h"
+#include "testing/host_facilities.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -63,6 +64,7 @@ class HurrayctlTopTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!Shell("command -v tmux >/dev/null")) GTEST_SKIP() << "tmux is not installed";
+    if (auto why = testing::WhyNoPseudoTerminal()) GTEST_SKIP() << *why;
     ASSERT_OK_AND_ASSIGN(dir_, TempDir::Create("hurrayctl_top_test"));
     ASSERT_OK_AND_ASSIGN(daemon_,
                          DaemonProcess::Start({.binary = HURRAYD_PATH, .name = "top-test"}));

@@ -17,6 +17,7 @@
 
 #include "integration_test.h"
 #include "test_tensors.h"
+#include "testing/host_facilities.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::fault {
@@ -42,7 +43,7 @@ constexpr char kHoldNamespace[] =
 class JournalDiskFullTest : public IntegrationTest {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root: a private mount namespace and a tmpfs";
+    if (auto why = testing::WhyNoPrivateMountNamespace()) GTEST_SKIP() << *why;
     ASSERT_OK_AND_ASSIGN(directory_, TempDir::Create("hurray-fault-journal"));
     state_directory_ = directory_->path() + "/state";
     std::filesystem::create_directory(state_directory_);

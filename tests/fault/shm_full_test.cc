@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "testing/child_process.h"
+#include "testing/host_facilities.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -38,7 +39,7 @@ constexpr char kInNamespace[] =
     "exit $status\n";
 
 TEST(ShmFullTest, DaemonWhosePoolDoesNotFitInDevShmRefusesToStartAndLeavesNothing) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a private mount namespace and a tmpfs";
+  if (auto why = testing::WhyNoPrivateMountNamespace()) GTEST_SKIP() << *why;
   ASSERT_OK_AND_ASSIGN(TempDir directory, TempDir::Create("hurray-fault-shm"));
   const std::string socket = directory.path() + "/d.sock";
   const std::string config = directory.path() + "/hurrayd.toml";

@@ -26,6 +26,7 @@
 #include "hurray/safetensors.h"
 #include "integration_test.h"
 #include "test_tensors.h"
+#include "testing/host_facilities.h"
 #include "testing/safetensors_writer.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -399,6 +400,7 @@ std::optional<std::string> RunOnATerminal(const std::string& command) {
 
 TEST_F(FileTransferTest, ProgressLineIsDrawnOnATerminalAndClearedUnlessQuiet) {
   if (!std::filesystem::exists("/usr/bin/script")) GTEST_SKIP() << "no script(1) (bsdutils)";
+  if (auto why = testing::WhyNoPseudoTerminal()) GTEST_SKIP() << *why;
   const std::string path = Path("model.safetensors");
   ASSERT_OK(testing::WriteSafetensors(path, ModelSpecs(10, 1000, 9)));
   const std::string ctl = std::string(HURRAYCTL_PATH) + " --socket " + socket();
