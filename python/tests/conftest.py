@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import hurray
@@ -108,3 +109,10 @@ def wait_for(predicate, timeout=10.0):
             return True
         time.sleep(0.02)
     return predicate()
+
+
+def aligned(n_bytes, alignment=64, offset=0):
+    """A uint8 array of n_bytes whose address is `offset` bytes past an `alignment` boundary."""
+    raw = np.zeros(n_bytes + 2 * alignment, dtype=np.uint8)
+    start = (-raw.ctypes.data) % alignment + offset
+    return raw[start:start + n_bytes]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import hurray
+from conftest import aligned
 
 HURRAY_OK = 0
 HURRAY_ERR_BUFFER_TOO_SMALL = -3
@@ -68,12 +69,6 @@ def documented_library():
 @pytest.fixture(scope="module")
 def lib():
     return documented_library()
-
-
-def aligned(nbytes, alignment=64):
-    raw = np.zeros(nbytes + alignment, dtype=np.uint8)
-    start = (-raw.ctypes.data) % alignment
-    return raw[start:start + nbytes]
 
 
 def test_the_library_is_version_4(lib):

@@ -9,13 +9,7 @@ import numpy as np
 import pytest
 
 import hurray
-
-
-def aligned(n_bytes, alignment=64, offset=0):
-    """A uint8 array of n_bytes whose address is `offset` bytes past an `alignment` boundary."""
-    raw = np.zeros(n_bytes + 2 * alignment, dtype=np.uint8)
-    start = (-raw.ctypes.data) % alignment + offset
-    return raw[start:start + n_bytes]
+from conftest import aligned
 
 
 def address(buffer):
