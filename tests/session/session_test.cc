@@ -782,8 +782,13 @@ TEST_F(SessionServerTest, ThousandsOfIdleConnectionsCostNoThreadsAndOthersAreSer
   ASSERT_GT(threads_before, 0);
   std::vector<UniqueFd> idle;
   idle.reserve(kIdle);
-  for (std::size_t i = 0; i < kIdle; ++i) idle.push_back(ConnectRaw());
-  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == kIdle; }));
+  for (std::size_t i = 0; i < kIdle; ++i) {
+    idle.push_back(ConnectRaw());
+    ASSERT_TRUE(idle.back().valid()) << "connection " << i;
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->connection_count() == kIdle; }))
+      << "the server counts " << server_->connection_count() << " of " << kIdle
+      << " connections; refused " << server_->refused_connection_count();
   EXPECT_EQ(ThreadCount(), threads_before);
 
   auto client = ConnectClient("busy");
