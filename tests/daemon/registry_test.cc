@@ -687,6 +687,66 @@ TEST_F(RegistryTest, PublishBatchCompletesABatchAcquireWaitingForTheWholeSet) {
   EXPECT_EQ(registry_->Stats().lease_count(), 3u);
 }
 
+TEST_F(RegistryTest, BatchWaitCountsEachListedNameOnceAndSeesADeleteInBetween) {
+  // Listed 30,000 times, a name is still one name to wait for (and one lease).
+  v1::BatchAcquireRequest wanted;
+  for (int i = 0; i < 30'000; ++i) wanted.add_names("dup/x");
+  wanted.add_names("dup/y");
+  wanted.set_wait_timeout_ms(60'000);
+  std::promise<Result<v1::BatchAcquireResponse>> promise;
+  auto future = promise.get_future();
+  registry_->BatchAcquire(consumer_, wanted, [&](auto result) { promise.set_value(result); });
+  for (int i = 0; i < 20; ++i) Put("dup/x");
+  v1::DeleteRequest remove;
+  remove.set_name("dup/x");
+  ASSERT_OK(registry_->Delete(producer_, remove));
+  Put("dup/y");  // dup/x is missing again: the batch waits on.
+  EXPECT_EQ(future.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  Put("dup/x");
+  auto batch = future.get();
+  ASSERT_OK(batch);
+  ASSERT_EQ(batch->tensors_size(), 2);
+  EXPECT_EQ(batch->tensors(0).tensor().name(), "dup/x");
+  EXPECT_EQ(batch->tensors(1).tensor().name(), "dup/y");
+  EXPECT_EQ(registry_->Stats().lease_count(), 2u);
+}
+
+TEST_F(RegistryTest, WaitsOfOneUidAreCapped) {
+  registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.max_waits_per_uid = 3});
+  const std::uint64_t root = OpenSession();
+  const auto start_wait = [&](std::uint64_t session, const std::string& name,
+                              std::optional<Result<v1::AcquireResponse>>& outcome) {
+    v1::AcquireRequest request;
+    request.set_name(name);
+    request.set_wait_timeout_ms(60'000);
+    return registry_->Acquire(
+        session, request, [&outcome](Result<v1::AcquireResponse> r) { outcome = std::move(r); });
+  };
+  std::vector<std::optional<Result<v1::AcquireResponse>>> outcomes(5);
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(start_wait(root, "cap/w", outcomes[i]));
+  for (std::uint64_t id : ids) EXPECT_NE(id, 0u);
+  EXPECT_EQ(start_wait(root, "cap/w", outcomes[3]), 0u);
+  ASSERT_TRUE(outcomes[3].has_value());
+  EXPECT_ERROR(*outcomes[3], StatusCode::kResourceExhausted,
+               {"uid 0: max_waits_per_uid 3 reached"});
+  // Another uid waits within its own count.
+  auto other = registry_->OpenSession(PeerCredentials{.pid = 1, .uid = 1001, .gid = 1001}, "o");
+  ASSERT_OK(other);
+  std::optional<Result<v1::AcquireResponse>> others;
+  const std::uint64_t other_wait = start_wait(other->session_id, "cap/w", others);
+  EXPECT_NE(other_wait, 0u);
+  EXPECT_FALSE(others.has_value());
+  // A wait that ends makes room.
+  EXPECT_TRUE(registry_->CancelWait(ids[0]));
+  const std::uint64_t last = start_wait(root, "cap/w", outcomes[4]);
+  EXPECT_NE(last, 0u);
+  EXPECT_FALSE(outcomes[4].has_value());
+  // None outlives the outcomes it would write.
+  for (std::uint64_t id : {ids[1], ids[2], last, other_wait})
+    EXPECT_TRUE(registry_->CancelWait(id));
+}
+
 TEST_F(RegistryTest, WatchSeesPublishesAndDeletesInOrder) {
   std::vector<std::string> seen;
   std::mutex mutex;
@@ -1203,6 +1263,28 @@ TEST_F(RegistryAccessTest, AnonymousInspectionSeesOnlyNamesAnyMayRead) {
   ASSERT_TRUE(got.has_value());
   ASSERT_OK(*got);
   EXPECT_EQ((*got)->tensors_size(), 0);
+}
+
+TEST_F(RegistryAccessTest, BatchAcquireRefusalSaysNothingOfWhetherANameIsPublished) {
+  ASSERT_OK_AND_ASSIGN(
+      AccessPolicy policy,
+      AccessPolicy::Make(
+          {{.pattern = "secret/**", .publish = {"uid:1001"}, .read = {"uid:1001"}, .remove = {}}},
+          {}, ::geteuid()));
+  UsePolicy(std::move(policy));
+  const std::uint64_t alice = OpenSessionAs(1001);
+  const std::uint64_t bob = OpenSessionAs(1002);
+  ASSERT_OK(PutAs(alice, "secret/published"));
+  for (const char* name : {"secret/published", "secret/never-published"}) {
+    v1::BatchAcquireRequest batch;
+    batch.add_names(name);
+    batch.set_wait_timeout_ms(60'000);  // A refusal never waits.
+    std::optional<Result<v1::BatchAcquireResponse>> got;
+    registry_->BatchAcquire(bob, batch,
+                            [&](Result<v1::BatchAcquireResponse> r) { got = std::move(r); });
+    ASSERT_TRUE(got.has_value()) << name;
+    EXPECT_ERROR(*got, StatusCode::kPermissionDenied, {"read denied to uid 1002"});
+  }
 }
 
 TEST_F(RegistryAccessTest, PoolNamespacesLimitPublishAndShowInStats) {

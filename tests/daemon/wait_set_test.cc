@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace hurray::daemon {
 namespace {
 
@@ -25,6 +28,36 @@ class WaitSetTest : public ::testing::Test {
                 .fail = [](const Error&) {}};
   }
 
+  // A batch's wait (WakeOn::kAllPublished) on `names`, which completes when offered.
+  Wait MakeBatchWait(std::uint64_t session, std::uint32_t uid, std::vector<std::string> names,
+                     std::uint64_t id) {
+    Wait wait = MakeWait(session, std::move(names), milliseconds(10), true, id);
+    wait.uid = uid;
+    wait.wake_on = Wait::WakeOn::kAllPublished;
+    wait.try_complete = [this, id](Deferred&) {
+      ++offers_;
+      woken_.push_back(id);
+      return true;
+    };
+    return wait;
+  }
+
+  // Adds `wait` to waits_, the names in published_ counted as published.
+  bool Add(std::uint64_t id, Wait wait) {
+    return waits_.Add(id, std::move(wait),
+                      [this](std::string_view name) { return published_.contains(name); });
+  }
+
+  // Publishes `name`: tells waits_ it is present (when it was not) and wakes its waits.
+  void Publish(const std::string& name) {
+    if (published_.insert(name).second) waits_.SetPublished(name, true);
+    Deferred deferred;
+    waits_.Wake(name, deferred);
+  }
+  void Unpublish(const std::string& name) {
+    if (published_.erase(name) != 0) waits_.SetPublished(name, false);
+  }
+
   static std::vector<std::uint64_t> Sessions(const std::vector<Wait>& waits) {
     std::vector<std::uint64_t> sessions;
     sessions.reserve(waits.size());
@@ -35,13 +68,15 @@ class WaitSetTest : public ::testing::Test {
   const Wait::Clock::time_point start_ = Wait::Clock::now();
   WaitSet waits_;
   std::vector<std::uint64_t> woken_;
+  std::set<std::string, std::less<>> published_;
+  int offers_ = 0;  // try_complete calls of batch waits.
 };
 
 TEST_F(WaitSetTest, ExpiresInDeadlineOrder) {
   EXPECT_FALSE(waits_.NextDeadline());
-  EXPECT_TRUE(waits_.Add(1, MakeWait(30, {"a/x"}, milliseconds(30))));
-  EXPECT_TRUE(waits_.Add(2, MakeWait(10, {"a/x"}, milliseconds(10))));
-  EXPECT_FALSE(waits_.Add(3, MakeWait(20, {"a/y"}, milliseconds(20))));
+  EXPECT_TRUE(Add(1, MakeWait(30, {"a/x"}, milliseconds(30))));
+  EXPECT_TRUE(Add(2, MakeWait(10, {"a/x"}, milliseconds(10))));
+  EXPECT_FALSE(Add(3, MakeWait(20, {"a/y"}, milliseconds(20))));
   EXPECT_EQ(waits_.NextDeadline(), start_ + milliseconds(10));
 
   EXPECT_TRUE(waits_.TakeExpired(start_ + milliseconds(5)).empty());
@@ -55,9 +90,9 @@ TEST_F(WaitSetTest, ExpiresInDeadlineOrder) {
 }
 
 TEST_F(WaitSetTest, WakeRemovesOnlyTheWaitsThatComplete) {
-  waits_.Add(1, MakeWait(7, {"a/x", "a/y"}, milliseconds(10), true, 1));
-  waits_.Add(2, MakeWait(7, {"a/x"}, milliseconds(10), false, 2));
-  waits_.Add(3, MakeWait(7, {"a/z"}, milliseconds(10), true, 3));
+  Add(1, MakeWait(7, {"a/x", "a/y"}, milliseconds(10), true, 1));
+  Add(2, MakeWait(7, {"a/x"}, milliseconds(10), false, 2));
+  Add(3, MakeWait(7, {"a/z"}, milliseconds(10), true, 3));
   Deferred deferred;
   waits_.Wake("a/x", deferred);
   EXPECT_EQ(woken_, (std::vector<std::uint64_t>{1}));
@@ -70,9 +105,9 @@ TEST_F(WaitSetTest, WakeRemovesOnlyTheWaitsThatComplete) {
 }
 
 TEST_F(WaitSetTest, TakeSessionRemovesItsWaitsFromEveryIndex) {
-  waits_.Add(1, MakeWait(7, {"a/x"}, milliseconds(10), true, 1));
-  waits_.Add(2, MakeWait(8, {"a/x"}, milliseconds(20), true, 2));
-  waits_.Add(3, MakeWait(7, {"a/y"}, milliseconds(30), true, 3));
+  Add(1, MakeWait(7, {"a/x"}, milliseconds(10), true, 1));
+  Add(2, MakeWait(8, {"a/x"}, milliseconds(20), true, 2));
+  Add(3, MakeWait(7, {"a/y"}, milliseconds(30), true, 3));
   EXPECT_EQ(Sessions(waits_.TakeSession(7)), (std::vector<std::uint64_t>{7, 7}));
   EXPECT_TRUE(waits_.TakeSession(7).empty());
   EXPECT_EQ(waits_.NextDeadline(), start_ + milliseconds(20));
@@ -83,13 +118,55 @@ TEST_F(WaitSetTest, TakeSessionRemovesItsWaitsFromEveryIndex) {
 }
 
 TEST_F(WaitSetTest, RemoveTakesAWaitOnce) {
-  waits_.Add(1, MakeWait(7, {"a/x"}, milliseconds(10)));
+  Add(1, MakeWait(7, {"a/x"}, milliseconds(10)));
   auto removed = waits_.Remove(1);
   ASSERT_TRUE(removed);
   EXPECT_EQ(removed.value().names, (std::vector<std::string>{"a/x"}));
   EXPECT_FALSE(waits_.Remove(1));
   EXPECT_FALSE(waits_.NextDeadline());
   EXPECT_TRUE(waits_.TakeSession(7).empty());
+}
+
+TEST_F(WaitSetTest, BatchIsOfferedOnlyOnceItsLastMissingNameIsPublished) {
+  // Listed many times over, each name counts once.
+  std::vector<std::string> names(1000, "a/x");
+  names.insert(names.end(), {"a/y", "a/y", "a/z"});
+  Publish("a/z");
+  Add(1, MakeBatchWait(7, 100, names, 1));
+  ASSERT_TRUE(waits_.Remove(1));
+  EXPECT_TRUE(Add(1, MakeBatchWait(7, 100, names, 1)));
+  for (int i = 0; i < 50; ++i) Publish("a/x");  // a/y still missing: never offered.
+  EXPECT_EQ(offers_, 0);
+  Unpublish("a/x");  // Deleted again: a/x and a/y missing.
+  Publish("a/y");
+  EXPECT_EQ(offers_, 0);
+  Publish("a/x");
+  EXPECT_EQ(offers_, 1);
+  EXPECT_EQ(woken_, (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(waits_.size(), 0u);
+  Publish("a/x");  // Gone from every index.
+  EXPECT_EQ(offers_, 1);
+}
+
+TEST_F(WaitSetTest, KeepsEachListedNameOnce) {
+  Add(1, MakeWait(7, {"a/y", "a/x", "a/y", "a/x"}, milliseconds(10)));
+  auto removed = waits_.Remove(1);
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->names, (std::vector<std::string>{"a/x", "a/y"}));
+}
+
+TEST_F(WaitSetTest, CountsWaitsPerUid) {
+  Add(1, MakeBatchWait(7, 100, {"a/x"}, 1));
+  Add(2, MakeBatchWait(8, 100, {"a/y"}, 2));
+  Add(3, MakeBatchWait(9, 200, {"a/x"}, 3));
+  EXPECT_EQ(waits_.UidWaits(100), 2u);
+  EXPECT_EQ(waits_.UidWaits(200), 1u);
+  EXPECT_EQ(waits_.UidWaits(300), 0u);
+  Publish("a/x");  // Completes 1 and 3.
+  EXPECT_EQ(waits_.UidWaits(100), 1u);
+  EXPECT_EQ(waits_.UidWaits(200), 0u);
+  waits_.TakeSession(8);
+  EXPECT_EQ(waits_.UidWaits(100), 0u);
 }
 
 }  // namespace

@@ -267,6 +267,8 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
     uid_quotas_.RemovePublished(version.publisher_uid, version.byte_size);
   });
+  versions_.set_presence_observer(
+      [this](const std::string& name, bool present) { waits_.SetPublished(name, present); });
   versions_.set_fast_path(options_.fast_path.directory.get(), [this](std::uint64_t version_id) {
     const bool named = lease_pages_.Names(version_id);
     if (named) ArmRescanLocked();
@@ -911,8 +913,8 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
     return true;
   };
   auto fail = [shared_done](Error error) { (*shared_done)(std::unexpected(std::move(error))); };
-  return StartWaitLocked(session_id, {request.name()}, request.wait_timeout_ms(),
-                         std::move(try_complete), std::move(fail));
+  return StartWaitLocked(lock, session_id, {request.name()}, Wait::WakeOn::kEveryPublish,
+                         request.wait_timeout_ms(), std::move(try_complete), std::move(fail));
 }
 
 Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
@@ -974,6 +976,8 @@ Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(
     }
   }
   for (const std::string& name : wanted) {
+    // Before the lookup, as AcquireLocked: a refusal says nothing of whether it is published.
+    HURRAY_RETURN_IF_ERROR(access_->Check(AccessVerb::kRead, name, &session->peer, std::nullopt));
     if (versions_.Find(name, 0) == nullptr) {
       return NotFoundError(fmt::format("{} is not published", Shown(name)));
     }
@@ -1031,23 +1035,41 @@ std::uint64_t Registry::BatchAcquire(std::uint64_t session_id,
     return true;
   };
   auto fail = [shared_done](Error error) { (*shared_done)(std::unexpected(std::move(error))); };
-  return StartWaitLocked(session_id, {request.names().begin(), request.names().end()},
-                         request.wait_timeout_ms(), std::move(try_complete), std::move(fail));
+  return StartWaitLocked(lock, session_id, {request.names().begin(), request.names().end()},
+                         Wait::WakeOn::kAllPublished, request.wait_timeout_ms(),
+                         std::move(try_complete), std::move(fail));
 }
 
 // ---- Waits ----
 
-std::uint64_t Registry::StartWaitLocked(std::uint64_t session_id, std::vector<std::string> names,
-                                        std::uint32_t timeout_ms,
+std::uint64_t Registry::StartWaitLocked(std::unique_lock<std::mutex>& lock,
+                                        std::uint64_t session_id, std::vector<std::string> names,
+                                        Wait::WakeOn wake_on, std::uint32_t timeout_ms,
                                         std::function<bool(Deferred&)> try_complete,
                                         std::function<void(Error)> fail) {
+  const Session* session = sessions_.Find(session_id);
+  const std::uint32_t uid = session != nullptr ? session->peer.uid : 0;
+  if (const std::size_t waiting = waits_.UidWaits(uid);
+      options_.max_waits_per_uid != 0 && waiting >= options_.max_waits_per_uid) {
+    lock.unlock();
+    fail(ResourceExhaustedError(
+             fmt::format("uid {}: max_waits_per_uid {} reached ({} acquires of its sessions are "
+                         "already waiting)",
+                         uid, options_.max_waits_per_uid, waiting))
+             .error());
+    return 0;
+  }
   const std::uint64_t id = next_id_++;
   const bool earliest =
-      waits_.Add(id, Wait{.session_id = session_id,
-                          .names = std::move(names),
-                          .deadline = Wait::Clock::now() + std::chrono::milliseconds(timeout_ms),
-                          .try_complete = std::move(try_complete),
-                          .fail = std::move(fail)});
+      waits_.Add(id,
+                 Wait{.session_id = session_id,
+                      .uid = uid,
+                      .names = std::move(names),
+                      .wake_on = wake_on,
+                      .deadline = Wait::Clock::now() + std::chrono::milliseconds(timeout_ms),
+                      .try_complete = std::move(try_complete),
+                      .fail = std::move(fail)},
+                 [this](std::string_view name) { return versions_.Find(name, 0) != nullptr; });
   if (earliest) ArmWaitTimerLocked();
   return id;
 }
@@ -1070,10 +1092,15 @@ void Registry::OnWaitTimer() {
     ArmWaitTimerLocked();
   }
   for (Wait& wait : expired) {
+    // A bounded excerpt: a batch may list 100,000 names.
+    constexpr std::size_t kShownNames = 8;
     std::string names;
-    for (const std::string& name : wait.names) {
+    for (std::size_t i = 0; i < std::min(wait.names.size(), kShownNames); ++i) {
       if (!names.empty()) names += ", ";
-      names += Shown(name);
+      names += Shown(wait.names[i]);
+    }
+    if (wait.names.size() > kShownNames) {
+      names += fmt::format(" and {} more", wait.names.size() - kShownNames);
     }
     wait.fail(DeadlineExceededError(fmt::format("not published before the wait timed out: {}",
                                                 names.empty() ? "prefix" : names))

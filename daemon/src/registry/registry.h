@@ -78,10 +78,13 @@ class Registry final : public SessionHost {
     // Longest acquire wait accepted, in milliseconds.
     std::uint32_t max_wait_ms = 3'600'000;
     // Most names one BatchAcquire may list, and most items of one PublishBatch. A batch
-    // waits as one: each publish of one of its names retries the whole batch under the
-    // mutex, so the list is bounded to keep that retry short (and a PublishBatch holds the
-    // mutex while it checks and adds every item).
+    // waits as one, each name counted once: a publish costs it O(1) until its last missing
+    // name is published, when the whole batch is acquired under the mutex (and a
+    // PublishBatch holds the mutex while it checks and adds every item).
     std::size_t max_batch_names = 100'000;
+    // Most acquires (and batch acquires) the sessions of one uid may have waiting at once;
+    // one more is RESOURCE_EXHAUSTED. 0: no limit.
+    std::size_t max_waits_per_uid = 4096;
     // Fence segments are named "/<fence_shm_prefix>-<32 random hex digits>".
     std::string fence_shm_prefix = "hurray";
     // Who may publish, read and delete where (both channels); null: the default policy
@@ -318,8 +321,11 @@ class Registry final : public SessionHost {
   void OnRescanTimer();
   void FreeAllocationLocked(std::uint64_t allocation_id);
   // Registers a wait (see Wait) for `names` that fails with DEADLINE_EXCEEDED after
-  // `timeout_ms`; returns its id.
-  std::uint64_t StartWaitLocked(std::uint64_t session_id, std::vector<std::string> names,
+  // `timeout_ms`; returns its id. When the session's uid has max_waits_per_uid waits
+  // already, releases `lock`, fails it with RESOURCE_EXHAUSTED naming the limit and
+  // returns 0.
+  std::uint64_t StartWaitLocked(std::unique_lock<std::mutex>& lock, std::uint64_t session_id,
+                                std::vector<std::string> names, Wait::WakeOn wake_on,
                                 std::uint32_t timeout_ms,
                                 std::function<bool(Deferred&)> try_complete,
                                 std::function<void(Error)> fail);

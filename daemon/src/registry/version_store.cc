@@ -35,6 +35,7 @@ std::uint64_t VersionStore::NextNumber(std::string_view name) const {
 void VersionStore::Add(const std::string& name, std::shared_ptr<TensorVersion> version) {
   auto named = names_.try_emplace(name).first;
   NameEntry& entry = named->second;
+  const bool was_present = entry.Latest() != nullptr;
   version->name = &named->first;
   entry.next_version = version->number + 1;
   // The previous latest is superseded: it lives on only while leased.
@@ -52,6 +53,7 @@ void VersionStore::Add(const std::string& name, std::shared_ptr<TensorVersion> v
   entry.versions.push_back(std::move(version));
   ++version_count_;
   ShowLatest(entry);  // Before any superseded version may be reclaimed.
+  if (!was_present) PresenceChanged(named->first, true);
   for (TensorVersion* old : superseded) ReclaimIfUnused(old);  // Never erases the entry.
 }
 
@@ -59,6 +61,7 @@ std::vector<TensorVersion*> VersionStore::MarkDeleted(std::string_view name, std
   std::vector<TensorVersion*> deleted;
   auto entry = names_.find(name);
   if (entry == names_.end()) return deleted;
+  const bool was_present = entry->second.Latest() != nullptr;
   for (const auto& version : entry->second.versions) {
     if (!version->deleted && (number == 0 || number == version->number)) {
       version->deleted = true;
@@ -67,7 +70,17 @@ std::vector<TensorVersion*> VersionStore::MarkDeleted(std::string_view name, std
     }
   }
   ShowLatest(entry->second);
+  if (was_present && entry->second.Latest() == nullptr) PresenceChanged(entry->first, false);
   return deleted;
+}
+
+void VersionStore::PresenceChanged(const std::string& name, bool present) {
+  if (present) {
+    ++tensor_count_;
+  } else {
+    --tensor_count_;
+  }
+  if (presence_observer_) presence_observer_(name, present);
 }
 
 void VersionStore::ReclaimIfUnused(TensorVersion* version) {
@@ -148,12 +161,6 @@ std::shared_ptr<TensorVersion> VersionStore::Find(std::string_view name,
 const NameEntry* VersionStore::FindEntry(std::string_view name) const {
   auto found = names_.find(name);
   return found == names_.end() ? nullptr : &found->second;
-}
-
-std::uint64_t VersionStore::TensorCount() const {
-  std::uint64_t tensors = 0;
-  for (const auto& [name, entry] : names_) tensors += entry.Latest() != nullptr ? 1 : 0;
-  return tensors;
 }
 
 }  // namespace hurray::daemon

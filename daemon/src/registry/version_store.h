@@ -136,6 +136,11 @@ class VersionStore {
   void set_reclaim_observer(std::function<void(const TensorVersion&)> observer) {
     reclaim_observer_ = std::move(observer);
   }
+  // Called with a name as it gains (true) or loses (false) its latest version that may be
+  // acquired (Latest() turns non-null or null), within Add or MarkDeleted.
+  void set_presence_observer(std::function<void(const std::string&, bool)> observer) {
+    presence_observer_ = std::move(observer);
+  }
 
   // The version an acquire finds (number 0: the latest); null when it is not published.
   [[nodiscard]] std::shared_ptr<TensorVersion> Find(std::string_view name,
@@ -155,8 +160,8 @@ class VersionStore {
     });
   }
 
-  // Names whose latest version may be acquired.
-  [[nodiscard]] std::uint64_t TensorCount() const;
+  // Names whose latest version may be acquired. O(1): kept as names gain and lose one.
+  [[nodiscard]] std::uint64_t TensorCount() const { return tensor_count_; }
   // Versions alive (leased superseded or deleted ones included).
   [[nodiscard]] std::uint64_t version_count() const { return version_count_; }
   // Bytes of every version added, and of every version reclaimed, since the store was made.
@@ -175,6 +180,11 @@ class VersionStore {
   std::uint64_t published_bytes_ = 0;
   std::uint64_t reclaimed_bytes_ = 0;
   std::function<void(const TensorVersion&)> reclaim_observer_;
+  std::function<void(const std::string&, bool)> presence_observer_;
+  std::uint64_t tensor_count_ = 0;
+
+  // Counts, and tells the presence observer, that `name` gained or lost its latest version.
+  void PresenceChanged(const std::string& name, bool present);
 
   // Gives `version` (about to be the latest of `entry`) its directory entry; without one
   // (none free, or no fast path), its fast_path_id becomes 0.

@@ -1,10 +1,20 @@
 #include "registry/wait_set.h"
 
+#include <algorithm>
+
 namespace hurray::daemon {
 
-bool WaitSet::Add(std::uint64_t id, Wait wait) {
-  for (const std::string& name : wait.names) by_name_.emplace(name, id);
+bool WaitSet::Add(std::uint64_t id, Wait wait, const IsPublished& published) {
+  std::ranges::sort(wait.names);
+  const auto repeated = std::ranges::unique(wait.names);
+  wait.names.erase(repeated.begin(), repeated.end());
+  wait.missing = 0;
+  for (const std::string& name : wait.names) {
+    by_name_[name].insert(id);
+    if (wait.wake_on == Wait::WakeOn::kAllPublished && !published(name)) ++wait.missing;
+  }
   by_session_.emplace(wait.session_id, id);
+  ++per_uid_[wait.uid];
   const auto deadline = by_deadline_.emplace(wait.deadline, id).first;
   waits_.emplace(id, std::move(wait));
   return deadline == by_deadline_.begin();
@@ -21,27 +31,45 @@ Wait WaitSet::TakeOut(std::unordered_map<std::uint64_t, Wait>::iterator found) {
   Wait wait = std::move(found->second);
   waits_.erase(found);
   for (const std::string& name : wait.names) {
-    auto [begin, end] = by_name_.equal_range(name);
-    for (auto it = begin; it != end; ++it) {
-      if (it->second == id) {
-        by_name_.erase(it);
-        break;
-      }
-    }
+    auto waiting = by_name_.find(name);
+    waiting->second.erase(id);
+    if (waiting->second.empty()) by_name_.erase(waiting);
   }
   by_session_.erase({wait.session_id, id});
   by_deadline_.erase({wait.deadline, id});
+  if (auto uid = per_uid_.find(wait.uid); --uid->second == 0) per_uid_.erase(uid);
   return wait;
 }
 
+void WaitSet::SetPublished(std::string_view name, bool published) {
+  auto waiting = by_name_.find(name);
+  if (waiting == by_name_.end()) return;
+  for (std::uint64_t id : waiting->second) {
+    Wait& wait = waits_.find(id)->second;
+    if (wait.wake_on != Wait::WakeOn::kAllPublished) continue;
+    if (!published) {
+      ++wait.missing;
+    } else if (wait.missing != 0) {
+      --wait.missing;
+    }
+  }
+}
+
 void WaitSet::Wake(std::string_view name, Deferred& deferred) {
+  auto waiting = by_name_.find(name);
+  if (waiting == by_name_.end()) return;
   std::vector<std::uint64_t> candidates;
-  auto [begin, end] = by_name_.equal_range(name);
-  for (auto it = begin; it != end; ++it) candidates.push_back(it->second);
+  for (std::uint64_t id : waiting->second) {
+    const Wait& wait = waits_.find(id)->second;
+    if (wait.wake_on == Wait::WakeOn::kEveryPublish || wait.missing == 0) {
+      candidates.push_back(id);
+    }
+  }
+  // Copied first: each wait that completes is taken out of by_name_ as it goes.
   for (std::uint64_t id : candidates) {
     auto found = waits_.find(id);
     if (found == waits_.end() || !found->second.try_complete(deferred)) continue;
-    Remove(id);
+    TakeOut(found);
   }
 }
 
@@ -68,6 +96,11 @@ std::vector<Wait> WaitSet::TakeExpired(Wait::Clock::time_point now) {
 std::optional<Wait::Clock::time_point> WaitSet::NextDeadline() const {
   if (by_deadline_.empty()) return std::nullopt;
   return by_deadline_.begin()->first;
+}
+
+std::size_t WaitSet::UidWaits(std::uint32_t uid) const {
+  auto found = per_uid_.find(uid);
+  return found == per_uid_.end() ? 0 : found->second;
 }
 
 }  // namespace hurray::daemon
