@@ -1,11 +1,15 @@
-// The journal's file (checksummed records, torn tail ignored, replace), its records, and
-// what a journal on disk says survives.
+// The journal's file (checksummed records, torn tail ignored, damage before it refused,
+// replace), its records, and what a journal on disk says survives.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "journal/journal_file.h"
 #include "journal/journal_record.h"
@@ -70,14 +74,135 @@ TEST_F(JournalTest, TornTailIsIgnoredAndEarlierRecordsKept) {
   EXPECT_EQ(contents.ignored_bytes, 16u + 13u - 4u);
 }
 
-TEST_F(JournalTest, CorruptChecksumEndsTheReadThere) {
-  ASSERT_OK_AND_ASSIGN(JournalFile file, JournalFile::Replace(path(), {"one", "two", "three"}));
-  std::fstream bytes(path(), std::ios::in | std::ios::out | std::ios::binary);
-  bytes.seekp(16 + 16 + 3 + 16);  // The payload of "two".
-  bytes.put('X');
-  bytes.close();
-  ASSERT_OK_AND_ASSIGN(const JournalFile::Contents contents, JournalFile::Read(path()));
-  EXPECT_EQ(contents.records, (std::vector<std::string>{"one"}));
+// The bytes of a journal of "one", "two" and "three": the header (16 bytes), then each
+// record's 16-byte frame and payload, at offsets 16, 35 and 54; 75 bytes in all.
+constexpr std::size_t kSecondRecord = 16 + 16 + 3;
+constexpr std::size_t kThirdRecord = kSecondRecord + 16 + 3;
+
+std::string ThreeRecordJournal(const std::string& path) {
+  EXPECT_OK(JournalFile::Replace(path, {"one", "two", "three"}));
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST_F(JournalTest, DamagedMiddleRecordIsDataLossNamingItsOffset) {
+  std::string bytes = ThreeRecordJournal(path());
+  ASSERT_EQ(bytes.size(), kThirdRecord + 16 + 5);
+  bytes[kSecondRecord + 16 + 1] ^= 0x01;  // The payload of "two".
+  WriteBytes(path(), bytes);
+  EXPECT_ERROR(JournalFile::Read(path()), StatusCode::kDataLoss,
+               {path(), "record 1 (counted from 0) at offset 35 is damaged (checksum mismatch)",
+                "a whole record follows it at offset 54", "not a torn last write"});
+}
+
+TEST_F(JournalTest, DamagedLengthOfAMiddleRecordIsDataLoss) {
+  const std::string intact = ThreeRecordJournal(path());
+  // Shorter (the next record seems to start inside "two"), longer (it seems to swallow
+  // "three"), and past the end of the file.
+  for (const char length : {'\x02', '\x09', '\x70'}) {
+    std::string bytes = intact;
+    bytes[kSecondRecord] = length;
+    EXPECT_ERROR(
+        JournalFile::Parse(bytes, "j"), StatusCode::kDataLoss,
+        {"record 1 (counted from 0) at offset 35", "a whole record follows it at offset 54"})
+        << "length " << int{length};
+  }
+}
+
+TEST_F(JournalTest, EveryFlippedBitBeforeTheLastRecordIsDataLoss) {
+  const std::string intact = ThreeRecordJournal(path());
+  for (std::size_t offset = 16; offset < kThirdRecord; ++offset) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bytes = intact;
+      bytes[offset] = static_cast<char>(bytes[offset] ^ (1 << bit));
+      auto contents = JournalFile::Parse(bytes, "j");
+      ASSERT_FALSE(contents.has_value()) << "offset " << offset << " bit " << bit << ": read "
+                                         << contents->records.size() << " records";
+      EXPECT_EQ(contents.error().code(), StatusCode::kDataLoss);
+      EXPECT_NE(contents.error().message().find(offset < kSecondRecord ? "at offset 16 "
+                                                                       : "at offset 35 "),
+                std::string::npos)
+          << contents.error().message();
+    }
+  }
+}
+
+TEST_F(JournalTest, EveryFlippedBitOfTheLastRecordDropsItAsATornTail) {
+  const std::string intact = ThreeRecordJournal(path());
+  for (std::size_t offset = kThirdRecord; offset < intact.size(); ++offset) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bytes = intact;
+      bytes[offset] = static_cast<char>(bytes[offset] ^ (1 << bit));
+      ASSERT_OK_AND_ASSIGN(const JournalFile::Contents contents, JournalFile::Parse(bytes, "j"));
+      EXPECT_EQ(contents.records, (std::vector<std::string>{"one", "two"}))
+          << "offset " << offset << " bit " << bit;
+      EXPECT_EQ(contents.valid_bytes, kThirdRecord);
+      EXPECT_EQ(contents.ignored_bytes, 16u + 5u);
+    }
+  }
+}
+
+TEST_F(JournalTest, EveryTruncationKeepsTheWholeRecordsBeforeIt) {
+  const std::string intact = ThreeRecordJournal(path());
+  for (std::size_t size = 16; size <= intact.size(); ++size) {
+    ASSERT_OK_AND_ASSIGN(const JournalFile::Contents contents,
+                         JournalFile::Parse(std::string_view(intact).substr(0, size), "j"));
+    const std::size_t whole = size == intact.size()   ? 3
+                              : size >= kThirdRecord  ? 2
+                              : size >= kSecondRecord ? 1
+                                                      : 0;
+    EXPECT_EQ(contents.records.size(), whole) << "size " << size;
+    EXPECT_EQ(contents.valid_bytes + contents.ignored_bytes, size);
+  }
+}
+
+TEST_F(JournalTest, SkipReadsOnAfterTheDamage) {
+  std::string bytes = ThreeRecordJournal(path());
+  bytes[kSecondRecord] = '\x09';  // The length of "two", so that the next is searched for.
+  ASSERT_OK_AND_ASSIGN(const JournalFile::Contents contents,
+                       JournalFile::Parse(bytes, "j", JournalFile::Damage::kSkip));
+  EXPECT_EQ(contents.records, (std::vector<std::string>{"one", "three"}));
+  EXPECT_EQ(contents.ignored_bytes, 16u + 3u);
+  // A header that is not a journal's is damage too.
+  bytes[0] = 'X';
+  ASSERT_OK_AND_ASSIGN(const JournalFile::Contents headless,
+                       JournalFile::Parse(bytes, "j", JournalFile::Damage::kSkip));
+  EXPECT_EQ(headless.records, (std::vector<std::string>{"one", "three"}));
+  ASSERT_OK_AND_ASSIGN(const JournalFile::Contents tiny,
+                       JournalFile::Parse("HRRY", "j", JournalFile::Damage::kSkip));
+  EXPECT_TRUE(tiny.records.empty());
+}
+
+TEST_F(JournalTest, RecoverRefusesADamagedJournalNamingTheWayOut) {
+  {
+    ASSERT_OK_AND_ASSIGN(
+        auto journal,
+        TensorJournal::Create({.path = path()}, {{"cpu", {{.path = "/dev/shm/x-1", .size = 8192}}}},
+                              {Publish("ns/a", 1)}));
+    ASSERT_OK(journal->RecordPublish("ns/a", TensorVersion{.number = 2}));
+    ASSERT_OK(journal->RecordPublish("ns/b", TensorVersion{.number = 1}));
+  }
+  std::ifstream file(path(), std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+  file.close();
+  // The records: segments, ns/a 1 (the snapshot), ns/a 2, ns/b 1. Damage ns/a 2's payload.
+  ASSERT_OK_AND_ASSIGN(const JournalFile::Contents contents, JournalFile::Parse(bytes, "j"));
+  ASSERT_EQ(contents.records.size(), 4u);
+  const std::size_t third = 16 + 16 + contents.records[0].size() + 16 + contents.records[1].size();
+  bytes[third + 16 + 33] ^= 0x20;  // In the name (after the 32-byte record header).
+  WriteBytes(path(), bytes);
+  EXPECT_ERROR(RecoverJournal(path()), StatusCode::kDataLoss,
+               {"record 2 (counted from 0) at offset " + std::to_string(third) + " is damaged",
+                "run hurrayd --discard-state"});
+  // Discarding reads what it can: the segments to remove.
+  ASSERT_OK_AND_ASSIGN(const RecoveredJournal salvaged,
+                       RecoverJournal(path(), JournalFile::Damage::kSkip));
+  ASSERT_EQ(salvaged.segments.at("cpu").size(), 1u);
+  EXPECT_EQ(salvaged.segments.at("cpu")[0].path, "/dev/shm/x-1");
 }
 
 TEST_F(JournalTest, NotAJournalIsDataLoss) {

@@ -90,7 +90,9 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
 }
 
 Result<std::size_t> DiscardState(const StateDirectory& state) {
-  HURRAY_ASSIGN_OR_RETURN(const RecoveredJournal recovered, RecoverJournal(state.JournalPath()));
+  // A damaged journal is what this is for: remove every segment it still names.
+  HURRAY_ASSIGN_OR_RETURN(const RecoveredJournal recovered,
+                          RecoverJournal(state.JournalPath(), JournalFile::Damage::kSkip));
   const std::size_t removed = RemoveJournaledSegments(recovered);
   HURRAY_RETURN_IF_ERROR(ShmSegment::RemoveFile(state.JournalPath()));
   return removed;

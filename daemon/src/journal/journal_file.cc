@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <string_view>
 #include <type_traits>
 
 #include "hurray/ipc/errno_error.h"
@@ -45,6 +47,58 @@ std::string Framed(std::string_view payload) {
   std::string bytes(reinterpret_cast<const char*>(&frame), sizeof(frame));
   bytes += payload;
   return bytes;
+}
+
+// The payload of the record at `offset`, when a whole one (frame and payload, checksum
+// matching) is there.
+std::optional<std::string_view> WholeRecordAt(std::string_view bytes, std::size_t offset) {
+  RecordFrame frame;
+  if (bytes.size() - offset < sizeof(frame)) return std::nullopt;
+  std::memcpy(&frame, bytes.data() + offset, sizeof(frame));
+  const std::size_t left = bytes.size() - offset - sizeof(frame);
+  if (frame.reserved != 0 || frame.payload_bytes > JournalFile::kMaxPayloadBytes ||
+      frame.payload_bytes > left) {
+    return std::nullopt;
+  }
+  const std::string_view payload = bytes.substr(offset + sizeof(frame), frame.payload_bytes);
+  if (Checksum(payload) != frame.checksum) return std::nullopt;
+  return payload;
+}
+
+// Why the record at `offset` is not whole, for messages.
+std::string WhatIsWrongAt(std::string_view bytes, std::size_t offset) {
+  RecordFrame frame;
+  if (bytes.size() - offset < sizeof(frame)) {
+    return fmt::format("its frame has {} of its 16 bytes", bytes.size() - offset);
+  }
+  std::memcpy(&frame, bytes.data() + offset, sizeof(frame));
+  if (frame.reserved != 0) return fmt::format("reserved field {:#x}, not 0", frame.reserved);
+  if (frame.payload_bytes > JournalFile::kMaxPayloadBytes) {
+    return fmt::format("length {} above the maximum {}", frame.payload_bytes,
+                       JournalFile::kMaxPayloadBytes);
+  }
+  const std::size_t left = bytes.size() - offset - sizeof(frame);
+  if (frame.payload_bytes > left) {
+    return fmt::format("length {}, with {} bytes left in the file", frame.payload_bytes, left);
+  }
+  return "checksum mismatch";
+}
+
+// The offset of a whole record after the one at `damaged`, which is not whole: where its
+// length says the next starts if a whole record is there, else the first offset after
+// `damaged` where one is (the length may be what was damaged). nullopt when there is none:
+// the damaged record is a torn last write.
+std::optional<std::size_t> NextWholeRecord(std::string_view bytes, std::size_t damaged) {
+  RecordFrame frame;
+  if (bytes.size() - damaged >= sizeof(frame)) {
+    std::memcpy(&frame, bytes.data() + damaged, sizeof(frame));
+    const std::uint64_t next = std::uint64_t{damaged} + sizeof(frame) + frame.payload_bytes;
+    if (next < bytes.size() && WholeRecordAt(bytes, next)) return next;
+  }
+  for (std::size_t offset = damaged + 1; bytes.size() - offset >= sizeof(frame); ++offset) {
+    if (WholeRecordAt(bytes, offset)) return offset;
+  }
+  return std::nullopt;
 }
 
 // Writes all of `bytes` at the file's offset, retrying short writes and EINTR; 0 or errno.
@@ -106,33 +160,47 @@ Result<UniqueFd> WriteNewFile(const std::string& path, const std::vector<std::st
 
 }  // namespace
 
-Result<JournalFile::Contents> JournalFile::Read(const std::string& path) {
+Result<JournalFile::Contents> JournalFile::Read(const std::string& path, Damage damage) {
   HURRAY_ASSIGN_OR_RETURN(const std::string bytes, ReadWhole(path));
+  return Parse(bytes, path, damage);
+}
+
+Result<JournalFile::Contents> JournalFile::Parse(std::string_view bytes, std::string_view path,
+                                                 Damage damage) {
+  Contents contents;
   FileHeader header;
   if (bytes.size() < sizeof(header)) {
+    if (damage == Damage::kSkip) return Contents{.ignored_bytes = bytes.size()};
     return DataLossError(
         fmt::format("journal {}: {} bytes, shorter than its header", path, bytes.size()));
   }
   std::memcpy(&header, bytes.data(), sizeof(header));
-  if (header.magic != kMagic || header.format_version != kFormatVersion) {
+  if (header.magic == kMagic && header.format_version == kFormatVersion) {
+    contents.valid_bytes = sizeof(header);
+  } else if (damage == Damage::kRefuse) {
     return DataLossError(fmt::format(
         "journal {}: not a hurray journal of format version {} (magic or version differ)", path,
         kFormatVersion));
   }
-  Contents contents;
   std::size_t offset = sizeof(header);
-  while (bytes.size() - offset >= sizeof(RecordFrame)) {
-    RecordFrame frame;
-    std::memcpy(&frame, bytes.data() + offset, sizeof(frame));
-    const std::size_t left = bytes.size() - offset - sizeof(frame);
-    if (frame.payload_bytes > kMaxPayloadBytes || frame.payload_bytes > left) break;
-    const std::string_view payload(bytes.data() + offset + sizeof(frame), frame.payload_bytes);
-    if (frame.reserved != 0 || Checksum(payload) != frame.checksum) break;
-    contents.records.emplace_back(payload);
-    offset += sizeof(frame) + frame.payload_bytes;
+  while (offset < bytes.size()) {
+    if (const std::optional<std::string_view> payload = WholeRecordAt(bytes, offset)) {
+      contents.records.emplace_back(*payload);
+      offset += sizeof(RecordFrame) + payload->size();
+      contents.valid_bytes += sizeof(RecordFrame) + payload->size();
+      continue;
+    }
+    const std::optional<std::size_t> next = NextWholeRecord(bytes, offset);
+    if (!next) break;  // A torn last write.
+    if (damage == Damage::kRefuse) {
+      return DataLossError(fmt::format(
+          "journal {}: record {} (counted from 0) at offset {} is damaged ({}), and a whole "
+          "record follows it at offset {}, so the damage is not a torn last write",
+          path, contents.records.size(), offset, WhatIsWrongAt(bytes, offset), *next));
+    }
+    offset = *next;
   }
-  contents.valid_bytes = offset;
-  contents.ignored_bytes = bytes.size() - offset;
+  contents.ignored_bytes = bytes.size() - contents.valid_bytes;
   return contents;
 }
 

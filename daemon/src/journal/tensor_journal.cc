@@ -50,9 +50,21 @@ void Replay(JournalRecord record, RecoveredJournal& state,
 
 }  // namespace
 
-Result<RecoveredJournal> RecoverJournal(const std::string& path) {
-  Result<JournalFile::Contents> contents = JournalFile::Read(path);
+Result<RecoveredJournal> RecoverJournal(const std::string& path, JournalFile::Damage damage) {
+  // A journal that cannot be read as written is never read around: what a lost record said
+  // (a supersede, a delete) decides which memory is whose.
+  auto refused = [](const Error& error) {
+    return std::unexpected(
+        Error(error.code(),
+              error.message() +
+                  "; hurrayd does not start on a damaged journal. To start without the tensors it "
+                  "kept (they are lost), run hurrayd --discard-state with the same configuration"));
+  };
+  Result<JournalFile::Contents> contents = JournalFile::Read(path, damage);
   if (!contents && contents.error().code() == StatusCode::kNotFound) return RecoveredJournal{};
+  if (!contents && contents.error().code() == StatusCode::kDataLoss) {
+    return refused(contents.error());
+  }
   if (!contents) return std::unexpected(contents.error());
   RecoveredJournal state;
   state.record_count = contents->records.size();
@@ -60,9 +72,8 @@ Result<RecoveredJournal> RecoverJournal(const std::string& path) {
   std::map<std::string, std::size_t, std::less<>> latest;
   for (std::size_t i = 0; i < contents->records.size(); ++i) {
     Result<JournalRecord> record = DecodeJournalRecord(contents->records[i]);
-    if (!record) {
-      return std::unexpected(record.error().WithContext(fmt::format("{} record {}", path, i)));
-    }
+    if (!record && damage == JournalFile::Damage::kSkip) continue;
+    if (!record) return refused(record.error().WithContext(fmt::format("{} record {}", path, i)));
     Replay(std::move(*record), state, latest);
   }
   std::erase_if(state.versions, [](const JournalRecord& record) { return record.number == 0; });

@@ -26,13 +26,16 @@ struct RecoveredJournal {
   // The versions published and not deleted nor superseded since (kPublish), oldest first.
   std::vector<JournalRecord> versions;
   std::uint64_t record_count = 0;
-  std::uint64_t ignored_bytes = 0;  // A torn or corrupt tail, not read.
+  std::uint64_t ignored_bytes = 0;  // A torn tail (and with kSkip, damage), not read.
 };
 
-// Reads the journal at `path`: empty when there is none. DATA_LOSS for a file that is not a
-// journal or a record that passed its checksum but does not decode; other errors name the
-// failed call.
-[[nodiscard]] Result<RecoveredJournal> RecoverJournal(const std::string& path);
+// Reads the journal at `path`: empty when there is none. With kRefuse (a start), DATA_LOSS
+// for a file that is not a journal, damage before its torn tail (JournalFile::Read), or a
+// record that passed its checksum but does not decode, each message ending with the way out
+// (hurrayd --discard-state); other errors name the failed call. With kSkip (discarding the
+// state), what can be read of a damaged journal: damaged and undecodable records skipped.
+[[nodiscard]] Result<RecoveredJournal> RecoverJournal(
+    const std::string& path, JournalFile::Damage damage = JournalFile::Damage::kRefuse);
 
 // Appends a record for every publish and delete the registry tells it of, to a JournalFile
 // that starts as a snapshot (segments, then live versions) and is compacted to a new
