@@ -53,10 +53,23 @@ constexpr std::array<DtypeEntry, 20> kDtypes{{
     {"F6_E3M2", std::nullopt},
 }};
 
-// A JSON string for messages: names come from the file and may hold anything.
+// A JSON string for messages: names come from the file and may hold anything, of any
+// length; at most kMaxSafetensorsNameBytes of it are shown.
 std::string Quoted(std::string_view text) {
-  return Json(std::string(text))
-      .dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace);
+  const bool cut = text.size() > kMaxSafetensorsNameBytes;
+  return Json(std::string(text.substr(0, kMaxSafetensorsNameBytes)))
+             .dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace) +
+         (cut ? "..." : "");
+}
+
+// A value of the file for messages, never its dump: dump() recurses without bound into a
+// nested value, and a file can nest 100 MB deep. A scalar as written (a string quoted and cut),
+// an array or object by its size.
+std::string Shown(const Json& value) {
+  if (value.is_string()) return Quoted(value.get_ref<const std::string&>());
+  if (value.is_array()) return fmt::format("an array of size {}", value.size());
+  if (value.is_object()) return fmt::format("an object of size {}", value.size());
+  return value.dump();  // A number, a boolean or null: a few characters.
 }
 
 std::string TensorContext(std::string_view name) { return "tensor " + Quoted(name); }
@@ -65,7 +78,7 @@ std::string TensorContext(std::string_view name) { return "tensor " + Quoted(nam
 Result<std::uint64_t> UnsignedField(const Json& value, std::string_view field) {
   if (!value.is_number_unsigned()) {
     return InvalidArgumentError(
-        fmt::format("{} is {}, not a non-negative integer", field, value.dump()));
+        fmt::format("{} is {}, not a non-negative integer", field, Shown(value)));
   }
   return value.get<std::uint64_t>();
 }
@@ -79,7 +92,7 @@ Result<ElementType> ParseDtype(const Json& entry) {
   const Json* dtype = Member(entry, "dtype");
   if (dtype == nullptr) return InvalidArgumentError("dtype is missing");
   if (!dtype->is_string()) {
-    return InvalidArgumentError(fmt::format("dtype is {}, not a string", dtype->dump()));
+    return InvalidArgumentError(fmt::format("dtype is {}, not a string", Shown(*dtype)));
   }
   return ElementTypeOfSafetensorsDtype(dtype->get_ref<const std::string&>());
 }
@@ -88,7 +101,7 @@ Result<std::vector<std::uint64_t>> ParseShape(const Json& entry) {
   const Json* shape = Member(entry, "shape");
   if (shape == nullptr) return InvalidArgumentError("shape is missing");
   if (!shape->is_array()) {
-    return InvalidArgumentError(fmt::format("shape is {}, not an array", shape->dump()));
+    return InvalidArgumentError(fmt::format("shape is {}, not an array", Shown(*shape)));
   }
   if (shape->size() > kMaxRank) {
     return InvalidArgumentError(
@@ -108,7 +121,7 @@ Result<std::pair<std::uint64_t, std::uint64_t>> ParseDataOffsets(const Json& ent
   if (offsets == nullptr) return InvalidArgumentError("data_offsets is missing");
   if (!offsets->is_array() || offsets->size() != 2) {
     return InvalidArgumentError(
-        fmt::format("data_offsets is {}, not an array [begin, end]", offsets->dump()));
+        fmt::format("data_offsets is {}, not an array [begin, end]", Shown(*offsets)));
   }
   HURRAY_ASSIGN_OR_RETURN(std::uint64_t begin, UnsignedField((*offsets)[0], "data_offsets[0]"));
   HURRAY_ASSIGN_OR_RETURN(std::uint64_t end, UnsignedField((*offsets)[1], "data_offsets[1]"));
@@ -226,12 +239,32 @@ Result<std::uint64_t> HeaderLength(std::span<const std::byte> prefix, std::uint6
   return length;
 }
 
+// Every JSON this file reads comes from a file: a header or an index. Nesting beyond
+// kMaxSafetensorsJsonDepth is refused while parsing (the parser itself does not recurse), so
+// that no deep value reaches code that might.
 Result<Json> ParseJson(std::string_view text, std::string_view what) {
+  bool too_deep = false;
+  // `depth` is the number of containers around the one that starts.
+  const Json::parser_callback_t bound_depth = [&too_deep](int depth, Json::parse_event_t event,
+                                                          const Json& /*parsed*/) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= static_cast<int>(kMaxSafetensorsJsonDepth)) {
+      too_deep = true;
+      return false;  // Discarded: nothing deeper is kept.
+    }
+    return true;
+  };
+  Json json;
   try {
-    return Json::parse(text);
+    json = Json::parse(text, bound_depth);
   } catch (const Json::exception& error) {
     return InvalidArgumentError(fmt::format("{}: invalid JSON: {}", what, error.what()));
   }
+  if (too_deep) {
+    return InvalidArgumentError(fmt::format("{}: JSON nested deeper than the maximum {} levels",
+                                            what, kMaxSafetensorsJsonDepth));
+  }
+  return json;
 }
 
 }  // namespace

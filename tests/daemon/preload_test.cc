@@ -180,6 +180,37 @@ TEST_F(PreloadTest, ABrokenOptionalFileIsSkippedAndTheRestServed) {
   EXPECT_OK(daemon->Wait());
 }
 
+// Writes a file whose dtype is nested 200,000 arrays deep (once a crash: the error message
+// dumped the value, recursing as deep) and returns its path.
+std::string WriteDeeplyNestedFile(const std::string& directory) {
+  const std::string path = directory + "/deep.safetensors";
+  EXPECT_OK(testing::WriteFileBytes(
+      path, testing::RawSafetensorsBytes(R"({"w":{"dtype":)" + std::string(200'000, '[') + "1" +
+                                             std::string(200'000, ']') +
+                                             R"(,"shape":[4],"data_offsets":[0,4]}})",
+                                         std::string(4, '\0'))));
+  return path;
+}
+
+TEST_F(PreloadTest, AnOptionalFileNestedTooDeepIsSkippedAndTheRestServed) {
+  const std::string deep = WriteDeeplyNestedFile(directory_);
+  const Config config = SmallConfig({{.path = deep, .prefix = "deep/", .required = false},
+                                     {.path = ModelPath(), .prefix = "m/"}});
+  ASSERT_OK_AND_ASSIGN(auto daemon, Daemon::Start(config));
+  ASSERT_TRUE(EventuallyServing(config));
+  auto client = Connect(config);
+  ASSERT_NE(client, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto views, client->BatchAcquire({}, "m/"));
+  EXPECT_EQ(views.size(), tensors_.size());
+  EXPECT_OK(views.Release());
+  ASSERT_OK_AND_ASSIGN(auto stats, client->Stats());
+  EXPECT_EQ(stats.tensor_count, tensors_.size());
+  EXPECT_EQ(stats.pending_allocation_count, 0u);
+  client.reset();
+  daemon->Stop();
+  EXPECT_OK(daemon->Wait());
+}
+
 // The registry and pool alone, for PreloadFile.
 class PreloadFileTest : public PreloadTest {
  protected:
@@ -246,6 +277,14 @@ TEST_F(PreloadFileTest, ATruncatedFileIsDataLossAndLeavesNothing) {
   ASSERT_FALSE(result.has_value());
   EXPECT_NE(result.error().message().find(truncated), std::string::npos)
       << result.error().ToString();
+  ExpectNothingLeft();
+}
+
+TEST_F(PreloadFileTest, ADeeplyNestedFileIsRefusedNamingTheFileAndTheLimit) {
+  const std::string deep = WriteDeeplyNestedFile(directory_);
+  EXPECT_ERROR(PreloadFile(*registry_, pools_, {.path = deep, .prefix = "p/"}),
+               StatusCode::kInvalidArgument,
+               {deep, "JSON nested deeper than the maximum 64 levels"});
   ExpectNothingLeft();
 }
 

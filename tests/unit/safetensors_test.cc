@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "testing/safetensors_writer.h"
@@ -171,13 +172,15 @@ TEST(SafetensorsHeaderTest, MistypedFieldsNameTensorAndField) {
   EXPECT_ERROR(ParseOne(R"({"dtype":4,"shape":[4],"data_offsets":[0,4]})"),
                StatusCode::kInvalidArgument, {"tensor \"t\"", "dtype is 4, not a string"});
   EXPECT_ERROR(ParseOne(R"({"dtype":"U8","shape":{},"data_offsets":[0,4]})"),
-               StatusCode::kInvalidArgument, {"tensor \"t\"", "shape is {}, not an array"});
+               StatusCode::kInvalidArgument,
+               {"tensor \"t\"", "shape is an object of size 0, not an array"});
   EXPECT_ERROR(ParseOne(R"({"dtype":"U8","shape":[2,-2],"data_offsets":[0,4]})"),
                StatusCode::kInvalidArgument, {"tensor \"t\"", "shape[1] is -2"});
   EXPECT_ERROR(ParseOne(R"({"dtype":"U8","shape":[4],"data_offsets":[0,"4"]})"),
                StatusCode::kInvalidArgument, {"tensor \"t\"", "data_offsets[1] is \"4\""});
   EXPECT_ERROR(ParseOne(R"({"dtype":"U8","shape":[4],"data_offsets":[0,2,4]})"),
-               StatusCode::kInvalidArgument, {"tensor \"t\"", "data_offsets is [0,2,4]"});
+               StatusCode::kInvalidArgument,
+               {"tensor \"t\"", "data_offsets is an array of size 3, not an array"});
 }
 
 TEST(SafetensorsHeaderTest, UnknownDtypeNamesTheTensor) {
@@ -242,6 +245,64 @@ TEST(SafetensorsHeaderTest, NonStringMetadataValueIsRefused) {
                StatusCode::kInvalidArgument, {"__metadata__ is string, not an object"});
 }
 
+// `depth` arrays around `inner`.
+std::string Nested(std::size_t depth, std::string_view inner) {
+  return std::string(depth, '[') + std::string(inner) + std::string(depth, ']');
+}
+
+constexpr std::size_t kDeep = 200'000;
+
+TEST(SafetensorsHeaderTest, DeeplyNestedFieldsAreRefusedWithoutACrash) {
+  const std::string deep = Nested(kDeep, "1");
+  const std::vector<std::string> entries = {
+      R"({"dtype":)" + deep + R"(,"shape":[4],"data_offsets":[0,4]})",
+      R"({"dtype":"U8","shape":)" + deep + R"(,"data_offsets":[0,4]})",
+      R"({"dtype":"U8","shape":[4],"data_offsets":)" + deep + "}",
+      R"({"dtype":"U8","shape":[4],"data_offsets":[0,4],"unread":)" + deep + "}", deep};
+  for (const std::string& entry : entries) {
+    EXPECT_ERROR(ParseOne(entry), StatusCode::kInvalidArgument,
+                 {"header: JSON nested deeper than the maximum 64 levels"})
+        << entry.substr(0, 60);
+  }
+  for (const std::string& metadata :
+       {R"({"__metadata__":{"k":)" + deep + "}}", R"({"__metadata__":)" + deep + "}"}) {
+    EXPECT_ERROR(Parse(RawSafetensorsBytes(metadata, "")), StatusCode::kInvalidArgument,
+                 {"header: JSON nested deeper than the maximum 64 levels"});
+  }
+  // As deep in objects as in arrays.
+  std::string objects;
+  for (std::size_t i = 0; i < kDeep; ++i) objects += R"({"a":)";
+  objects += "1" + std::string(kDeep, '}');
+  EXPECT_ERROR(Parse(RawSafetensorsBytes(objects, "")), StatusCode::kInvalidArgument,
+               {"nested deeper than the maximum 64"});
+}
+
+TEST(SafetensorsHeaderTest, NestingUpToTheLimitIsAccepted) {
+  // The header and the entry are 2 levels: 62 more in a key the parser does not read make 64.
+  auto with_unread = [](std::size_t depth) {
+    return ParseOne(R"({"dtype":"U8","shape":[16],"data_offsets":[0,16],"unread":)" +
+                    Nested(depth, "") + "}");
+  };
+  ASSERT_OK(with_unread(kMaxSafetensorsJsonDepth - 2));
+  EXPECT_ERROR(with_unread(kMaxSafetensorsJsonDepth - 1), StatusCode::kInvalidArgument,
+               {"nested deeper than the maximum 64"});
+}
+
+TEST(SafetensorsHeaderTest, MistypedValuesAreShownByTheirSizeAndStringsCut) {
+  EXPECT_ERROR(
+      ParseOne(R"({"dtype":)" + Nested(40, "\"F32\"") + R"(,"shape":[4],"data_offsets":[0,4]})"),
+      StatusCode::kInvalidArgument, {"dtype is an array of size 1, not a string"});
+  EXPECT_ERROR(ParseOne(R"({"dtype":"U8","shape":[4],"data_offsets":{"0":0,"1":4}})"),
+               StatusCode::kInvalidArgument, {"data_offsets is an object of size 2"});
+  const std::string long_key(100'000, 'k');
+  auto result = Parse(RawSafetensorsBytes(R"({"__metadata__":{")" + long_key + R"(":1}})", ""));
+  ASSERT_FALSE(result.has_value());
+  EXPECT_EQ(result.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_LT(result.error().message().size(), kMaxSafetensorsNameBytes + 200);
+  EXPECT_NE(result.error().message().find("kkk\"...: value is number"), std::string::npos)
+      << result.error().message().substr(0, 100);
+}
+
 TEST(SafetensorsHeaderTest, OverlongNameIsRefused) {
   const std::string name(kMaxSafetensorsNameBytes + 1, 'n');
   EXPECT_ERROR(Parse(RawSafetensorsBytes(
@@ -270,6 +331,12 @@ TEST(SafetensorsIndexTest, BrokenIndexesNameTheField) {
                {"weight_map is array"});
   EXPECT_ERROR(ParseSafetensorsIndex(R"({"weight_map":{"a":1}})"), StatusCode::kInvalidArgument,
                {"weight_map \"a\": shard is number"});
+}
+
+TEST(SafetensorsIndexTest, DeeplyNestedIndexIsRefusedWithoutACrash) {
+  EXPECT_ERROR(ParseSafetensorsIndex(R"({"weight_map":{"a":)" + Nested(kDeep, "") + "}}"),
+               StatusCode::kInvalidArgument,
+               {"index: JSON nested deeper than the maximum 64 levels"});
 }
 
 TEST(SafetensorsIndexTest, ShardNamesThatAreNotPlainFileNamesAreRefused) {

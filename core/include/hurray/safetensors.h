@@ -30,6 +30,9 @@ namespace hurray {
 
 // The largest JSON header accepted, in bytes (as the safetensors reference implementation).
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// The deepest nesting of arrays and objects accepted in a header's or an index's JSON (a
+// header needs 3: the header, a tensor entry, its shape).
+inline constexpr std::size_t kMaxSafetensorsJsonDepth = 64;
 
 // The hurray element type of a safetensors dtype ("F32", "BF16", "F8_E4M3", ...). Every dtype
 // safetensors defines either maps or is refused by name: INVALID_ARGUMENT "dtype F6_E2M3 has
@@ -63,11 +66,13 @@ struct SafetensorsHeader {
 // Parses a header. `prefix` holds the file's first bytes: the 8-byte length and at least
 // that many bytes of JSON (more are ignored); `file_size` is the whole file's size.
 // INVALID_ARGUMENT naming the tensor and field for: a length past the file or above
-// kMaxSafetensorsHeaderBytes, a prefix shorter than the length says, JSON that does not parse
-// or is not an object, a tensor entry that is not an object or lacks/mistypes dtype, shape or
-// data_offsets, an unknown dtype, a dimension product that overflows, data_offsets that are
-// reversed, outside the data or overlapping another tensor's, a byte length that disagrees
-// with dtype x shape, a non-string metadata value, a name longer than kMaxSafetensorsNameBytes.
+// kMaxSafetensorsHeaderBytes, a prefix shorter than the length says, JSON that does not parse,
+// nests deeper than kMaxSafetensorsJsonDepth or is not an object, a tensor entry that is not an
+// object or lacks/mistypes dtype, shape or data_offsets, an unknown dtype, a dimension product
+// that overflows, data_offsets that are reversed, outside the data or overlapping another
+// tensor's, a byte length that disagrees with dtype x shape, a non-string metadata value, a
+// name longer than kMaxSafetensorsNameBytes. Messages show no value of the file in full: a
+// mistyped array or object by its size, a string cut at kMaxSafetensorsNameBytes.
 [[nodiscard]] Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> prefix,
                                                                std::uint64_t file_size);
 
@@ -87,8 +92,9 @@ struct SafetensorsIndex {
   std::map<std::string, std::string> weight_map;
 };
 
-// Parses an index's JSON. INVALID_ARGUMENT naming the field for JSON that does not parse, a
-// missing or mistyped weight_map, a shard name that is not a plain file name.
+// Parses an index's JSON. INVALID_ARGUMENT naming the field for JSON that does not parse or
+// nests deeper than kMaxSafetensorsJsonDepth, a missing or mistyped weight_map, a shard name
+// that is not a plain file name.
 [[nodiscard]] Result<SafetensorsIndex> ParseSafetensorsIndex(std::string_view json);
 
 }  // namespace hurray
