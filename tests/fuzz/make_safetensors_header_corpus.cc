@@ -1,9 +1,10 @@
 // Writes the committed safetensors files: the fixtures of tests/fixtures/safetensors (a valid
 // file of several dtypes with metadata, and one broken file per kind of damage the unit
 // tests read back) and the seed corpus of safetensors_header_fuzzer (the fixtures again, and
-// more variants: every dtype, every missing or mistyped field, the limits). Every file is
-// parsed before it is written; the run fails if a valid_ file is refused or another accepted,
-// and prints the error each broken one gets.
+// more variants: every dtype, every missing or mistyped field, the limits, JSON nested at,
+// past and far past the depth limit). Every file is parsed before it is written; the run
+// fails if a valid_ file is refused or another accepted, and prints the error each broken
+// one gets.
 //
 // Usage: make_safetensors_header_corpus tests/fuzz/corpus/safetensors_header
 // tests/fixtures/safetensors Existing files of the same name are overwritten; others are left
@@ -163,6 +164,37 @@ void WriteFieldSeeds(FileSet& files) {
                                  "x"));
 }
 
+// `depth` arrays around `inner`.
+std::string Nested(std::size_t depth, std::string_view inner) {
+  return std::string(depth, '[') + std::string(inner) + std::string(depth, ']');
+}
+
+// JSON nested at the limit (accepted, in a key the parser does not read), one past it, and
+// deep (4096 levels: before the limit, messages dumped such values, recursing as deep) in
+// each field and in the metadata.
+void WriteNestingSeeds(FileSet& files) {
+  auto with_unread = [](std::size_t depth) {
+    return OneTensor(R"({"dtype":"U8","shape":[16],"data_offsets":[0,16],"unread":)" +
+                     Nested(depth, "") + "}");
+  };
+  // The header and the entry are two levels.
+  files.Seed("valid_nesting_at_limit", with_unread(kMaxSafetensorsJsonDepth - 2));
+  files.Seed("nesting_past_limit", with_unread(kMaxSafetensorsJsonDepth - 1));
+  const std::string deep = Nested(4096, "1");
+  files.Seed("dtype_nested_deep",
+             OneTensor(R"({"dtype":)" + deep + R"(,"shape":[4],"data_offsets":[0,4]})"));
+  files.Seed("shape_nested_deep",
+             OneTensor(R"({"dtype":"U8","shape":)" + deep + R"(,"data_offsets":[0,4]})"));
+  files.Seed("offsets_nested_deep",
+             OneTensor(R"({"dtype":"U8","shape":[4],"data_offsets":)" + deep + "}"));
+  files.Seed("metadata_nested_deep",
+             RawSafetensorsBytes(R"({"__metadata__":{"k":)" + deep + "}}", ""));
+  std::string objects;
+  for (int i = 0; i < 4096; ++i) objects += R"({"a":)";
+  files.Seed("objects_nested_deep",
+             RawSafetensorsBytes(objects + "1" + std::string(4096, '}'), ""));
+}
+
 }  // namespace
 }  // namespace hurray
 
@@ -175,5 +207,6 @@ int main(int argc, char** argv) {
   hurray::WriteFixtures(files);
   hurray::WriteDtypeSeeds(files);
   hurray::WriteFieldSeeds(files);
+  hurray::WriteNestingSeeds(files);
   return files.failures() == 0 ? 0 : 1;
 }
