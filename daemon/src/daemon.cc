@@ -99,6 +99,18 @@ Result<RestartedCpuPool> CreateCpuPool(const Config::CpuPool& config, const Stat
   return std::move(*restarted);
 }
 
+// Where --discard-state may remove the CPU pool's segments: /dev/shm, and the hugetlbfs mount
+// that the pool's huge pages would use now, under its prefix.
+SegmentPlace DiscardablePlace(const Config::CpuPool& config) {
+  SegmentPlace place{.shm_prefix = config.shm_prefix};
+  auto huge_pages =
+      ChooseHugePages(config.huge_pages, config.capacity_bytes, ReadHostHugePageFacts());
+  if (huge_pages && huge_pages->backing.mode == HugePages::kExplicit) {
+    place.hugetlbfs_directory = huge_pages->backing.hugetlbfs_directory;
+  }
+  return place;
+}
+
 // No CUDA pools, and the one log line and the allocation errors that say why.
 void NoCudaPools(PoolSet& pools, std::string reason) {
   spdlog::info("no CUDA pools: {}", reason);
@@ -192,7 +204,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(Config config) {
 
 Result<std::string> Daemon::DiscardState(const Config& config) {
   HURRAY_ASSIGN_OR_RETURN(const StateDirectory state, StateDirectory::Open(config.state_directory));
-  HURRAY_ASSIGN_OR_RETURN(const std::size_t removed, hurray::daemon::DiscardState(state));
+  HURRAY_ASSIGN_OR_RETURN(const std::size_t removed,
+                          hurray::daemon::DiscardState(state, DiscardablePlace(config.cpu_pool)));
   return fmt::format("removed {} and the {} segments it kept\n", state.JournalPath(), removed);
 }
 
@@ -277,25 +290,27 @@ Status Daemon::CreatePools() {
 }
 
 Status Daemon::CreateFastPathDirectory(const StateDirectory& state) {
-  const std::string record = state.path() + "/fast_path_directory";
-  auto ended = fast_path::DirectorySegment::EndAbandoned(record);
+  constexpr std::string_view kRecord = "fast_path_directory";
+  const std::string shm_prefix =
+      fast_path::DirectorySegment::ShmPrefixFor(config_.cpu_pool.shm_prefix);
+  auto ended = fast_path::DirectorySegment::EndAbandoned(state.directory(), kRecord,
+                                                         {.shm_prefix = shm_prefix});
   if (!ended) return std::unexpected(ended.error().WithContext("fast_path"));
   if (*ended) spdlog::info("fast path: the directory of the daemon before marked ended");
   if (!config_.fast_path.enabled) {
     spdlog::info("fast path: off ([fast_path] enabled = false)");
     return {};
   }
-  auto directory = fast_path::DirectorySegment::Create(
-      fast_path::DirectorySegment::ShmPrefixFor(config_.cpu_pool.shm_prefix),
-      config_.fast_path.directory_entries, epoch_);
+  auto directory =
+      fast_path::DirectorySegment::Create(shm_prefix, config_.fast_path.directory_entries, epoch_);
   if (!directory) return std::unexpected(directory.error().WithContext("fast_path"));
-  if (Status recorded = (*directory)->Record(record); !recorded) {
+  if (Status recorded = (*directory)->Record(state.directory(), kRecord); !recorded) {
     return std::unexpected(recorded.error().WithContext("fast_path"));
   }
   spdlog::info("fast path: directory {} ({} entries), {} lease slots per session",
                (*directory)->path(), (*directory)->entry_count(), config_.fast_path.lease_slots);
   fast_path_directory_ = std::move(*directory);
-  fast_path_record_ = record;
+  fast_path_record_ = state.directory().PathOf(kRecord);
   return {};
 }
 

@@ -4,7 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/owned_directory.h"
 
 namespace hurray {
 namespace {
@@ -21,10 +27,33 @@ std::string UserSocketPath() {
   if (std::string runtime = Environment("XDG_RUNTIME_DIR"); !runtime.empty()) {
     return fmt::format("{}/hurray/{}", runtime, kSocketName);
   }
-  return fmt::format("/tmp/hurray-{}/{}", ::getuid(), kSocketName);
+  return fmt::format("{}/{}", FallbackSocketDirectory(), kSocketName);
 }
 
 }  // namespace
+
+std::string FallbackSocketDirectory() { return fmt::format("/tmp/hurray-{}", ::getuid()); }
+
+Status CheckFallbackSocketDirectory(std::string_view socket_path) {
+  const std::string directory = FallbackSocketDirectory();
+  std::error_code unused;
+  const std::filesystem::path absolute =
+      std::filesystem::absolute(std::filesystem::path(socket_path), unused).lexically_normal();
+  if (absolute.parent_path() != std::filesystem::path(directory)) return {};
+  struct stat info{};
+  if (::lstat(directory.c_str(), &info) != 0) {
+    if (errno == ENOENT) return {};  // Nothing there: connecting says that no daemon listens.
+    return std::unexpected(ErrnoError("lstat", directory, errno));
+  }
+  if (Status checked = CheckOwnedDirectory("socket directory", directory, info, ::geteuid());
+      !checked) {
+    return FailedPreconditionError(fmt::format(
+        "{}; not connecting: another user may have made it to pose as hurrayd (remove it, or "
+        "name the daemon's socket with HURRAY_SOCKET)",
+        checked.error().message()));
+  }
+  return {};
+}
 
 std::string DefaultDaemonSocketPath() {
   if (std::string systemd = Environment("RUNTIME_DIRECTORY"); !systemd.empty()) {

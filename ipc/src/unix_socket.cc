@@ -8,9 +8,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/owned_directory.h"
+#include "hurray/ipc/socket_path.h"
 
 namespace hurray {
 namespace {
@@ -27,39 +30,28 @@ Status MakeDirectory(const std::string& directory, mode_t mode) {
   return std::unexpected(ErrnoError("mkdir", directory, errno));
 }
 
-// Creates `directory` and any missing parent, each with `mode`.
-Status CreateDirectories(const std::string& directory, mode_t mode) {
+// Creates the missing parents of `directory`, each with `mode`.
+Status CreateParents(const std::string& directory, mode_t mode) {
+  const std::string parent = std::filesystem::path(directory).parent_path().string();
   struct stat info{};
-  if (::stat(directory.c_str(), &info) == 0) return {};
-  for (std::size_t slash = directory.find('/', 1); slash != std::string::npos;
-       slash = directory.find('/', slash + 1)) {
-    HURRAY_RETURN_IF_ERROR(MakeDirectory(directory.substr(0, slash), mode));
+  if (parent.empty() || ::stat(parent.c_str(), &info) == 0) return {};
+  for (std::size_t slash = parent.find('/', 1); slash != std::string::npos;
+       slash = parent.find('/', slash + 1)) {
+    HURRAY_RETURN_IF_ERROR(MakeDirectory(parent.substr(0, slash), mode));
   }
-  return MakeDirectory(directory, mode);
+  return MakeDirectory(parent, mode);
 }
 
-// Refuses a directory that another user (not root) owns, unless we are root.
-Status CheckDirectoryOwner(const std::string& directory) {
-  struct stat info{};
-  if (::stat(directory.c_str(), &info) != 0) {
-    return std::unexpected(ErrnoError("stat", directory, errno));
-  }
-  const uid_t self = ::geteuid();
-  if (self == 0 || info.st_uid == self || info.st_uid == 0) return {};
-  return FailedPreconditionError(fmt::format(
-      "socket directory {} belongs to uid {}, not to this user", directory, info.st_uid));
-}
-
-// Removes a socket file nobody listens on; refuses a live socket or a file of another kind.
-// true when it removed one.
-Result<bool> RemoveStaleSocket(const std::string& path, const sockaddr_un& address) {
-  struct stat info{};
-  if (::lstat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return false;
-    return std::unexpected(ErrnoError("lstat", path, errno));
-  }
-  if (!S_ISSOCK(info.st_mode)) {
-    return FailedPreconditionError(fmt::format("{} exists and is not a socket", path));
+// Removes the socket file `name` of `directory` that nobody listens on; refuses a live
+// socket or a file of another kind. true when it removed one.
+Result<bool> RemoveStaleSocket(const OwnedDirectory& directory, const std::string& name,
+                               const sockaddr_un& address) {
+  const std::string path = directory.PathOf(name);
+  HURRAY_ASSIGN_OR_RETURN(const std::optional<struct stat> info, directory.StatFile(name));
+  if (!info) return false;
+  if (!S_ISSOCK(info->st_mode)) {
+    return FailedPreconditionError(
+        fmt::format("{} exists and is not a socket (a {})", path, FileKindName(info->st_mode)));
   }
   // Non-blocking, so that a live listener with a full backlog reads as live, not as a hang.
   UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -71,10 +63,7 @@ Result<bool> RemoveStaleSocket(const std::string& path, const sockaddr_un& addre
   if (errno != ECONNREFUSED && errno != ENOENT) {
     return std::unexpected(ErrnoError("connect", path, errno));
   }
-  if (::unlink(path.c_str()) != 0) {
-    if (errno == ENOENT) return false;
-    return std::unexpected(ErrnoError("unlink", path, errno));
-  }
+  HURRAY_RETURN_IF_ERROR(directory.RemoveFile(name));
   return true;
 }
 
@@ -99,6 +88,7 @@ Result<sockaddr_un> UnixSocketAddress(std::string_view path) {
 
 Result<UniqueFd> ConnectUnixSocket(const std::string& path) {
   HURRAY_ASSIGN_OR_RETURN(const sockaddr_un address, UnixSocketAddress(path));
+  HURRAY_RETURN_IF_ERROR(CheckFallbackSocketDirectory(path));
   UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!socket) return std::unexpected(ErrnoError("socket", "", errno));
   while (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address),
@@ -118,12 +108,18 @@ Result<UniqueFd> ConnectUnixSocket(const std::string& path) {
 
 Result<bool> PrepareSocketPath(const std::string& path, std::uint32_t directory_mode) {
   HURRAY_ASSIGN_OR_RETURN(const sockaddr_un address, UnixSocketAddress(path));
-  const std::string directory = std::filesystem::path(path).parent_path().string();
-  if (!directory.empty()) {
-    HURRAY_RETURN_IF_ERROR(CreateDirectories(directory, static_cast<mode_t>(directory_mode)));
-    HURRAY_RETURN_IF_ERROR(CheckDirectoryOwner(directory));
+  const std::filesystem::path file(path);
+  const std::string name = file.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    return InvalidArgumentError(fmt::format("socket path '{}' names no file", path));
   }
-  return RemoveStaleSocket(path, address);
+  std::string directory = file.parent_path().string();
+  if (directory.empty()) directory = ".";
+  const auto mode = static_cast<mode_t>(directory_mode);
+  HURRAY_RETURN_IF_ERROR(CreateParents(directory, mode));
+  HURRAY_ASSIGN_OR_RETURN(const OwnedDirectory held,
+                          OwnedDirectory::Create(directory, mode, "socket directory"));
+  return RemoveStaleSocket(held, name, address);
 }
 
 }  // namespace hurray

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
+#include <optional>
 #include <thread>
 
 #include "fast_path/directory_segment.h"
@@ -103,22 +105,34 @@ TEST(DirectorySegmentTest, DestroyedDirectoryShowsEndedToItsMappings) {
 class AbandonedDirectoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    record_ = (std::filesystem::temp_directory_path() /
-               fmt::format("hurray-fast-path-record-{}", ::getpid()))
-                  .string();
+    std::string pattern = "/tmp/hurray-fast-path-record-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    directory_ = pattern;
+    ASSERT_OK_AND_ASSIGN(state_, OwnedDirectory::Open(directory_, "state directory"));
+    record_ = state_->PathOf(kRecordName);
   }
-  void TearDown() override { std::filesystem::remove(record_); }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+
+  [[nodiscard]] std::string Path(std::string_view name) const {
+    return directory_ + "/" + std::string(name);
+  }
+
+  static constexpr std::string_view kRecordName = "fast_path_directory";
+  const SegmentPlace place_{.shm_prefix = std::string(kPrefix)};
+  std::string directory_;
+  std::optional<OwnedDirectory> state_;
   std::string record_;
 };
 
 TEST_F(AbandonedDirectoryTest, NextDaemonMarksTheRecordedDirectoryEndedAndRemovesIt) {
   ASSERT_OK_AND_ASSIGN(auto directory, DirectorySegment::Create(kPrefix, 4, 1));
-  ASSERT_OK(directory->Record(record_));
+  ASSERT_OK(directory->Record(*state_, kRecordName));
   ASSERT_OK_AND_ASSIGN(UniqueFd fd, directory->OpenReadOnly());
   const SharedMapping mapping = SharedMapping::Of(fd.get(), directory->size_bytes(), false);
   const std::string path = directory->path();
   // As after a crash: the segment and the record stay, the state still says serving.
-  ASSERT_OK_AND_ASSIGN(const bool marked, DirectorySegment::EndAbandoned(record_));
+  ASSERT_OK_AND_ASSIGN(const bool marked,
+                       DirectorySegment::EndAbandoned(*state_, kRecordName, place_));
   EXPECT_TRUE(marked);
   EXPECT_EQ(mapping.ReadWord(offsetof(fast_path::DirectoryHeader, state)), fast_path::kEnded);
   EXPECT_FALSE(std::filesystem::exists(path));
@@ -126,19 +140,44 @@ TEST_F(AbandonedDirectoryTest, NextDaemonMarksTheRecordedDirectoryEndedAndRemove
 }
 
 TEST_F(AbandonedDirectoryTest, NoRecordIsNothingToEnd) {
-  ASSERT_OK_AND_ASSIGN(const bool marked, DirectorySegment::EndAbandoned(record_));
+  ASSERT_OK_AND_ASSIGN(const bool marked,
+                       DirectorySegment::EndAbandoned(*state_, kRecordName, place_));
   EXPECT_FALSE(marked);
 }
 
 TEST_F(AbandonedDirectoryTest, RecordNamingAnotherFileIsOnlyRemoved) {
-  const std::string victim = record_ + ".victim";
+  const std::string victim = Path("victim");
   std::ofstream(victim) << "not a directory";
   std::ofstream(record_) << victim;
-  ASSERT_OK_AND_ASSIGN(const bool marked, DirectorySegment::EndAbandoned(record_));
+  ASSERT_OK_AND_ASSIGN(const bool marked,
+                       DirectorySegment::EndAbandoned(*state_, kRecordName, place_));
   EXPECT_FALSE(marked);
   EXPECT_TRUE(std::filesystem::exists(victim));
   EXPECT_FALSE(std::filesystem::exists(record_));
-  std::filesystem::remove(victim);
+}
+
+TEST_F(AbandonedDirectoryTest, RecordNamingAnotherPrefixIsOnlyRemoved) {
+  // A directory segment of another daemon (another prefix), serving: it stays as it is.
+  ASSERT_OK_AND_ASSIGN(auto other, DirectorySegment::Create("hurray-other-daemon", 4, 1));
+  std::ofstream(record_) << other->path();
+  ASSERT_OK_AND_ASSIGN(const bool marked,
+                       DirectorySegment::EndAbandoned(*state_, kRecordName, place_));
+  EXPECT_FALSE(marked);
+  EXPECT_EQ(other->header().state.load(), fast_path::kServing);
+  EXPECT_TRUE(std::filesystem::exists(other->path()));
+  EXPECT_FALSE(std::filesystem::exists(record_));
+}
+
+TEST_F(AbandonedDirectoryTest, RecordRefusesALinkPlantedAsItsTemporaryFile) {
+  const std::string victim = Path("victim");
+  std::ofstream(victim) << "keep me";
+  ASSERT_EQ(::symlink(victim.c_str(), (record_ + ".new").c_str()), 0);
+  ASSERT_OK_AND_ASSIGN(auto directory, DirectorySegment::Create(kPrefix, 4, 1));
+  EXPECT_ERROR(directory->Record(*state_, kRecordName), StatusCode::kFailedPrecondition,
+               {record_ + ".new", "symbolic link", "left alone"});
+  std::ifstream read_back(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(read_back), {}), "keep me");
+  EXPECT_FALSE(std::filesystem::exists(record_));
 }
 
 TEST(LeasePageTest, RefusesSlotCountsOutsideThePage) {

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -129,34 +131,113 @@ TEST_F(UnixSocketTest, PrepareRefusesInvalidPath) {
   EXPECT_ERROR(PrepareSocketPath(""), StatusCode::kInvalidArgument, {"empty"});
 }
 
-TEST_F(UnixSocketTest, PrepareRefusesDirectoryOfAnotherUser) {
-  if (::geteuid() != 0) {
-    GTEST_SKIP() << "needs root, to give the directory to another user and to act as a third";
-  }
-  constexpr uid_t kOwner = 61001;
-  constexpr uid_t kSomeoneElse = 61002;
-  const std::string socket_directory = directory_ + "/theirs";
-  ASSERT_EQ(::chmod(directory_.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(socket_directory.c_str(), 0777), 0);
-  ASSERT_EQ(::chown(socket_directory.c_str(), kOwner, kOwner), 0);
-  const std::string path = socket_directory + "/hurrayd.sock";
-  // In a child, as neither root nor the owner: the check must refuse.
+// The uid that owns the directories of another user in these tests (nobody), and a third
+// uid that is neither root nor that owner.
+constexpr uid_t kOtherUser = 65534;
+constexpr uid_t kSomeoneElse = 61002;
+
+// "0755", as the messages write modes.
+std::string Octal(mode_t mode) {
+  std::array<char, 16> text{};
+  std::snprintf(text.data(), text.size(), "%04o", static_cast<unsigned>(mode));
+  return text.data();
+}
+
+// Runs `check` in a child process as `uid`; true when it returned true.
+template <typename Check>
+bool InChildAs(uid_t uid, Check check) {
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
+  if (child < 0) return false;
   if (child == 0) {
-    if (::setresuid(kSomeoneElse, kSomeoneElse, kSomeoneElse) != 0) ::_exit(2);
-    auto prepared = PrepareSocketPath(path);
-    const bool refused =
-        !prepared && prepared.error().code() == StatusCode::kFailedPrecondition &&
-        prepared.error().message().find("belongs to uid 61001") != std::string::npos;
-    ::_exit(refused ? 0 : 1);
+    if (::setresuid(uid, uid, uid) != 0) ::_exit(2);
+    ::_exit(check() ? 0 : 1);
   }
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: not refused as expected; 2: setresuid failed";
-  // As its owner's, or root's, it is fine.
-  EXPECT_OK(PrepareSocketPath(path));
+  if (::waitpid(child, &status, 0) != child) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST_F(UnixSocketTest, PrepareRefusesDirectoryOfAnotherUserEvenAsRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give the directory to another user";
+  const std::string theirs = directory_ + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  const std::string stale = theirs + "/hurrayd.sock";
+  {
+    UniqueFd socket = Bind(stale, /*listen=*/false);  // A stale socket a daemon would remove.
+  }
+  ASSERT_EQ(::chown(theirs.c_str(), kOtherUser, kOtherUser), 0);
+  EXPECT_ERROR(PrepareSocketPath(stale), StatusCode::kFailedPrecondition,
+               {"socket directory " + theirs, "owned by uid 65534 with mode 0755",
+                "owned by uid 0 (this process's user) or root", "writable only by its owner"});
+  EXPECT_TRUE(Exists(stale));  // Nothing in it was touched.
+}
+
+TEST_F(UnixSocketTest, PrepareAcceptsRootsDirectoryForAnyUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to act as another user";
+  ASSERT_EQ(::chmod(directory_.c_str(), 0755), 0);
+  // Root's, as /run is; a user's daemon may serve in it.
+  EXPECT_TRUE(InChildAs(kSomeoneElse, [&] {
+    auto prepared = PrepareSocketPath(path_);
+    return prepared.has_value() && !*prepared;
+  }));
+  // Another user's is refused to a third as it is to root.
+  const std::string theirs = directory_ + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), kOtherUser, kOtherUser), 0);
+  EXPECT_TRUE(InChildAs(kSomeoneElse, [&] {
+    auto prepared = PrepareSocketPath(theirs + "/hurrayd.sock");
+    return !prepared && prepared.error().code() == StatusCode::kFailedPrecondition &&
+           prepared.error().message().find("owned by uid 65534") != std::string::npos;
+  }));
+}
+
+TEST_F(UnixSocketTest, PrepareRefusesDirectoryThatGroupOrOthersMayWrite) {
+  {
+    UniqueFd stale = Bind(path_, /*listen=*/false);
+  }
+  for (const mode_t mode : {0775, 0757, 0770, 01777}) {
+    SCOPED_TRACE(mode);
+    ASSERT_EQ(::chmod(directory_.c_str(), mode), 0);
+    EXPECT_ERROR(PrepareSocketPath(path_), StatusCode::kFailedPrecondition,
+                 {"socket directory " + directory_, "with mode " + Octal(mode),
+                  "writable only by its owner"});
+    EXPECT_TRUE(Exists(path_));
+  }
+  // Search permission for the group and others, to connect, is fine.
+  ASSERT_EQ(::chmod(directory_.c_str(), 0711), 0);
+  ASSERT_OK_AND_ASSIGN(const bool removed, PrepareSocketPath(path_));
+  EXPECT_TRUE(removed);
+}
+
+TEST_F(UnixSocketTest, PrepareRefusesALinkToADirectory) {
+  const std::string real = directory_ + "/real";
+  const std::string link = directory_ + "/link";
+  ASSERT_EQ(::mkdir(real.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  {
+    UniqueFd stale = Bind(real + "/hurrayd.sock", /*listen=*/false);
+  }
+  EXPECT_ERROR(PrepareSocketPath(link + "/hurrayd.sock"), StatusCode::kFailedPrecondition,
+               {"socket directory " + link, "is a symbolic link", "not a directory"});
+  EXPECT_TRUE(Exists(real + "/hurrayd.sock"));
+}
+
+TEST_F(UnixSocketTest, PrepareRefusesADirectoryModeThatLetsOthersWrite) {
+  const std::string path = directory_ + "/run/hurrayd.sock";
+  EXPECT_ERROR(PrepareSocketPath(path, 0775), StatusCode::kInvalidArgument,
+               {"mode 0775", "lets group or others write"});
+  EXPECT_FALSE(Exists(directory_ + "/run"));
+}
+
+TEST_F(UnixSocketTest, PrepareMakesTheDirectoryWithExactlyItsMode) {
+  const std::string path = directory_ + "/run/hurrayd.sock";
+  const mode_t old_umask = ::umask(0077);
+  auto prepared = PrepareSocketPath(path, 0750);
+  ::umask(old_umask);
+  ASSERT_OK(prepared);
+  struct stat info{};
+  ASSERT_EQ(::lstat((directory_ + "/run").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0750u);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,31 +16,8 @@
 namespace hurray::daemon::fast_path {
 namespace {
 
-// Where named shm segments live: the only place a record may point to.
-constexpr std::string_view kShmDirectory = "/dev/shm/";
 // The longest record read back (a path).
 constexpr std::size_t kMaxRecordBytes = 4096;
-
-// The text of the file at `path`; nullopt when there is none.
-Result<std::optional<std::string>> ReadRecord(const std::string& path) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return std::unexpected(ErrnoError("open", path, errno));
-  }
-  std::string text(kMaxRecordBytes, '\0');
-  const ssize_t read = ::read(fd.get(), text.data(), text.size());
-  if (read < 0) return std::unexpected(ErrnoError("read", path, errno));
-  text.resize(static_cast<std::size_t>(read));
-  return std::optional<std::string>(std::move(text));
-}
-
-Status RemoveRecord(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return std::unexpected(ErrnoError("unlink", path, errno));
-  }
-  return {};
-}
 
 // Marks the directory segment at `segment_path` kEnded; false when it is gone, too small, or
 // does not start with a directory header.
@@ -50,9 +28,12 @@ Result<bool> MarkEnded(const std::string& segment_path) {
     return std::unexpected(ErrnoError("open", segment_path, errno));
   }
   struct stat info{};
-  if (::fstat(fd.get(), &info) != 0)
+  if (::fstat(fd.get(), &info) != 0) {
     return std::unexpected(ErrnoError("fstat", segment_path, errno));
-  if (!S_ISREG(info.st_mode) || info.st_size < static_cast<off_t>(sizeof(DirectoryHeader))) {
+  }
+  // Only a file of this daemon's user is written to.
+  if (!S_ISREG(info.st_mode) || info.st_uid != ::geteuid() ||
+      info.st_size < static_cast<off_t>(sizeof(DirectoryHeader))) {
     return false;
   }
   HURRAY_ASSIGN_OR_RETURN(
@@ -102,35 +83,29 @@ DirectorySegment::DirectorySegment(ShmSegment shm, SharedMapping mapping, std::u
 
 DirectorySegment::~DirectorySegment() { End(); }
 
-Result<bool> DirectorySegment::EndAbandoned(const std::string& record_path) {
-  HURRAY_ASSIGN_OR_RETURN(const std::optional<std::string> record, ReadRecord(record_path));
+Result<bool> DirectorySegment::EndAbandoned(const OwnedDirectory& state_directory,
+                                            std::string_view record_name,
+                                            const SegmentPlace& place) {
+  HURRAY_ASSIGN_OR_RETURN(const std::optional<std::string> record,
+                          state_directory.ReadFile(record_name, kMaxRecordBytes));
   if (!record) return false;
   bool marked = false;
-  // A record that names anything but a segment file is only removed.
+  // A record that names anything but a directory segment of this daemon is only removed.
   const std::string& segment_path = *record;
-  if (segment_path.starts_with(kShmDirectory) &&
-      segment_path.find('/', kShmDirectory.size()) == std::string::npos) {
+  if (Status place_checked = place.Check(segment_path); !place_checked) {
+    spdlog::warn("fast path: {} names no directory of this daemon, left alone: {}",
+                 state_directory.PathOf(record_name), place_checked.error().message());
+  } else {
     HURRAY_ASSIGN_OR_RETURN(marked, MarkEnded(segment_path));
-    if (marked) HURRAY_RETURN_IF_ERROR(ShmSegment::RemoveFile(segment_path));
+    if (marked) HURRAY_RETURN_IF_ERROR(place.Remove(segment_path));
   }
-  HURRAY_RETURN_IF_ERROR(RemoveRecord(record_path));
+  HURRAY_RETURN_IF_ERROR(state_directory.RemoveFile(record_name));
   return marked;
 }
 
-Status DirectorySegment::Record(const std::string& record_path) const {
-  const std::string temporary = record_path + ".new";
-  const std::string text = path();
-  {
-    const UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!fd) return std::unexpected(ErrnoError("open", temporary, errno));
-    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      return std::unexpected(ErrnoError("write", temporary, errno));
-    }
-  }
-  if (::rename(temporary.c_str(), record_path.c_str()) != 0) {
-    return std::unexpected(ErrnoError("rename", record_path, errno));
-  }
-  return {};
+Status DirectorySegment::Record(const OwnedDirectory& state_directory,
+                                std::string_view record_name) const {
+  return state_directory.ReplaceFile(record_name, path());
 }
 
 std::optional<std::uint64_t> DirectorySegment::AllocateEntry() {

@@ -12,7 +12,9 @@
 #include "fast_path/shared_mapping.h"
 #include "hurray/error.h"
 #include "hurray/ipc/fast_path_layout.h"
+#include "hurray/ipc/owned_directory.h"
 #include "hurray/ipc/unique_fd.h"
+#include "pool/segment_place.h"
 #include "pool/shm_segment.h"
 
 namespace hurray::daemon::fast_path {
@@ -51,11 +53,16 @@ class DirectorySegment {
                                                                         std::uint64_t entry_count,
                                                                         std::uint64_t daemon_epoch);
 
-  // After a crash: the directory that `record_path` names (written by Record of the daemon
-  // before) is marked kEnded and removed, and so is the record. True when one was marked; false
-  // when there is no record, or the segment it names is gone or is not a directory (then only
-  // the record goes). Errors name the failed call and the file.
-  [[nodiscard]] static Result<bool> EndAbandoned(const std::string& record_path);
+  // After a crash: the directory that the record `record_name` of `state_directory` names
+  // (written by Record of the daemon before) is marked kEnded and removed, and so is the
+  // record. Only a path that `place` passes (the directory's prefix, ShmPrefixFor, in
+  // /dev/shm) and a file of this user are touched; a record naming anything else is logged
+  // (a bounded excerpt) and only the record goes. True when one was marked; false when there
+  // is no record, or the segment it names is gone or is not a directory. Errors name the
+  // failed call and the file.
+  [[nodiscard]] static Result<bool> EndAbandoned(const OwnedDirectory& state_directory,
+                                                 std::string_view record_name,
+                                                 const SegmentPlace& place);
 
   // The shm prefix of the directory of a daemon whose segments are named under
   // `instance_prefix` ([cpu_pool] shm_prefix): "fast-path.<instance_prefix>", so that the
@@ -72,9 +79,12 @@ class DirectorySegment {
   DirectorySegment& operator=(const DirectorySegment&) = delete;
   ~DirectorySegment();
 
-  // Writes this directory's path to `record_path` (replacing the file atomically), for
-  // EndAbandoned of the next daemon.
-  [[nodiscard]] Status Record(const std::string& record_path) const;
+  // Writes this directory's path to the file `record_name` of `state_directory`, for
+  // EndAbandoned of the next daemon: replaced atomically through a temporary file made with
+  // O_EXCL | O_NOFOLLOW (OwnedDirectory::ReplaceFile), so that a link planted there is
+  // refused, never followed.
+  [[nodiscard]] Status Record(const OwnedDirectory& state_directory,
+                              std::string_view record_name) const;
 
   // A free entry, all zero; nullopt when every entry is in use.
   [[nodiscard]] std::optional<std::uint64_t> AllocateEntry();

@@ -23,20 +23,42 @@ bool InPool(const JournalRecord& record, std::string_view pool) {
   return info.ParseFromString(record.info_without_name) && info.pool() == pool;
 }
 
-// Removes every segment file of `recovered` (all pools' CPU segments this directory names);
-// returns how many it named.
-std::size_t RemoveJournaledSegments(const RecoveredJournal& recovered) {
-  std::size_t named = 0;
+// Where the segments of the pool of `options` can be.
+SegmentPlace PlaceOf(const CpuPool::Options& options) {
+  return {.shm_prefix = options.shm_prefix,
+          .hugetlbfs_directory = options.huge_pages.mode == HugePages::kExplicit
+                                     ? options.huge_pages.hugetlbfs_directory
+                                     : std::string()};
+}
+
+// Removes every segment file of `recovered` (all pools' CPU segments this directory names)
+// that `place` passes; one it refuses is logged and left alone. Returns how many it removed
+// (or found gone already).
+std::size_t RemoveJournaledSegments(const RecoveredJournal& recovered, const SegmentPlace& place) {
+  std::size_t removed = 0;
   for (const auto& [pool, segments] : recovered.segments) {
-    named += segments.size();
     for (const JournaledSegment& segment : segments) {
-      if (Status removed = ShmSegment::RemoveFile(segment.path); !removed) {
-        spdlog::warn("pool {}: cannot remove the earlier daemon's segment: {}", pool,
-                     removed.error().message());
+      if (Status status = place.Remove(segment.path); !status) {
+        spdlog::warn("pool {}: the journal names a segment that is not removed: {}",
+                     BoundedExcerpt(pool), status.error().message());
+      } else {
+        ++removed;
       }
     }
   }
-  return named;
+  return removed;
+}
+
+// The pool of `options` made of an earlier daemon's `segments`, each of which must be in
+// `place` (a journal naming any other file is not adopted from).
+Result<std::unique_ptr<CpuPool>> AdoptPool(CpuPool::Options options,
+                                           const std::vector<JournaledSegment>& segments,
+                                           const SegmentPlace& place) {
+  for (const JournaledSegment& segment : segments) {
+    HURRAY_RETURN_IF_ERROR(place.Check(segment.path));
+    options.adopt_segment_paths.push_back(segment.path);
+  }
+  return CpuPool::Create(std::move(options));
 }
 
 }  // namespace
@@ -56,13 +78,10 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
   const bool cpu_versions = std::ranges::any_of(
       restarted.versions,
       [&](const JournalRecord& record) { return InPool(record, options.name); });
+  const SegmentPlace place = PlaceOf(options);
   auto old = recovered.segments.find(options.name);
   if (cpu_versions && old != recovered.segments.end()) {
-    CpuPool::Options adopting = options;
-    for (const JournaledSegment& segment : old->second) {
-      adopting.adopt_segment_paths.push_back(segment.path);
-    }
-    Result<std::unique_ptr<CpuPool>> pool = CpuPool::Create(std::move(adopting));
+    Result<std::unique_ptr<CpuPool>> pool = AdoptPool(options, old->second, place);
     if (pool) {
       HURRAY_ASSIGN_OR_RETURN(
           restarted.journal,
@@ -78,7 +97,7 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
         "are lost",
         options.name, pool.error().message());
   }
-  (void)RemoveJournaledSegments(recovered);
+  (void)RemoveJournaledSegments(recovered, place);
   options.before_create = [&](const std::vector<SegmentFile>& files) -> Status {
     HURRAY_ASSIGN_OR_RETURN(
         restarted.journal,
@@ -89,12 +108,12 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
   return restarted;
 }
 
-Result<std::size_t> DiscardState(const StateDirectory& state) {
+Result<std::size_t> DiscardState(const StateDirectory& state, const SegmentPlace& place) {
   // A damaged journal is what this is for: remove every segment it still names.
   HURRAY_ASSIGN_OR_RETURN(const RecoveredJournal recovered,
                           RecoverJournal(state.JournalPath(), JournalFile::Damage::kSkip));
-  const std::size_t removed = RemoveJournaledSegments(recovered);
-  HURRAY_RETURN_IF_ERROR(ShmSegment::RemoveFile(state.JournalPath()));
+  const std::size_t removed = RemoveJournaledSegments(recovered, place);
+  HURRAY_RETURN_IF_ERROR(state.directory().RemoveFile(StateDirectory::kJournalName));
   return removed;
 }
 

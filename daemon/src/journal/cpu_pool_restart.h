@@ -10,6 +10,7 @@
 #include "journal/state_directory.h"
 #include "journal/tensor_journal.h"
 #include "pool/cpu_pool.h"
+#include "pool/segment_place.h"
 
 namespace hurray::daemon {
 
@@ -28,8 +29,10 @@ struct RestartedCpuPool {
 //   the pool adopts those segments (CpuPool::Options::adopt_segment_paths); if it cannot
 //   (a segment gone, as after a reboot, or a changed capacity), that is logged, the CPU
 //   versions will be lost, and it goes on as below;
-// - otherwise every segment the journal names is removed (they are this state directory's
-//   own: no other daemon's segment is touched), and the new segments are named in a new
+// - otherwise every segment the journal names is removed, when it is a file of this user in
+//   this pool's place (SegmentPlace: /dev/shm or its hugetlbfs directory, under its
+//   shm_prefix); the journal is no authority, so any other path it names is logged and left
+//   alone, and its segments are not adopted either; then the new segments are named in a new
 //   journal before they are created, so that a kill at any instant leaves no segment that
 //   a later start cannot find.
 //
@@ -40,9 +43,11 @@ struct RestartedCpuPool {
 [[nodiscard]] Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync sync,
                                                       CpuPool::Options options);
 
-// hurrayd --discard-state: removes every segment the journal of `state` names and the
-// journal itself, so that the next daemon starts empty. Returns the segments removed.
-// Errors of RecoverJournal, and of unlink naming the file.
-[[nodiscard]] Result<std::size_t> DiscardState(const StateDirectory& state);
+// hurrayd --discard-state: removes every segment the journal of `state` names that `place`
+// passes (SegmentPlace::Remove; any other is logged and left alone) and the journal itself,
+// so that the next daemon starts empty. Returns the segments removed (or gone already).
+// Errors of RecoverJournal, and of unlinkat naming the journal.
+[[nodiscard]] Result<std::size_t> DiscardState(const StateDirectory& state,
+                                               const SegmentPlace& place);
 
 }  // namespace hurray::daemon

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -43,24 +42,22 @@ Result<StateDirectory> StateDirectory::Open(const std::string& path) {
         fmt::format("state_directory \"{}\": must be an absolute path", path));
   }
   std::error_code error;
-  const std::filesystem::path directory(path);
-  std::filesystem::create_directories(directory.parent_path(), error);
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    return std::unexpected(ErrnoError("mkdir", path, errno));
-  }
-  const std::string lock_path = path + "/lock";
-  UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock) return std::unexpected(ErrnoError("open(O_CREAT)", lock_path, errno));
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
+  HURRAY_ASSIGN_OR_RETURN(OwnedDirectory directory,
+                          OwnedDirectory::Create(path, 0700, "state directory"));
+  HURRAY_ASSIGN_OR_RETURN(UniqueFd lock, directory.OpenFile("lock", O_RDWR | O_CREAT, 0600));
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
+    const int flock_error = errno;
+    const std::string lock_path = directory.PathOf("lock");
+    if (flock_error == EWOULDBLOCK) {
       return FailedPreconditionError(fmt::format(
           "state directory {} is in use by another hurrayd (it holds {}); give each daemon a "
           "state_directory of its own",
-          path, lock_path));
+          directory.path(), lock_path));
     }
-    return std::unexpected(ErrnoError("flock", lock_path, errno));
+    return std::unexpected(ErrnoError("flock", lock_path, flock_error));
   }
-  return StateDirectory(path, std::move(lock));
+  return StateDirectory(std::move(directory), std::move(lock));
 }
 
 }  // namespace hurray::daemon

@@ -17,25 +17,34 @@ namespace hurray {
 // NUL byte, or one longer than sockaddr_un holds (107 bytes).
 [[nodiscard]] Result<sockaddr_un> UnixSocketAddress(std::string_view path);
 
-// A new blocking unix stream socket (O_CLOEXEC) connected to `path`. UNAVAILABLE
-// "connect <path>: <strerror>: no daemon listens there" when nothing listens there (no
-// file, or a stale one); PERMISSION_DENIED when the socket file's mode refuses us;
+// A new blocking unix stream socket (O_CLOEXEC) connected to `path`. A path in the fallback
+// socket directory (/tmp/hurray-$UID) is connected only when CheckFallbackSocketDirectory
+// (hurray/ipc/socket_path.h) passes: FAILED_PRECONDITION otherwise, before any connect.
+// UNAVAILABLE "connect <path>: <strerror>: no daemon listens there" when nothing listens
+// there (no file, or a stale one); PERMISSION_DENIED when the socket file's mode refuses us;
 // INVALID_ARGUMENT as UnixSocketAddress; other failures as hurray/ipc/errno_error.h.
 [[nodiscard]] Result<UniqueFd> ConnectUnixSocket(const std::string& path);
 
 // Readies `path` for a socket to be bound there. The one policy of every listener:
-//   - the directory of `path` and any missing parent are created, each with
-//     `directory_mode` (0755 unless told) whatever the umask; existing ones are left as they
-//     are;
-//   - a directory that belongs to another user is refused (FAILED_PRECONDITION), unless it
-//     is root's (/run) or we are root: its owner could swap the socket under us;
+//   - `directory_mode` may not let group or others write (INVALID_ARGUMENT): whoever may
+//     write the directory may replace the socket; group and others need only search (x)
+//     permission to connect;
+//   - any missing parent of the directory of `path` is created with `directory_mode`, and
+//     the directory itself, when missing, with exactly `directory_mode` (whatever the umask);
+//     existing ones keep their mode;
+//   - the directory must be a directory (not a link to one) owned by this process's
+//     effective uid or by root that only its owner may write, checked through a descriptor
+//     held from then on (OwnedDirectory, hurray/ipc/owned_directory.h): FAILED_PRECONDITION
+//     naming the directory, the owner and mode found and what is required otherwise; root
+//     is no exception, and a sticky, world-writable directory such as /tmp never passes;
 //   - a file that is not a socket is left alone (FAILED_PRECONDITION "<path> exists and is
 //     not a socket");
 //   - a socket that a process listens on is left alone (ALREADY_EXISTS "<path> is in use");
-//   - a socket nobody listens on (left by a process that died) is removed.
+//   - a socket nobody listens on (left by a process that died) is removed (unlinkat in the
+//     held directory).
 // Returns true when it removed such a stale socket file. INVALID_ARGUMENT as
-// UnixSocketAddress; a failed mkdir, chmod, lstat, connect or unlink as
-// hurray/ipc/errno_error.h.
+// UnixSocketAddress, and for a path that names no file; a failed mkdir, chmod, fstatat,
+// connect or unlinkat as hurray/ipc/errno_error.h.
 [[nodiscard]] Result<bool> PrepareSocketPath(const std::string& path,
                                              std::uint32_t directory_mode = 0755);
 
