@@ -30,8 +30,9 @@ constexpr std::size_t kReaderChunkBytes = std::size_t{16} << 10;
 constexpr std::size_t kReaderKeptBytes = std::size_t{64} << 10;
 
 // Keeps the first descriptor of SCM_RIGHTS messages in `kept` (if it holds none yet) and
-// closes every other one.
-void TakeDescriptors(msghdr& message, UniqueFd& kept) {
+// closes every other one; returns how many it closed.
+std::uint64_t TakeDescriptors(msghdr& message, UniqueFd& kept) {
+  std::uint64_t closed = 0;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
        header = CMSG_NXTHDR(&message, header)) {
     if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
@@ -44,16 +45,18 @@ void TakeDescriptors(msghdr& message, UniqueFd& kept) {
         kept.Reset(fd);
       } else {
         UniqueFd unexpected(fd);  // Closed here: a frame carries at most one descriptor.
+        ++closed;
       }
     }
   }
+  return closed;
 }
 
 // One recvmsg into `space`, retrying EINTR; a descriptor that comes with it goes into `fd`
-// (when that holds none yet; any other is closed). The byte count (0 at end of stream), or
-// std::nullopt when the socket would block.
+// (when that holds none yet; any other is closed and counted in `closed`). The byte count
+// (0 at end of stream), or std::nullopt when the socket would block.
 Result<std::optional<std::size_t>> ReceiveSome(int socket, std::span<std::uint8_t> space,
-                                               UniqueFd& fd) {
+                                               UniqueFd& fd, std::uint64_t& closed) {
   iovec buffer{.iov_base = space.data(), .iov_len = space.size()};
   alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxDescriptorsPerReceive)> control{};
   msghdr message{};
@@ -69,7 +72,7 @@ Result<std::optional<std::size_t>> ReceiveSome(int socket, std::span<std::uint8_
     if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
     return std::unexpected(ErrnoError("recvmsg", "", errno));
   }
-  TakeDescriptors(message, fd);
+  closed += TakeDescriptors(message, fd);
   return static_cast<std::size_t>(received);
 }
 
@@ -171,12 +174,15 @@ Result<bool> FrameReader::Receive(int socket, std::size_t frame_bytes) {
     end_ -= begin_;
     begin_ = 0;
   }
-  const std::size_t wanted = std::max(begin_ + frame_bytes, kReaderChunkBytes);
+  // Room for the frame, but at most twice what came so far: a length prefix alone buys no
+  // memory. (More than end_ either way: the frame at begin_ is not complete.)
+  const std::size_t wanted = std::max(kReaderChunkBytes, std::min(begin_ + frame_bytes, 2 * end_));
   if (buffer_.size() < wanted) buffer_.resize(wanted);
 
   UniqueFd descriptor;  // Owned (and closed) whatever happens next.
-  HURRAY_ASSIGN_OR_RETURN(const std::optional<std::size_t> received,
-                          ReceiveSome(socket, std::span(buffer_).subspan(end_), descriptor));
+  HURRAY_ASSIGN_OR_RETURN(
+      const std::optional<std::size_t> received,
+      ReceiveSome(socket, std::span(buffer_).subspan(end_), descriptor, closed_descriptors_));
   if (!received.has_value()) return false;
   const std::size_t count = *received;
   if (count == 0) {
@@ -185,7 +191,16 @@ Result<bool> FrameReader::Receive(int socket, std::size_t frame_bytes) {
     return EndOfStreamError(header_received, available - header_received,
                             frame_bytes - kSessionFrameHeaderBytes);
   }
+  if (descriptor.valid() && descriptors_policy_ == Descriptors::kClose) {
+    descriptor.Reset();
+    ++closed_descriptors_;
+  }
   if (descriptor.valid()) {
+    if (descriptors_.size() >= kMaxPendingDescriptors) {
+      return InvalidArgumentError(
+          fmt::format("the peer sent more than {} descriptors with frames not yet complete",
+                      kMaxPendingDescriptors));
+    }
     descriptors_.push_back(PendingDescriptor{.read_begin = static_cast<std::ptrdiff_t>(end_),
                                              .read_end = static_cast<std::ptrdiff_t>(end_ + count),
                                              .fd = std::move(descriptor)});

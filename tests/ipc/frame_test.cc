@@ -11,6 +11,8 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -381,6 +383,79 @@ TEST_F(FrameTest, ReaderRejectsOversizedLengthPrefix) {
   FrameReader reader;
   EXPECT_ERROR(reader.Next(receiver_.get()), StatusCode::kInvalidArgument,
                {"session frame length 1048577", "limit of 1048576"});
+}
+
+// Descriptors open in this process.
+int OpenDescriptorCount() {
+  const auto entries = std::filesystem::directory_iterator("/proc/self/fd");
+  return static_cast<int>(std::distance(begin(entries), end(entries)));
+}
+
+TEST_F(FrameTest, ClosingReaderTakesNoDescriptorHoweverManyATrickleSends) {
+  MakeNonBlocking(receiver_.get());
+  TracerPipe pipe;
+  FrameReader reader(FrameReader::Descriptors::kClose);
+  const int before = OpenDescriptorCount();
+  // The prefix of a large frame, then one byte per sendmsg, each with a descriptor: every
+  // read ends at the next descriptor, so a reader that kept them would hold 2,000.
+  WriteAll(sender_.get(), Header(4096));
+  for (int i = 0; i < 2000; ++i) {
+    SendWithDescriptors(sender_.get(), Bytes("x"), {pipe.write_end.get()});
+    if (i % 100 == 99) {
+      auto partial = reader.TryNext(receiver_.get());
+      ASSERT_OK(partial);
+      EXPECT_FALSE(partial->has_value());
+      EXPECT_EQ(OpenDescriptorCount(), before);
+    }
+  }
+  WriteAll(sender_.get(), std::vector<std::uint8_t>(4096 - 2000, 'y'));
+  auto frame = reader.Next(receiver_.get());
+  ASSERT_OK(frame);
+  EXPECT_EQ(frame->payload.size(), 4096u);
+  EXPECT_FALSE(frame->fd.valid());
+  EXPECT_EQ(reader.closed_descriptors(), 2000u);
+  EXPECT_EQ(OpenDescriptorCount(), before);
+  // Every copy that came is closed: the pipe hangs up once ours goes.
+  pipe.write_end.Reset();
+  char byte = 0;
+  EXPECT_TRUE(Readable(pipe.read_end.get()));
+  EXPECT_EQ(::read(pipe.read_end.get(), &byte, 1), 0);
+}
+
+TEST_F(FrameTest, AcceptingReaderRefusesMoreDescriptorsThanItKeepsForUnfinishedFrames) {
+  MakeNonBlocking(receiver_.get());
+  TracerPipe pipe;
+  FrameReader reader;
+  const int before = OpenDescriptorCount();
+  WriteAll(sender_.get(), Header(4096));
+  Result<std::optional<Frame>> outcome = std::optional<Frame>();
+  for (std::size_t i = 0; i <= FrameReader::kMaxPendingDescriptors && outcome; ++i) {
+    SendWithDescriptors(sender_.get(), Bytes("x"), {pipe.write_end.get()});
+    outcome = reader.TryNext(receiver_.get());
+  }
+  EXPECT_ERROR(outcome, StatusCode::kInvalidArgument,
+               {"more than 64 descriptors with frames not yet complete"});
+  EXPECT_LE(OpenDescriptorCount(), before + static_cast<int>(FrameReader::kMaxPendingDescriptors));
+}
+
+TEST_F(FrameTest, ALengthPrefixAloneBuysNoMemory) {
+  MakeNonBlocking(receiver_.get());
+  FrameReader reader;
+  WriteAll(sender_.get(), Header(kMaxSessionFrameBytes));
+  WriteAll(sender_.get(), std::vector<std::uint8_t>(100, 'x'));
+  auto partial = reader.TryNext(receiver_.get());
+  ASSERT_OK(partial);
+  EXPECT_FALSE(partial->has_value());
+  EXPECT_LE(reader.buffer_bytes(), std::size_t{64} << 10);
+  // What grows it is what comes: the whole frame still arrives whole.
+  std::vector<std::uint8_t> rest(kMaxSessionFrameBytes - 100, 'z');
+  std::thread writer([&] { WriteAll(sender_.get(), rest); });
+  auto frame = reader.Next(receiver_.get());
+  writer.join();
+  ASSERT_OK(frame);
+  ASSERT_EQ(frame->payload.size(), kMaxSessionFrameBytes);
+  EXPECT_EQ(frame->payload[99], 'x');
+  EXPECT_EQ(frame->payload[100], 'z');
 }
 
 }  // namespace

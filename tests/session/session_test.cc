@@ -19,8 +19,10 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -861,6 +863,72 @@ TEST_F(SessionServerTest, ConnectionWithoutHelloIsClosedAtTheDeadline) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_OK(prompt->MapSegment(1, false));
   EXPECT_EQ(host_.open_count(), 1u);
+}
+
+TEST_F(SessionServerTest, ConnectionStoppedInsideAFrameIsClosedAtTheFrameDeadline) {
+  RestartServer({.frame_timeout = std::chrono::milliseconds(200)});
+  UniqueFd stalled = ConnectRaw();
+  ASSERT_NE(OpenRawSession(stalled.get()), 0u);
+  // The length prefix of the largest frame, and 1,000 of its bytes: the rest never comes.
+  std::vector<std::uint8_t> start = {0x00, 0x00, 0x10, 0x00};
+  start.resize(start.size() + 1000, 0x0A);
+  ASSERT_EQ(::send(stalled.get(), start.data(), start.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(start.size()));
+  auto reply = ReceiveMessage(stalled.get());
+  ASSERT_OK(reply);
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_EQ(reply->error().code(), static_cast<std::uint32_t>(StatusCode::kDeadlineExceeded));
+  EXPECT_NE(reply->error().message().find("did not arrive whole within frame_timeout_ms 200"),
+            std::string::npos)
+      << reply->error().message();
+  EXPECT_TRUE(host_.WaitForClosedSessions(1));
+  EXPECT_TRUE(Eventually([&] { return server_->connection_count() == 0; }));
+  // Frames that come whole, however far apart, keep the session.
+  auto steady = ConnectClient("steady");
+  ASSERT_NE(steady, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    EXPECT_OK(steady->MapSegment(1, false));
+  }
+}
+
+TEST_F(SessionServerTest, DescriptorsTrickledInsideAFrameAreClosedAsTheyArrive) {
+  UniqueFd socket = ConnectRaw();
+  ASSERT_NE(OpenRawSession(socket.get()), 0u);
+  const auto open_descriptors = [] {
+    const auto entries = std::filesystem::directory_iterator("/proc/self/fd");
+    return std::distance(begin(entries), end(entries));
+  };
+  UniqueFd null_device(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(null_device.valid());
+  const std::array<std::uint8_t, 4> prefix = {0x00, 0x10, 0x00, 0x00};  // A 4 KiB frame.
+  ASSERT_EQ(::send(socket.get(), prefix.data(), prefix.size(), MSG_NOSIGNAL), 4);
+  const auto before = open_descriptors();
+  for (int i = 0; i < 1000; ++i) {
+    char byte = 'x';
+    iovec buffer{.iov_base = &byte, .iov_len = 1};
+    alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int))> control{};
+    msghdr message{};
+    message.msg_iov = &buffer;
+    message.msg_iovlen = 1;
+    message.msg_control = control.data();
+    message.msg_controllen = control.size();
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    const int fd = null_device.get();
+    std::memcpy(CMSG_DATA(header), &fd, sizeof fd);
+    ASSERT_EQ(::sendmsg(socket.get(), &message, MSG_NOSIGNAL), 1) << i;
+  }
+  // The server has read them all once it answers a request that follows them.
+  auto client = ConnectClient("after");
+  ASSERT_NE(client, nullptr);
+  EXPECT_OK(client->MapSegment(1, false));
+  // The new client's own descriptors (its socket, both ends, and its event loop's) and no
+  // more: a server that kept what it was sent would hold 1,000.
+  EXPECT_TRUE(Eventually([&] { return open_descriptors() <= before + 16; }))
+      << open_descriptors() << " descriptors open, " << before << " before the trickle";
 }
 
 TEST_F(SessionServerTest, AcceptOutOfDescriptorsKeepsServingAndAcceptsOnceTheyFree) {

@@ -1085,26 +1085,33 @@ void Registry::ArmWaitTimerLocked() {
 }
 
 void Registry::OnWaitTimer() {
-  std::vector<Wait> expired;
+  // Each expired wait with its message, which names what was still missing (a bounded
+  // excerpt: a batch may list 100,000 names).
+  std::vector<std::pair<Wait, std::string>> expired;
   {
     std::lock_guard lock(mutex_);
-    expired = waits_.TakeExpired(Wait::Clock::now());
+    for (Wait& wait : waits_.TakeExpired(Wait::Clock::now())) {
+      constexpr std::size_t kShownNames = 8;
+      std::string names;
+      std::size_t missing = 0;
+      for (const std::string& name : wait.names) {
+        // A kEveryPublish wait may want a version of a published name: name it regardless.
+        if (wait.wake_on == Wait::WakeOn::kAllPublished && versions_.Find(name, 0) != nullptr) {
+          continue;
+        }
+        if (++missing > kShownNames) continue;
+        if (!names.empty()) names += ", ";
+        names += Shown(name);
+      }
+      if (missing > kShownNames) names += fmt::format(" and {} more", missing - kShownNames);
+      expired.emplace_back(std::move(wait), names.empty() ? "prefix" : std::move(names));
+    }
     ArmWaitTimerLocked();
   }
-  for (Wait& wait : expired) {
-    // A bounded excerpt: a batch may list 100,000 names.
-    constexpr std::size_t kShownNames = 8;
-    std::string names;
-    for (std::size_t i = 0; i < std::min(wait.names.size(), kShownNames); ++i) {
-      if (!names.empty()) names += ", ";
-      names += Shown(wait.names[i]);
-    }
-    if (wait.names.size() > kShownNames) {
-      names += fmt::format(" and {} more", wait.names.size() - kShownNames);
-    }
-    wait.fail(DeadlineExceededError(fmt::format("not published before the wait timed out: {}",
-                                                names.empty() ? "prefix" : names))
-                  .error());
+  for (auto& [wait, names] : expired) {
+    wait.fail(
+        DeadlineExceededError(fmt::format("not published before the wait timed out: {}", names))
+            .error());
   }
 }
 

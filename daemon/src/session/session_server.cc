@@ -265,6 +265,7 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
         peer_(peer),
         socket_(loop),
         hello_deadline_(loop),
+        frame_deadline_(loop),
         drain_timer_(loop) {}
 
   Connection(const Connection&) = delete;
@@ -298,6 +299,10 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   void OnWritable(const boost::system::error_code& error);
   void OnDrainTimer(const boost::system::error_code& error);
   void OnHelloDeadline(const boost::system::error_code& error);
+  // Arms frame_deadline_ while part of a request waits in the reader, and disarms it once
+  // none does; then waits for the socket to be readable.
+  void ArmReadAndFrameDeadlineLocked();
+  void OnFrameDeadline(const boost::system::error_code& error, std::uint64_t generation);
   // Handles the requests that can be read now, until one must wait (a request not yet
   // complete, a reply the socket cannot take) or the connection closes.
   void ServeLocked();
@@ -364,10 +369,17 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   std::mutex mutex_;
   stream_protocol::socket socket_;            // Guarded by mutex_.
   boost::asio::steady_timer hello_deadline_;  // Guarded by mutex_.
+  // Runs while part of a request frame has come and the rest has not. Guarded by mutex_, as
+  // the two below.
+  boost::asio::steady_timer frame_deadline_;
+  bool frame_deadline_armed_ = false;
+  std::uint64_t frame_deadline_generation_ = 0;  // Tells a stale expiry from the armed one.
+  bool told_of_descriptors_ = false;             // Logged that the client sent some.
   boost::asio::steady_timer drain_timer_;     // Guarded by mutex_.
   bool closed_ = false;                       // Guarded by mutex_.
   std::optional<std::uint64_t> session_id_;   // Guarded by mutex_. Set once opened.
-  FrameReader reader_;                        // Guarded by mutex_.
+  // Guarded by mutex_. Closes each descriptor the client sends as it arrives.
+  FrameReader reader_{FrameReader::Descriptors::kClose};
   Reply reply_;                               // Guarded by mutex_. The one being sent.
   std::vector<std::uint8_t> reply_payload_;   // Guarded by mutex_. reply_, encoded.
   Frame frame_;                               // Guarded by mutex_. The request being served.
@@ -691,6 +703,37 @@ void SessionServer::Connection::OnHelloDeadline(const boost::system::error_code&
   CloseLocked(late.message());
 }
 
+void SessionServer::Connection::ArmReadAndFrameDeadlineLocked() {
+  const std::chrono::milliseconds timeout = core_->limits().frame_timeout;
+  const bool partial = reader_.has_buffered_bytes();
+  if (partial && !frame_deadline_armed_ && timeout.count() > 0) {
+    frame_deadline_armed_ = true;
+    frame_deadline_.expires_after(timeout);
+    frame_deadline_.async_wait(
+        [self = shared_from_this(), generation = ++frame_deadline_generation_](
+            const boost::system::error_code& error) { self->OnFrameDeadline(error, generation); });
+  } else if (!partial && frame_deadline_armed_) {
+    frame_deadline_armed_ = false;
+    ++frame_deadline_generation_;
+    (void)frame_deadline_.cancel();  // The count of handlers it cancelled.
+  }
+  ArmRead();
+}
+
+void SessionServer::Connection::OnFrameDeadline(const boost::system::error_code& error,
+                                                std::uint64_t generation) {
+  std::lock_guard lock(mutex_);
+  if (closed_ || error || generation != frame_deadline_generation_) return;
+  const Error late(StatusCode::kDeadlineExceeded,
+                   fmt::format("a request frame did not arrive whole within frame_timeout_ms {} "
+                               "of its first bytes ({} bytes buffered); closing",
+                               core_->limits().frame_timeout.count(), reader_.buffer_bytes()));
+  spdlog::info("session connection {} (pid {}, uid {}): {}", id_, peer_.pid, peer_.uid,
+               late.message());
+  if (!sender_) SendParting(socket_fd(), late);
+  CloseLocked(late.message());
+}
+
 void SessionServer::Connection::ServeLocked() {
   while (!closed_) {
     auto complete = reader_.TryNextInto(socket_fd(), frame_);
@@ -699,7 +742,7 @@ void SessionServer::Connection::ServeLocked() {
       return;
     }
     if (!*complete) {
-      ArmRead();
+      ArmReadAndFrameDeadlineLocked();
       return;
     }
     std::optional<Reply> reply = HandleLocked();
@@ -711,7 +754,7 @@ void SessionServer::Connection::ServeLocked() {
     }
     // Bytes already read wait in the reader, where the socket's readiness cannot tell.
     if (!reader_.has_buffered_bytes()) {
-      ArmRead();
+      ArmReadAndFrameDeadlineLocked();
       return;
     }
   }
@@ -786,6 +829,7 @@ void SessionServer::Connection::CloseLocked(const std::string& reason) {
   spdlog::debug("session connection {} (pid {}): closed: {}", id_, peer_.pid, reason);
   if (session_id_) core_->host().CloseSession(*session_id_);
   (void)hello_deadline_.cancel();  // The count of handlers it cancelled.
+  (void)frame_deadline_.cancel();
   (void)drain_timer_.cancel();
   sender_.reset();
   reply_.fd.Reset();
@@ -795,10 +839,10 @@ void SessionServer::Connection::CloseLocked(const std::string& reason) {
 }
 
 std::optional<SessionServer::Connection::Reply> SessionServer::Connection::HandleLocked() {
-  if (frame_.fd) {
-    spdlog::warn("session connection {} (pid {}): the client sent a file descriptor; closed it",
+  if (reader_.closed_descriptors() != 0 && !told_of_descriptors_) {
+    told_of_descriptors_ = true;  // Once: a client that sends thousands gets one line.
+    spdlog::warn("session connection {} (pid {}): the client sent file descriptors; closed them",
                  id_, peer_.pid);
-    frame_.fd.Reset();
   }
   // Parsed into the connection's message, whose memory the next request reuses.
   v1::SessionMessage& request = request_;

@@ -23,6 +23,9 @@ struct SessionLimits {
   std::size_t max_sessions_per_uid = 1024;
   // How long a new connection may take to send its hello; 0: forever.
   std::chrono::milliseconds hello_timeout{5000};
+  // How long the rest of a request frame may take to come once its first bytes have; 0:
+  // forever. (A connection stopped inside a frame would otherwise hold what it sent.)
+  std::chrono::milliseconds frame_timeout{10000};
   // Event loops (one thread each) that serve the connections; at least 1.
   std::size_t event_loops = 2;
 };
@@ -48,13 +51,15 @@ struct SessionLimits {
 //     (SCM_RIGHTS), and each hot-path request (allocate, publish, acquire, release,
 //     cancel_allocation) with the host's reply or error; an acquire's reply is encoded by
 //     the host (AcquireNowEncoded) and sent as it is; a release_one_way gets no reply: its
+//   - must send each request frame whole within SessionLimits::frame_timeout of its first
+//     bytes (else a SessionError DEADLINE_EXCEEDED, and it is closed);
 //     leases end before the next request is read, and a refusal (a ReleaseFailure naming
 //     its request_id and the host's error; at most 64 kept between replies) is attached to
 //     the connection's next reply, whatever it answers; a sync is answered with synced
 //     (requests are served in order, so every earlier one has taken effect); the request
 //     and reply buffers are the connection's, reused; anything else, or a frame that
 //     does not parse, is a protocol error as above; an oversized or truncated frame closes
-//     the connection at once; a descriptor the client sends is closed;
+//     the connection at once; a descriptor the client sends is closed as it arrives;
 //   - when it closes, for whatever reason (end of stream, error, protocol error, Stop()),
 //     calls host.CloseSession exactly once for its session, if it had one, before the
 //     socket closes. No other host call for that session follows, and none runs

@@ -21,11 +21,26 @@ namespace hurray {
 // the next call. A received descriptor goes with the frame it was sent with: the kernel ends
 // a read right after bytes that carry descriptors (unix(7): ancillary data "forms a kind of
 // barrier"), so it belongs to the last frame that begins in the read that brought it. Any
-// beyond the first of a frame, and any that no frame can own, are closed. Not thread-safe;
-// one reader per socket, and no other reads on it.
+// beyond the first of a frame, and any that no frame can own, are closed. A reader that
+// accepts none (Descriptors::kClose, the daemon's: it never takes a client's descriptor)
+// closes each as it arrives, and one that accepts them keeps at most
+// kMaxPendingDescriptors for frames not yet complete, so that a peer trickling descriptors
+// cannot make it hold more. The buffer grows with the bytes that came, not with the length a
+// prefix announces: a peer that stops inside a frame costs about what it sent. Not
+// thread-safe; one reader per socket, and no other reads on it.
 class FrameReader {
  public:
-  FrameReader() = default;
+  // What a reader does with the descriptors that come with frames.
+  enum class Descriptors {
+    kAccept,  // Each goes with its frame (Frame::fd).
+    kClose,   // Closed as it arrives; no frame carries one.
+  };
+  // Descriptors a kAccept reader keeps for frames not yet complete; one more is an
+  // INVALID_ARGUMENT error (the reader is then spent).
+  static constexpr std::size_t kMaxPendingDescriptors = 64;
+
+  explicit FrameReader(Descriptors descriptors = Descriptors::kAccept)
+      : descriptors_policy_(descriptors) {}
 
   // The next frame, blocking until it is complete (a non-blocking socket is waited on with
   // poll()). A received descriptor is opened with O_CLOEXEC. INVALID_ARGUMENT for a length
@@ -48,6 +63,10 @@ class FrameReader {
   // says nothing of them, so a caller that waits for it first calls TryNext() until this is
   // false.
   [[nodiscard]] bool has_buffered_bytes() const { return begin_ < end_; }
+  // Bytes of memory the reader holds now (its buffer's capacity).
+  [[nodiscard]] std::size_t buffer_bytes() const { return buffer_.capacity(); }
+  // Descriptors closed as they arrived (a kClose reader's, and any beyond a frame's first).
+  [[nodiscard]] std::uint64_t closed_descriptors() const { return closed_descriptors_; }
 
  private:
   // A received descriptor, with the buffer range [read_begin, read_end) of the read that
@@ -67,7 +86,9 @@ class FrameReader {
   std::vector<std::uint8_t> buffer_;
   std::size_t begin_ = 0;  // First byte not yet returned.
   std::size_t end_ = 0;    // One past the last byte received.
+  const Descriptors descriptors_policy_;
   std::vector<PendingDescriptor> descriptors_;
+  std::uint64_t closed_descriptors_ = 0;
 };
 
 }  // namespace hurray
