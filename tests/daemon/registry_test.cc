@@ -2,6 +2,7 @@
 // without gRPC.
 #include "registry/registry.h"
 
+#include <fmt/format.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 
 #include "hurray/descriptor_codec.h"
 #include "pool/cpu_pool.h"
+#include "registry/allocation_table.h"
 #include "registry/tensor_name.h"
 #include "testing/shared_mapping.h"
 #include "testing/status_matchers.h"
@@ -1304,10 +1306,18 @@ TEST_F(RegistryAccessTest, PoolNamespacesLimitPublishAndShowInStats) {
 // ---- Per-uid quotas ----
 
 // Both fixture sessions are uid 0: the quotas bind them together.
+// What the quotas charge for DenseFloat32({1024}): its 4096 buffer bytes and its descriptor.
+std::uint64_t ChargedFor1024Floats() {
+  return ChargedBytes(4096, DenseFloat32({1024}).ByteSizeLong());
+}
+
 class RegistryUidQuotaTest : public RegistryTest {
  protected:
+  // Room for two tensors of 1024 floats.
   [[nodiscard]] UidQuota Quota() const override {
-    return UidQuota{.pending_bytes = 8192, .published_bytes = 8192, .leases = 1};
+    return UidQuota{.pending_bytes = 2 * ChargedFor1024Floats(),
+                    .published_bytes = 2 * ChargedFor1024Floats(),
+                    .leases = 1};
   }
 };
 
@@ -1315,7 +1325,9 @@ TEST_F(RegistryUidQuotaTest, PendingBytesQuotaSpansTheUidsSessions) {
   ASSERT_OK_AND_ASSIGN(const v1::AllocateResponse first, Allocate(producer_, DenseFloat32({1024})));
   ASSERT_OK(Allocate(consumer_, DenseFloat32({1024})));
   EXPECT_ERROR(Allocate(producer_, DenseFloat32({1024})), StatusCode::kResourceExhausted,
-               {"uid 0: pending_bytes quota 8 KiB exceeded (8192 bytes pending, 4096 more"});
+               {"uid 0: pending_bytes quota",
+                fmt::format("exceeded ({} bytes pending, {} more", 2 * ChargedFor1024Floats(),
+                            ChargedFor1024Floats())});
   v1::CancelAllocationRequest cancel;
   cancel.set_allocation_id(first.allocation_id());
   ASSERT_OK(registry_->CancelAllocation(producer_, cancel));
@@ -1327,7 +1339,9 @@ TEST_F(RegistryUidQuotaTest, PublishedBytesQuotaRefusesPublishAndKeepsTheAllocat
   Put("model/b");
   ASSERT_OK_AND_ASSIGN(const v1::AllocateResponse third, Allocate(producer_, DenseFloat32({1024})));
   EXPECT_ERROR(Publish(producer_, third.allocation_id(), "model/c"), StatusCode::kResourceExhausted,
-               {"uid 0: published_bytes quota 8 KiB exceeded (8192 bytes published, 4096 more"});
+               {"uid 0: published_bytes quota",
+                fmt::format("exceeded ({} bytes published, {} more", 2 * ChargedFor1024Floats(),
+                            ChargedFor1024Floats())});
   EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
   v1::DeleteRequest remove;
   remove.set_name("model/a");
@@ -1352,8 +1366,8 @@ TEST_F(RegistryUidQuotaTest, StatsShowWhatEachUidHolds) {
   ASSERT_EQ(stats.uids_size(), 1);
   EXPECT_EQ(stats.uids(0).uid(), 0u);
   EXPECT_EQ(stats.uids(0).sessions(), 2u);
-  EXPECT_EQ(stats.uids(0).published_bytes(), 4096u);
-  EXPECT_EQ(stats.uids(0).pending_bytes(), 64u);
+  EXPECT_EQ(stats.uids(0).published_bytes(), ChargedFor1024Floats());
+  EXPECT_EQ(stats.uids(0).pending_bytes(), kMinChargedBytes);  // 64 bytes cost a page.
   EXPECT_EQ(stats.uids(0).leases(), 1u);
   registry_->CloseSession(consumer_);
   registry_->CloseSession(producer_);
@@ -1362,7 +1376,22 @@ TEST_F(RegistryUidQuotaTest, StatsShowWhatEachUidHolds) {
   EXPECT_EQ(after.uids(0).sessions(), 0u);
   EXPECT_EQ(after.uids(0).pending_bytes(), 0u);
   EXPECT_EQ(after.uids(0).leases(), 0u);
-  EXPECT_EQ(after.uids(0).published_bytes(), 4096u);
+  EXPECT_EQ(after.uids(0).published_bytes(), ChargedFor1024Floats());
+}
+
+TEST_F(RegistryUidQuotaTest, ZeroByteTensorsAndMetadataCountAgainstTheByteQuotas) {
+  // A zero-byte tensor costs a page: a quota of two tensors' worth holds few of them.
+  int allocated = 0;
+  for (; allocated < 10; ++allocated) {
+    if (!Allocate(producer_, DenseFloat32({0}))) break;
+  }
+  EXPECT_EQ(allocated, static_cast<int>(2 * ChargedFor1024Floats() / kMinChargedBytes));
+  // Metadata counts byte for byte.
+  v1::TensorDescriptor heavy = DenseFloat32({0});
+  (*heavy.mutable_metadata())["note"] = std::string(3 * ChargedFor1024Floats(), 'm');
+  registry_->CloseSession(producer_);
+  producer_ = OpenSession();
+  EXPECT_ERROR(Allocate(producer_, heavy), StatusCode::kResourceExhausted, {"pending_bytes quota"});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "hurray/v1/exchange.pb.h"
+#include "registry/allocation_table.h"
 
 namespace hurray::daemon {
 namespace {
@@ -56,6 +57,9 @@ Result<std::shared_ptr<TensorVersion>> AdoptVersion(const JournalRecord& record,
                                          .size = location.byte_size()});
     version->byte_size += location.byte_size();
   }
+  // As Allocate charged it: the buffers and the descriptor the record keeps.
+  version->charged_bytes =
+      ChargedBytes(version->byte_size, info.tensor_descriptor().ByteSizeLong());
   HURRAY_RETURN_IF_ERROR(AdoptBuffers(*pool, *version));
   return version;
 }

@@ -21,9 +21,21 @@ struct Allocation {
   v1::TensorDescriptor descriptor;          // As the request sent it.
   std::vector<v1::BufferLocation> buffers;  // One per descriptor buffer, in table order.
   std::uint64_t byte_size = 0;              // Sum of the buffers' sizes.
+  std::uint64_t charged_bytes = 0;          // What quotas count (ChargedBytes).
   // Event mode in a CUDA pool: the fence its producer signals; becomes the version's.
   ReservedFence fence;
 };
+
+// What the byte quotas (session_quota, [uid_quota] pending_bytes and published_bytes) count
+// for a tensor of `byte_size` buffer bytes whose descriptor encodes in `descriptor_bytes`:
+// both, and at least kMinChargedBytes, so that neither a zero-byte tensor nor one that
+// carries its weight in metadata is free.
+inline constexpr std::uint64_t kMinChargedBytes = 4096;
+[[nodiscard]] constexpr std::uint64_t ChargedBytes(std::uint64_t byte_size,
+                                                   std::uint64_t descriptor_bytes) {
+  const std::uint64_t sum = byte_size + descriptor_bytes;  // Both below 2^62: no overflow.
+  return sum < kMinChargedBytes ? kMinChargedBytes : sum;
+}
 
 // A range of `pool` for every non-empty buffer of `descriptor` (an empty buffer gets a
 // location without a segment), in table order. On failure, the pool's error, and every

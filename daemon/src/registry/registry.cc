@@ -265,7 +265,7 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
       rescan_timer_(io) {
   // Under mutex_, as every reclaim is.
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
-    uid_quotas_.RemovePublished(version.publisher_uid, version.byte_size);
+    uid_quotas_.RemovePublished(version.publisher_uid, version.charged_bytes);
   });
   versions_.set_presence_observer(
       [this](const std::string& name, bool present) { waits_.SetPublished(name, present); });
@@ -314,7 +314,11 @@ void Registry::CloseSession(std::uint64_t session_id) {
   ++closed_sessions_.sessions;
   closed_sessions_.leases += leases.size();
   closed_sessions_.allocations += allocations.size();
-  closed_sessions_.allocation_bytes += session->pending_bytes;
+  for (std::uint64_t allocation_id : allocations) {
+    // Buffer bytes, as Stats names them (pending_bytes counts what the quotas charge).
+    const Allocation* allocation = allocations_.FindOfSession(allocation_id, session_id);
+    if (allocation != nullptr) closed_sessions_.allocation_bytes += allocation->byte_size;
+  }
   for (std::uint64_t lease_id : leases) ReleaseLeaseLocked(lease_id);
   for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
   const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session);
@@ -569,11 +573,13 @@ Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
   HURRAY_ASSIGN_OR_RETURN(const bool needs_fence,
                           NeedsFence(*descriptor, *pool, /*has_fences=*/fences != nullptr));
   // Copied before the lock is taken: nothing else needs the mutex to wait for it.
-  Allocation allocation{.session_id = session_id,
-                        .pool = pool,
-                        .descriptor = request.tensor_descriptor(),
-                        .buffers = {},
-                        .byte_size = total};
+  Allocation allocation{
+      .session_id = session_id,
+      .pool = pool,
+      .descriptor = request.tensor_descriptor(),
+      .buffers = {},
+      .byte_size = total,
+      .charged_bytes = ChargedBytes(total, request.tensor_descriptor().ByteSizeLong())};
   std::unique_lock lock(mutex_);
   std::vector<v1::WatchEvent> evictions;
   auto response = AllocateLocked(session_id, *descriptor, needs_fence ? fences : nullptr,
@@ -589,15 +595,16 @@ Result<v1::AllocateResponse> Registry::AllocateLocked(std::uint64_t session_id,
   Session* session = sessions_.Find(session_id);
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   const std::uint64_t quota = options_.session_quota_bytes;
-  const std::uint64_t total = allocation.byte_size;
+  const std::uint64_t total = allocation.charged_bytes;
   if (quota != 0 && (total > quota || session->pending_bytes > quota - total)) {
     return ResourceExhaustedError(
         fmt::format("session quota: {} more bytes would exceed {} ({} pending)", total, quota,
                     session->pending_bytes));
   }
   HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPending(session->peer.uid, total));
-  HURRAY_ASSIGN_OR_RETURN(allocation.buffers, PlaceBuffersEvictingLocked(
-                                                  *allocation.pool, descriptor, total, evictions));
+  HURRAY_ASSIGN_OR_RETURN(
+      allocation.buffers,
+      PlaceBuffersEvictingLocked(*allocation.pool, descriptor, allocation.byte_size, evictions));
   if (fences != nullptr) {
     // Last, so that no failure after it could retire the fresh fence.
     auto fence = fences->Reserve();
@@ -658,8 +665,8 @@ void Registry::FreeAllocationLocked(std::uint64_t allocation_id) {
   FreeBuffers(*allocation->pool, allocation->buffers);
   if (Session* session = sessions_.Find(allocation->session_id)) {
     session->allocations.erase(allocation_id);
-    session->pending_bytes -= allocation->byte_size;
-    uid_quotas_.RemovePending(session->peer.uid, allocation->byte_size);
+    session->pending_bytes -= allocation->charged_bytes;
+    uid_quotas_.RemovePending(session->peer.uid, allocation->charged_bytes);
   }
 }
 
@@ -670,6 +677,7 @@ std::shared_ptr<TensorVersion> Registry::MakeVersion(const std::string& name,
   version->number = versions_.NextNumber(name);
   version->published_at_ns = NowNanoseconds();
   version->byte_size = allocation.byte_size;
+  version->charged_bytes = allocation.charged_bytes;
   version->element_type = allocation.descriptor.element_type();
   version->shape.assign(allocation.descriptor.shape().begin(), allocation.descriptor.shape().end());
   version->pool = allocation.pool;
@@ -726,9 +734,9 @@ std::uint64_t Registry::CommitPublishLocked(Session& session, const v1::PublishR
                                             std::shared_ptr<TensorVersion> version) {
   // The allocation becomes the version: its memory now belongs to the daemon.
   session.allocations.erase(request.allocation_id());
-  session.pending_bytes -= pending.byte_size;
-  uid_quotas_.RemovePending(session.peer.uid, pending.byte_size);
-  uid_quotas_.AddPublished(session.peer.uid, pending.byte_size);
+  session.pending_bytes -= pending.charged_bytes;
+  uid_quotas_.RemovePending(session.peer.uid, pending.charged_bytes);
+  uid_quotas_.AddPublished(session.peer.uid, pending.charged_bytes);
   version->fence = std::move(pending.fence);
   allocations_.Remove(request.allocation_id());
   if (!lost_.empty()) lost_.erase(request.name());
@@ -745,7 +753,7 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   std::unique_lock lock(mutex_);
   HURRAY_ASSIGN_OR_RETURN(Allocation* const pending, PendingForPublishLocked(session_id, request));
   Session& session = *sessions_.Find(session_id);
-  HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, pending->byte_size));
+  HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, pending->charged_bytes));
   HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version,
                           PrepareVersionLocked(session, request, *pending));
   const std::uint64_t number = CommitPublishLocked(session, request, *pending, std::move(version));
@@ -782,7 +790,7 @@ Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id
   // watcher hears of one.
   Session& session = *sessions_.Find(session_id);
   std::uint64_t batch_bytes = 0;
-  for (const Allocation* item : pending) batch_bytes += item->byte_size;
+  for (const Allocation* item : pending) batch_bytes += item->charged_bytes;
   HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, batch_bytes));
   std::vector<std::shared_ptr<TensorVersion>> versions;
   versions.reserve(pending.size());
@@ -1301,7 +1309,7 @@ Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions) {
       ++adoption.lost;
       continue;
     }
-    uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->byte_size);
+    uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->charged_bytes);
     (*version)->fast_path_id = NextFastPathIdLocked(**version);
     versions_.Add(record.name, std::move(*version));
     adoption.adopted.push_back(std::move(record));

@@ -32,7 +32,7 @@ struct Session {
   std::string token;
   std::set<std::uint64_t> allocations;  // Unpublished allocation ids.
   std::set<std::uint64_t> leases;       // Lease ids.
-  std::uint64_t pending_bytes = 0;      // Sum of the unpublished allocations' sizes.
+  std::uint64_t pending_bytes = 0;      // Sum of the unpublished allocations' charged bytes.
   // Event-mode versions it published whose fence was not reached when last looked at: when
   // the session ends, those still unreached are poisoned and deleted.
   std::vector<std::weak_ptr<TensorVersion>> unsignalled;

@@ -42,6 +42,7 @@ struct TensorVersion {
   std::uint64_t directory_entry = 0;
   std::int64_t published_at_ns = 0;  // Also in info_without_name; Describe lists it.
   std::uint64_t byte_size = 0;       // Sum of the buffers' sizes.
+  std::uint64_t charged_bytes = 0;   // What published_bytes quotas count (ChargedBytes).
   // The descriptor's element type and shape (also in info_without_name): what List shows
   // of a tensor, kept apart so that a page of List parses nothing.
   v1::ElementType element_type = v1::ELEMENT_TYPE_UNSPECIFIED;
