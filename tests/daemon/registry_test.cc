@@ -713,6 +713,28 @@ TEST_F(RegistryTest, BatchWaitCountsEachListedNameOnceAndSeesADeleteInBetween) {
   EXPECT_EQ(registry_->Stats().lease_count(), 2u);
 }
 
+TEST_F(RegistryTest, BatchPrefixWalkIsBoundedByMaxBatchNames) {
+  registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.max_batch_names = 3});
+  producer_ = OpenSession();
+  consumer_ = OpenSession();
+  for (const char* name : {"many/a", "many/b", "many/c"}) Put(name, 0);
+  v1::BatchAcquireRequest batch;
+  batch.set_prefix("many/");
+  std::optional<Result<v1::BatchAcquireResponse>> got;
+  registry_->BatchAcquire(consumer_, batch,
+                          [&](Result<v1::BatchAcquireResponse> r) { got = std::move(r); });
+  ASSERT_TRUE(got.has_value());
+  ASSERT_OK(*got);
+  EXPECT_EQ((*got)->tensors_size(), 3);
+  Put("many/d", 0);
+  got.reset();
+  registry_->BatchAcquire(consumer_, batch,
+                          [&](Result<v1::BatchAcquireResponse> r) { got = std::move(r); });
+  ASSERT_TRUE(got.has_value());
+  EXPECT_ERROR(*got, StatusCode::kInvalidArgument,
+               {"prefix many/ covers more than max_batch_names 3 names"});
+}
+
 TEST_F(RegistryTest, WaitsOfOneUidAreCapped) {
   registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.max_waits_per_uid = 3});
   const std::uint64_t root = OpenSession();

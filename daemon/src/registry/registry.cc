@@ -974,8 +974,15 @@ Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   if (!request.prefix().empty()) {
     const VersionStore::Names& names = versions_.names();
+    std::size_t visited = 0;
     for (auto it = names.lower_bound(request.prefix());
          it != names.end() && HasPrefix(it->first, request.prefix()); ++it) {
+      // The walk under the mutex is bounded as a list of names is, readable or not.
+      if (++visited > options_.max_batch_names) {
+        return InvalidArgumentError(
+            fmt::format("prefix {} covers more than max_batch_names {} names: use a longer prefix",
+                        Shown(request.prefix()), options_.max_batch_names));
+      }
       // A prefix takes only the names the session may read; listed names are checked below.
       if (it->second.Latest() != nullptr && access_->MayRead(it->first, &session->peer) &&
           listed.insert(it->first).second) {
