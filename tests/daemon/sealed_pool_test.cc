@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "testing/status_matchers.h"
 
@@ -77,6 +78,27 @@ TEST(SealedPoolTest, CapacityBoundsTheLiveSegmentsAndFreeingGivesItBack) {
   auto zero = pool->Allocate(0);
   ASSERT_FALSE(zero.has_value());
   EXPECT_EQ(zero.error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SealedPoolTest, MaxSegmentsBoundsTheDescriptorsItHoldsWhateverItsCapacity) {
+  auto pool = SealedPool::Create({.capacity_bytes = kCapacity, .max_segments = 3});
+  ASSERT_OK(pool);
+  std::vector<PoolRange> live;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(const PoolRange range, (*pool)->Allocate(1));
+    live.push_back(range);
+  }
+  auto refused = (*pool)->Allocate(1);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.error().message().find("pool sealed: max_buffers 3 live buffers reached"),
+            std::string::npos)
+      << refused.error().message();
+  (*pool)->Free(live.front());
+  EXPECT_OK((*pool)->Allocate(1));
+  auto none = SealedPool::Create({.capacity_bytes = kCapacity, .max_segments = 0});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(SealedPoolTest, ReadOnlyDescriptorsCannotBeMappedWritable) {

@@ -42,6 +42,10 @@ Result<std::unique_ptr<SealedPool>> SealedPool::Create(Options options) {
     return InvalidArgumentError(
         fmt::format("pool {}: first_segment_id 0: must be above 0", options.name));
   }
+  if (options.max_segments == 0) {
+    return InvalidArgumentError(
+        fmt::format("pool {}: max_segments 0: must be above 0", options.name));
+  }
   std::unique_ptr<SealedPool> pool(new SealedPool(std::move(options)));
   // One probe memfd, so that a kernel without sealing stops the start, not the first publish.
   if (auto probe = pool->CreateMemfd(kPageSize); !probe) {
@@ -54,6 +58,7 @@ Result<std::unique_ptr<SealedPool>> SealedPool::Create(Options options) {
 SealedPool::SealedPool(Options options)
     : name_(std::move(options.name)),
       capacity_(options.capacity_bytes),
+      max_segments_(options.max_segments),
       next_segment_id_(options.first_segment_id) {}
 
 Result<UniqueFd> SealedPool::CreateMemfd(std::uint64_t size) const {
@@ -92,10 +97,17 @@ Result<PoolRange> SealedPool::Allocate(std::uint64_t byte_size) {
           fmt::format("pool {}: {} more bytes would exceed its capacity {} ({} used)", name_, size,
                       capacity_, used_bytes_));
     }
-    used_bytes_ += size;  // Held while the memfd is made outside the lock.
+    if (segments_.size() + making_ >= max_segments_) {
+      return ResourceExhaustedError(fmt::format(
+          "pool {}: max_buffers {} live buffers reached (each holds a descriptor of the daemon)",
+          name_, max_segments_));
+    }
+    used_bytes_ += size;  // Both held while the memfd is made outside the lock.
+    ++making_;
   }
   Result<UniqueFd> memfd = CreateMemfd(size);
   const std::lock_guard lock(mutex_);
+  --making_;
   if (!memfd) {
     used_bytes_ -= size;
     return std::unexpected(memfd.error().WithContext(fmt::format("pool {}", name_)));

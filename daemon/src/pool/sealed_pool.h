@@ -44,6 +44,9 @@ class SealedPool final : public Pool {
     std::uint64_t capacity_bytes = 0;
     // Id of the first segment (> 0); the others follow, never reused.
     std::uint64_t first_segment_id = kFirstSealedSegmentId;
+    // Most live segments (> 0): each holds one of the daemon's descriptors, so this keeps
+    // the pool from taking the descriptors connections need, whatever its capacity.
+    std::uint64_t max_segments = 16384;
   };
 
   static constexpr std::uint64_t kPageSize = 4096;
@@ -99,12 +102,14 @@ class SealedPool final : public Pool {
 
   const std::string name_;
   const std::uint64_t capacity_;
+  const std::uint64_t max_segments_;
 
   mutable std::mutex mutex_;
   // Live segments by id. Guarded by mutex_, as are the two below.
   std::map<std::uint64_t, Segment> segments_;
   std::uint64_t next_segment_id_;
   std::uint64_t used_bytes_ = 0;  // Sum of segments_' sizes, and of those being made.
+  std::uint64_t making_ = 0;      // Segments being made (counted against max_segments_).
 };
 
 }  // namespace hurray::daemon
