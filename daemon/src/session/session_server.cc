@@ -375,16 +375,16 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   bool frame_deadline_armed_ = false;
   std::uint64_t frame_deadline_generation_ = 0;  // Tells a stale expiry from the armed one.
   bool told_of_descriptors_ = false;             // Logged that the client sent some.
-  boost::asio::steady_timer drain_timer_;     // Guarded by mutex_.
-  bool closed_ = false;                       // Guarded by mutex_.
-  std::optional<std::uint64_t> session_id_;   // Guarded by mutex_. Set once opened.
+  boost::asio::steady_timer drain_timer_;        // Guarded by mutex_.
+  bool closed_ = false;                          // Guarded by mutex_.
+  std::optional<std::uint64_t> session_id_;      // Guarded by mutex_. Set once opened.
   // Guarded by mutex_. Closes each descriptor the client sends as it arrives.
   FrameReader reader_{FrameReader::Descriptors::kClose};
-  Reply reply_;                               // Guarded by mutex_. The one being sent.
-  std::vector<std::uint8_t> reply_payload_;   // Guarded by mutex_. reply_, encoded.
-  Frame frame_;                               // Guarded by mutex_. The request being served.
-  std::string acquire_body_;                  // Guarded by mutex_. An acquire reply's body.
-  v1::SessionMessage request_;                // Guarded by mutex_. frame_, parsed.
+  Reply reply_;                              // Guarded by mutex_. The one being sent.
+  std::vector<std::uint8_t> reply_payload_;  // Guarded by mutex_. reply_, encoded.
+  Frame frame_;                              // Guarded by mutex_. The request being served.
+  std::string acquire_body_;                 // Guarded by mutex_. An acquire reply's body.
+  v1::SessionMessage request_;               // Guarded by mutex_. frame_, parsed.
   // Refused one-way releases not yet reported. Guarded by mutex_.
   std::vector<v1::ReleaseFailure> release_failures_;
   std::optional<FrameSender> sender_;  // Guarded by mutex_. Writing reply_payload_.
