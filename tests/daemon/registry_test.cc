@@ -748,6 +748,7 @@ TEST_F(RegistryTest, WaitsOfOneUidAreCapped) {
   };
   std::vector<std::optional<Result<v1::AcquireResponse>>> outcomes(5);
   std::vector<std::uint64_t> ids;
+  ids.reserve(3);
   for (int i = 0; i < 3; ++i) ids.push_back(start_wait(root, "cap/w", outcomes[i]));
   for (std::uint64_t id : ids) EXPECT_NE(id, 0u);
   EXPECT_EQ(start_wait(root, "cap/w", outcomes[3]), 0u);

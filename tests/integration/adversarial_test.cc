@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -36,13 +38,13 @@ using std::chrono::seconds;
 constexpr uid_t kAttacker = 65534;
 
 // Descriptors and resident bytes of process `pid`.
-long OpenDescriptors(pid_t pid) {
+std::int64_t OpenDescriptors(pid_t pid) {
   std::error_code error;
   auto entries = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", error);
   return error ? -1 : std::distance(begin(entries), end(entries));
 }
 
-long ResidentKiB(pid_t pid) {
+std::int64_t ResidentKiB(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {
     if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
@@ -135,8 +137,8 @@ class AdversarialTest : public ::testing::Test {
   std::unique_ptr<DaemonProcess> daemon_;
   std::unique_ptr<Client> victim_;
   std::optional<ChildProcess> attacker_;
-  long baseline_descriptors_ = 0;
-  long baseline_rss_kib_ = 0;
+  std::int64_t baseline_descriptors_ = 0;
+  std::int64_t baseline_rss_kib_ = 0;
 };
 
 // Audit #3: one session sends thousands of descriptors inside a frame it never finishes.
@@ -155,7 +157,8 @@ TEST_F(AdversarialTest, DescriptorTrickleLeavesTheDaemonHoldingNone) {
 // closes them, and the reader's buffer grows only with the bytes that came.
 TEST_F(AdversarialTest, StalledFramesAreClosedAtTheFrameDeadline) {
   Attack("stalled-frames", 64);
-  std::printf("[ attack   ] daemon RSS %ld KiB before, %ld KiB with 64 stalled frames\n",
+  std::printf("[ attack   ] daemon RSS %" PRId64 " KiB before, %" PRId64
+              " KiB with 64 stalled frames\n",
               baseline_rss_kib_, ResidentKiB(daemon_->pid()));
   EXPECT_TRUE(VictimWorks(50));
   // The attacker still holds its ends: the daemon closed its own.
@@ -188,7 +191,7 @@ TEST_F(AdversarialTest, WaitsBeyondTheUidsCapAreRefused) {
   ASSERT_OK(tensor);
   ASSERT_OK(tensor->Publish("victim/late"));
   EXPECT_OK(late.get());
-  std::printf("[ attack   ] daemon RSS %ld KiB before, %ld KiB with 4096 waits\n",
+  std::printf("[ attack   ] daemon RSS %" PRId64 " KiB before, %" PRId64 " KiB with 4096 waits\n",
               baseline_rss_kib_, ResidentKiB(daemon_->pid()));
 }
 

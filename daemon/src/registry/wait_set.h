@@ -25,7 +25,7 @@ struct Wait {
   using Clock = std::chrono::steady_clock;
 
   // When a wait is offered a publish of one of its names.
-  enum class WakeOn {
+  enum class WakeOn : std::uint8_t {
     // At every publish of a name (an acquire waiting for a name, or for one version of it).
     kEveryPublish,
     // Once all its names are published (a batch): each name counts once, however often the

@@ -31,7 +31,7 @@ namespace hurray {
 class FrameReader {
  public:
   // What a reader does with the descriptors that come with frames.
-  enum class Descriptors {
+  enum class Descriptors : std::uint8_t {
     kAccept,  // Each goes with its frame (Frame::fd).
     kClose,   // Closed as it arrives; no frame carries one.
   };
