@@ -117,9 +117,10 @@ Result<JournalSync> JournalSyncOf(const toml::node& node, const std::string& key
   return Named(key, ParseJournalSync(text));
 }
 
-Result<std::string> MetricsAddressOf(const toml::node& node, const std::string& key) {
+// A TCP host:port (ParseTcpAddress), or empty.
+Result<std::string> TcpAddressOf(const toml::node& node, const std::string& key) {
   HURRAY_ASSIGN_OR_RETURN(std::string text, StringOf(node, key));
-  if (!text.empty()) HURRAY_RETURN_IF_ERROR(ParseMetricsAddress(text));
+  if (!text.empty()) HURRAY_RETURN_IF_ERROR(ParseTcpAddress(text, key));
   return text;
 }
 
@@ -185,7 +186,7 @@ struct Setting {
 
 constexpr Setting kSettings[] = {
     {"socket", Assign<&Config::socket_path, StringOf>},
-    {"tcp_address", Assign<&Config::tcp_address, StringOf>},
+    {"tcp_address", Assign<&Config::tcp_address, TcpAddressOf>},
     {"log_level", Assign<&Config::log_level, LogLevelOf>},
     {"log_format", Assign<&Config::log_format, LogFormatOf>},
     {"socket_mode", Assign<&Config::socket_mode, ModeOf>},
@@ -195,13 +196,22 @@ constexpr Setting kSettings[] = {
     {"max_sessions", Assign<&Config::max_sessions, UnsignedIn<0, UINT32_MAX>>},
     {"max_sessions_per_uid", Assign<&Config::max_sessions_per_uid, UnsignedIn<0, UINT32_MAX>>},
     {"hello_timeout_ms", Assign<&Config::hello_timeout_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"frame_timeout_ms", Assign<&Config::frame_timeout_ms, UnsignedIn<0, UINT32_MAX>>},
+    {"max_grpc_connections", Assign<&Config::max_grpc_connections, UnsignedIn<0, UINT32_MAX>>},
+    {"max_grpc_connections_per_uid",
+     Assign<&Config::max_grpc_connections_per_uid, UnsignedIn<0, UINT32_MAX>>},
+    {"reserved_descriptors", Assign<&Config::reserved_descriptors, UnsignedIn<0, 1'000'000>>},
     {"uid_quota.pending_bytes", AssignUidQuota<&UidQuota::pending_bytes, SizeOf>},
     {"uid_quota.published_bytes", AssignUidQuota<&UidQuota::published_bytes, SizeOf>},
     {"uid_quota.leases", AssignUidQuota<&UidQuota::leases, UnsignedIn<0, UINT32_MAX>>},
     {"max_wait_ms", Assign<&Config::max_wait_ms, UnsignedIn<0, UINT32_MAX>>},
     {"max_message_size", Assign<&Config::max_message_bytes, MessageSizeOf>},
     {"max_batch_names", Assign<&Config::max_batch_names, UnsignedIn<1, UINT32_MAX>>},
+    {"max_waits_per_uid", Assign<&Config::max_waits_per_uid, UnsignedIn<0, UINT32_MAX>>},
     {"watch_queue_length", Assign<&Config::watch_queue_length, UnsignedIn<1, UINT32_MAX>>},
+    {"watch_queue_bytes", Assign<&Config::watch_queue_bytes, PositiveSizeOf>},
+    {"max_watchers", Assign<&Config::max_watchers, UnsignedIn<0, UINT32_MAX>>},
+    {"max_watchers_per_uid", Assign<&Config::max_watchers_per_uid, UnsignedIn<0, UINT32_MAX>>},
     {"io_threads", Assign<&Config::io_threads, UnsignedIn<1, kMaxIoThreads>>},
     {"shutdown_grace_ms", Assign<&Config::shutdown_grace_ms, UnsignedIn<0, UINT32_MAX>>},
     {"cpu_pool.capacity", AssignCpuPool<&Config::CpuPool::capacity_bytes, SizeOf>},
@@ -217,6 +227,8 @@ constexpr Setting kSettings[] = {
      AssignCudaPool<&Config::CudaPool::idle_slab_release_ms, UnsignedIn<0, UINT32_MAX>>},
     {"cuda_pool.namespaces", AssignCudaPool<&Config::CudaPool::namespaces, StringsOf>},
     {"sealed_pool.capacity", AssignSealedPool<&Config::SealedPool::capacity_bytes, SizeOf>},
+    {"sealed_pool.max_buffers",
+     AssignSealedPool<&Config::SealedPool::max_buffers, UnsignedIn<1, UINT32_MAX>>},
     {"sealed_pool.namespaces", AssignSealedPool<&Config::SealedPool::namespaces, StringsOf>},
     {"fast_path.enabled", AssignFastPath<&Config::FastPath::enabled, BoolOf>},
     {"fast_path.directory_entries",
@@ -226,7 +238,7 @@ constexpr Setting kSettings[] = {
     {"fast_path.rescan_interval_ms",
      AssignFastPath<&Config::FastPath::rescan_interval_ms, UnsignedIn<1, 60'000>>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
-    {"metrics_address", Assign<&Config::metrics_address, MetricsAddressOf>},
+    {"metrics_address", Assign<&Config::metrics_address, TcpAddressOf>},
     {"state_directory", Assign<&Config::state_directory, StringOf>},
     {"journal_sync", Assign<&Config::journal_sync, JournalSyncOf>},
 };
@@ -504,10 +516,95 @@ Result<Invocation> LoadConfig(int argc, const char* const* argv) {
   if (flags.print_config) invocation.output = ToToml(invocation.config);
   if (flags.check_config) {
     HURRAY_ASSIGN_OR_RETURN(const AccessPolicy policy, MakeAccessPolicy(invocation.config));
-    invocation.output = fmt::format("configuration OK\n{}", policy.Explain());
+    std::string warnings;
+    for (const std::string& warning : ConfigWarnings(invocation.config)) {
+      warnings += fmt::format("warning: {}\n", warning);
+    }
+    invocation.output = fmt::format("configuration OK\n{}{}", warnings, policy.Explain());
   }
   invocation.discard_state = flags.discard_state;
   return invocation;
+}
+
+namespace {
+
+// The literal start of a NamespacePattern: everything before its first '*'.
+std::string_view LiteralPrefix(std::string_view pattern) {
+  return pattern.substr(0, std::min(pattern.find('*'), pattern.size()));
+}
+
+// Whether some name could match both patterns. Over-approximated: unless the literal start of
+// one is a start of the other, no name can match both.
+bool MayOverlap(std::string_view a, std::string_view b) {
+  const std::string_view prefix_a = LiteralPrefix(a);
+  const std::string_view prefix_b = LiteralPrefix(b);
+  return prefix_a.starts_with(prefix_b) || prefix_b.starts_with(prefix_a);
+}
+
+// The warning of ConfigWarnings for `pool` (its `namespaces`, empty: any), when the rules
+// that may place names in it do not all give the same uids read.
+std::optional<std::string> TrustDomainWarning(std::string_view pool,
+                                              const std::vector<std::string>& pool_patterns,
+                                              const std::vector<AccessPolicy::RuleSpec>& rules) {
+  std::vector<std::string> described;
+  std::optional<std::vector<std::string>> first_readers;
+  bool differ = false;
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    const AccessPolicy::RuleSpec& rule = rules[i];
+    const bool in_pool =
+        pool_patterns.empty() || std::ranges::any_of(pool_patterns, [&](const std::string& held) {
+          return MayOverlap(held, rule.pattern);
+        });
+    if (!in_pool) continue;
+    std::vector<std::string> readers = rule.read;
+    std::ranges::sort(readers);
+    readers.erase(std::ranges::unique(readers).begin(), readers.end());
+    if (!first_readers) {
+      first_readers = readers;
+    } else if (readers != *first_readers) {
+      differ = true;
+    }
+    described.push_back(
+        fmt::format("namespace[{}] \"{}\" read [{}]", i, rule.pattern, fmt::join(rule.read, ", ")));
+  }
+  if (!differ) return std::nullopt;
+  return fmt::format(
+      "the {} pool holds names of rules whose read lists differ ({}): a pool is one trust "
+      "domain, so a uid that may acquire any tensor in it, or publish in it, maps the pool's "
+      "memory and can read every tensor there, whatever that tensor's read rule; give "
+      "namespaces that must not read each other different pools ({}_pool.namespaces, or the "
+      "sealed pool, which maps each tensor on its own)",
+      pool, fmt::join(described, "; "), pool);
+}
+
+}  // namespace
+
+std::vector<std::string> ConfigWarnings(const Config& config) {
+  std::vector<std::string> warnings;
+  const auto not_loopback = [&](std::string_view setting, const std::string& text,
+                                std::string_view consequence) {
+    if (text.empty()) return;
+    auto address = ParseTcpAddress(text, setting);
+    if (address && !address->loopback) {
+      warnings.push_back(
+          fmt::format("{} {} is not a loopback address: {}", setting, text, consequence));
+    }
+  };
+  not_loopback("tcp_address", config.tcp_address,
+               "anyone who reaches it may call the gRPC service (anonymously, or with a session "
+               "token that travels in clear text)");
+  not_loopback("metrics_address", config.metrics_address,
+               "anyone who reaches it sees the pools' use and the request counts");
+  if (auto cpu = TrustDomainWarning("cpu", config.cpu_pool.namespaces, config.namespace_rules)) {
+    warnings.push_back(std::move(*cpu));
+  }
+  if (config.cuda_pool.enabled) {
+    if (auto cuda =
+            TrustDomainWarning("cuda", config.cuda_pool.namespaces, config.namespace_rules)) {
+      warnings.push_back(std::move(*cuda));
+    }
+  }
+  return warnings;
 }
 
 Result<AccessPolicy> MakeAccessPolicy(const Config& config) {
@@ -542,6 +639,7 @@ toml::table CudaPoolToml(const Config::CudaPool& pool) {
 
 toml::table SealedPoolToml(const Config::SealedPool& pool) {
   return toml::table{{"capacity", TomlInteger(pool.capacity_bytes)},
+                     {"max_buffers", TomlInteger(pool.max_buffers)},
                      {"namespaces", TomlStrings(pool.namespaces)}};
 }
 
@@ -587,32 +685,41 @@ void InsertArrays(const Config& config, toml::table& document) {
 std::string ToToml(const Config& config) {
   const auto integer = TomlInteger;
   const auto mode = [](std::uint32_t bits) { return fmt::format("{:04o}", bits); };
-  toml::table document{{"socket", config.socket_path},
-                       {"tcp_address", config.tcp_address},
-                       {"log_level", config.log_level},
-                       {"log_format", std::string(LogFormatName(config.log_format))},
-                       {"socket_mode", mode(config.socket_mode)},
-                       {"session_socket_mode", mode(config.session_socket_mode)},
-                       {"socket_directory_mode", mode(config.socket_directory_mode)},
-                       {"session_quota", integer(config.session_quota_bytes)},
-                       {"max_sessions", integer(config.max_sessions)},
-                       {"max_sessions_per_uid", integer(config.max_sessions_per_uid)},
-                       {"hello_timeout_ms", integer(config.hello_timeout_ms)},
-                       {"max_wait_ms", integer(config.max_wait_ms)},
-                       {"max_message_size", integer(config.max_message_bytes)},
-                       {"max_batch_names", integer(config.max_batch_names)},
-                       {"watch_queue_length", integer(config.watch_queue_length)},
-                       {"io_threads", integer(config.io_threads)},
-                       {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
-                       {"cpu_pool", CpuPoolToml(config.cpu_pool)},
-                       {"cuda_pool", CudaPoolToml(config.cuda_pool)},
-                       {"sealed_pool", SealedPoolToml(config.sealed_pool)},
-                       {"uid_quota", UidQuotaToml(config.uid_quota)},
-                       {"fast_path", FastPathToml(config.fast_path)},
-                       {"socket_group", config.socket_group},
-                       {"metrics_address", config.metrics_address},
-                       {"state_directory", config.state_directory},
-                       {"journal_sync", std::string(JournalSyncName(config.journal_sync))}};
+  toml::table document{
+      {"socket", config.socket_path},
+      {"tcp_address", config.tcp_address},
+      {"log_level", config.log_level},
+      {"log_format", std::string(LogFormatName(config.log_format))},
+      {"socket_mode", mode(config.socket_mode)},
+      {"session_socket_mode", mode(config.session_socket_mode)},
+      {"socket_directory_mode", mode(config.socket_directory_mode)},
+      {"session_quota", integer(config.session_quota_bytes)},
+      {"max_sessions", integer(config.max_sessions)},
+      {"max_sessions_per_uid", integer(config.max_sessions_per_uid)},
+      {"hello_timeout_ms", integer(config.hello_timeout_ms)},
+      {"frame_timeout_ms", integer(config.frame_timeout_ms)},
+      {"max_grpc_connections", integer(config.max_grpc_connections)},
+      {"max_grpc_connections_per_uid", integer(config.max_grpc_connections_per_uid)},
+      {"reserved_descriptors", integer(config.reserved_descriptors)},
+      {"max_wait_ms", integer(config.max_wait_ms)},
+      {"max_message_size", integer(config.max_message_bytes)},
+      {"max_batch_names", integer(config.max_batch_names)},
+      {"max_waits_per_uid", integer(config.max_waits_per_uid)},
+      {"watch_queue_length", integer(config.watch_queue_length)},
+      {"watch_queue_bytes", integer(config.watch_queue_bytes)},
+      {"max_watchers", integer(config.max_watchers)},
+      {"max_watchers_per_uid", integer(config.max_watchers_per_uid)},
+      {"io_threads", integer(config.io_threads)},
+      {"shutdown_grace_ms", integer(config.shutdown_grace_ms)},
+      {"cpu_pool", CpuPoolToml(config.cpu_pool)},
+      {"cuda_pool", CudaPoolToml(config.cuda_pool)},
+      {"sealed_pool", SealedPoolToml(config.sealed_pool)},
+      {"uid_quota", UidQuotaToml(config.uid_quota)},
+      {"fast_path", FastPathToml(config.fast_path)},
+      {"socket_group", config.socket_group},
+      {"metrics_address", config.metrics_address},
+      {"state_directory", config.state_directory},
+      {"journal_sync", std::string(JournalSyncName(config.journal_sync))}};
   InsertArrays(config, document);
   std::ostringstream out;
   out << document << "\n";

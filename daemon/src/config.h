@@ -21,7 +21,8 @@ namespace hurray::daemon {
 struct Config {
   // The gRPC unix socket; the session socket is this path + ".session".
   std::string socket_path;
-  // Also serve gRPC on this TCP address ("127.0.0.1:7470"); empty: unix socket only.
+  // Also serve gRPC on this TCP address ("127.0.0.1:7470"; ParseTcpAddress); empty: unix
+  // socket only. A host that is not loopback is allowed, with a warning (ConfigWarnings).
   std::string tcp_address;
   // trace, debug, info, warn, error, critical or off.
   std::string log_level = "info";
@@ -69,6 +70,8 @@ struct Config {
   struct SealedPool {
     // Most bytes of its live buffers, each rounded up to 4096; 0: no sealed pool.
     std::uint64_t capacity_bytes = 0;
+    // Most live buffers (each holds one of the daemon's descriptors); at least 1.
+    std::uint32_t max_buffers = 16'384;
     // Patterns of the tensor names it may hold (access/namespace_pattern.h); empty: any.
     std::vector<std::string> namespaces;
   } sealed_pool;
@@ -96,6 +99,19 @@ struct Config {
   // How long a new session-socket connection may take to send its hello, in milliseconds;
   // 0: forever.
   std::uint32_t hello_timeout_ms = 5000;
+  // How long a session-socket request frame may take to arrive whole once its first bytes
+  // came, in milliseconds; 0: forever.
+  std::uint32_t frame_timeout_ms = 10'000;
+  // Most gRPC connections open at once, on the unix socket and tcp_address together (more
+  // are closed as they arrive); 0: no limit.
+  std::uint32_t max_grpc_connections = 4096;
+  // Most gRPC connections open at once from processes of one uid (SO_PEERCRED; every TCP
+  // client together counts as one uid); 0: no limit.
+  std::uint32_t max_grpc_connections_per_uid = 1024;
+  // Descriptors of RLIMIT_NOFILE (raised to its hard limit at start) that no connection, on
+  // either socket, may take: kept for the journal, the segments and the descriptors the
+  // session socket sends. 0: none kept.
+  std::uint32_t reserved_descriptors = 128;
   // The most each uid may hold over all its sessions (the [uid_quota] table: pending_bytes,
   // published_bytes, leases); 0 in a field: no limit.
   UidQuota uid_quota;
@@ -105,9 +121,19 @@ struct Config {
   std::uint32_t max_message_bytes = 4u << 20;
   // Most names (and prefixes) one BatchAcquire may list; at least 1.
   std::uint32_t max_batch_names = 100'000;
+  // Most acquires the sessions of one uid may have waiting at once; 0: no limit.
+  std::uint32_t max_waits_per_uid = 4096;
   // Most events a Watch stream may have queued for a slow reader before it is ended with
   // RESOURCE_EXHAUSTED; at least 1.
   std::uint32_t watch_queue_length = 65'536;
+  // Most bytes of events a Watch stream may have queued for a slow reader before it is
+  // ended with RESOURCE_EXHAUSTED; at least 1.
+  std::uint64_t watch_queue_bytes = std::uint64_t{1} << 20;
+  // Most Watch streams open at once; 0: no limit.
+  std::uint32_t max_watchers = 256;
+  // Most Watch streams open at once by one uid (the uid of the connection; every TCP client
+  // together counts as one); 0: no limit.
+  std::uint32_t max_watchers_per_uid = 32;
   // Threads that run the daemon's event loop (the session socket's connections, acquire-wait
   // timers, signals); from 1 to kMaxIoThreads.
   std::uint32_t io_threads = 2;
@@ -204,6 +230,11 @@ struct Invocation {
 // optionally more of a name ("llama/", "llama/layers.", "org/llama/v1-"), so that prefix +
 // "x" is a valid tensor name. INVALID_ARGUMENT naming `field` and the value otherwise.
 [[nodiscard]] Status ValidatePreloadPrefix(std::string_view prefix, std::string_view field);
+
+// What in `config` is allowed but risky, one line each, for --check-config and the log at
+// start: a tcp_address or metrics_address that is not loopback, and a pool that holds
+// namespaces whose [[namespace]] read rules differ (a pool is one trust domain).
+[[nodiscard]] std::vector<std::string> ConfigWarnings(const Config& config);
 
 // The effective configuration as a TOML document (hurrayd --print-config).
 [[nodiscard]] std::string ToToml(const Config& config);

@@ -15,10 +15,12 @@
 #include <chrono>
 #include <filesystem>
 
+#include "descriptor_reserve.h"
 #include "exchange_service.h"
 #include "fast_path/directory_segment.h"
 #include "fast_path/lease_page.h"
 #include "grpc/health/v1/health.pb.h"
+#include "grpc_listener.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/socket_path.h"
 #include "hurray/ipc/unix_socket.h"
@@ -210,6 +212,8 @@ Result<std::string> Daemon::DiscardState(const Config& config) {
 }
 
 Status Daemon::StartParts() {
+  for (const std::string& warning : ConfigWarnings(config_)) spdlog::warn("{}", warning);
+  RaiseDescriptorLimit();
   HURRAY_RETURN_IF_ERROR(PrepareSocketPaths());
   HURRAY_RETURN_IF_ERROR(CreatePools());
   HURRAY_ASSIGN_OR_RETURN(AccessPolicy access, MakeAccessPolicy(config_));
@@ -219,6 +223,7 @@ Status Daemon::StartParts() {
                         .session_quota_bytes = config_.session_quota_bytes,
                         .max_wait_ms = config_.max_wait_ms,
                         .max_batch_names = config_.max_batch_names,
+                        .max_waits_per_uid = config_.max_waits_per_uid,
                         .fence_shm_prefix = config_.cpu_pool.shm_prefix,
                         .access = std::make_shared<const AccessPolicy>(std::move(access)),
                         .uid_quota = config_.uid_quota,
@@ -233,8 +238,16 @@ Status Daemon::StartParts() {
                  adoption.adopted.size(), adoption.lost);
   }
   service_ = std::make_unique<ExchangeService>(
-      *registry_, ExchangeService::Options{.watch_queue_length = config_.watch_queue_length,
-                                           .request_metrics = request_metrics_.get()});
+      *registry_, ExchangeService::Options{
+                      .watch_queue_length = config_.watch_queue_length,
+                      .watch_queue_bytes = static_cast<std::size_t>(config_.watch_queue_bytes),
+                      .max_watchers = config_.max_watchers,
+                      .max_watchers_per_uid = config_.max_watchers_per_uid,
+                      // Calls come only while server_ runs, which grpc_listener_ outlives.
+                      .connection_peer = [this](std::string_view peer) -> std::optional<PeerKey> {
+                        return grpc_listener_ ? grpc_listener_->PeerOf(peer) : std::nullopt;
+                      },
+                      .request_metrics = request_metrics_.get()});
   metered_host_ = std::make_unique<MeteredSessionHost>(*registry_, *request_metrics_);
   HURRAY_RETURN_IF_ERROR(StartGrpc());
   HURRAY_RETURN_IF_ERROR(StartSessions());
@@ -243,6 +256,17 @@ Status Daemon::StartParts() {
   Announce();
   StartWatchdog();
   return StartReserving();
+}
+
+void Daemon::RaiseDescriptorLimit() {
+  auto limit = RaiseDescriptorLimitToHard();
+  if (!limit) {
+    spdlog::warn("descriptors: {}; RLIMIT_NOFILE stays as it is", limit.error().ToString());
+    return;
+  }
+  spdlog::info(
+      "descriptors: RLIMIT_NOFILE {}; connections leave the last {} (reserved_descriptors)",
+      limit->soft, config_.reserved_descriptors);
 }
 
 Status Daemon::PrepareSocketPaths() {
@@ -278,7 +302,8 @@ Status Daemon::CreatePools() {
   journaled_versions_ = std::move(cpu_pool.versions);
   pools->Add(std::move(cpu_pool.pool));
   if (config_.sealed_pool.capacity_bytes != 0) {
-    auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes});
+    auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes,
+                                           .max_segments = config_.sealed_pool.max_buffers});
     if (!sealed_pool) return std::unexpected(sealed_pool.error().WithContext("sealed_pool"));
     pools->Add(std::move(*sealed_pool));
   }
@@ -332,23 +357,34 @@ Status Daemon::StartGrpc() {
   // generated file, which registers it.
   static_cast<void>(grpc::health::v1::HealthCheckRequest::descriptor());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // The server listens on no port of its own: grpc_listener_ accepts every connection and
+  // hands it over, so that it can cap them (gRPC 1.51 cannot).
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(fmt::format("unix:{}", config_.socket_path),
-                           grpc::InsecureServerCredentials());
-  if (!config_.tcp_address.empty()) {
-    builder.AddListeningPort(config_.tcp_address, grpc::InsecureServerCredentials());
-  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes));
   builder.RegisterService(service_.get());
-  // The socket is born with its mode (owner and group may connect, by default): nobody it
-  // leaves out can connect, not even briefly.
-  const mode_t old_umask = ::umask(static_cast<mode_t>(~config_.socket_mode & 0777u));
+  const std::string where = fmt::format(
+      "unix:{}{}", config_.socket_path,
+      config_.tcp_address.empty() ? std::string() : fmt::format(" and {}", config_.tcp_address));
+  auto listener =
+      GrpcListener::Create(io_, {.socket_path = config_.socket_path,
+                                 .socket_mode = config_.socket_mode,
+                                 .tcp_address = config_.tcp_address,
+                                 .max_connections = config_.max_grpc_connections,
+                                 .max_connections_per_uid = config_.max_grpc_connections_per_uid,
+                                 .reserved_descriptors = config_.reserved_descriptors});
+  if (!listener) {
+    return FailedPreconditionError(
+        fmt::format("gRPC server could not listen on {}: {}", where, listener.error().message()));
+  }
+  grpc_listener_ = std::move(*listener);
   server_ = builder.BuildAndStart();
-  ::umask(old_umask);
   if (!server_) {
-    return FailedPreconditionError(fmt::format(
-        "gRPC server could not listen on unix:{}{}", config_.socket_path,
-        config_.tcp_address.empty() ? std::string() : fmt::format(" and {}", config_.tcp_address)));
+    StopGrpc();
+    return FailedPreconditionError(fmt::format("gRPC server could not start on {}", where));
+  }
+  grpc_listener_->Serve(*server_);
+  if (!config_.tcp_address.empty()) {
+    spdlog::info("gRPC also on TCP port {} ({})", grpc_listener_->tcp_port(), config_.tcp_address);
   }
   if (::chmod(config_.socket_path.c_str(), static_cast<mode_t>(config_.socket_mode)) != 0) {
     const int error = errno;
@@ -380,7 +416,9 @@ Status Daemon::StartSessions() {
                             {.max_sessions = config_.max_sessions,
                              .max_sessions_per_uid = config_.max_sessions_per_uid,
                              .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
-                             .event_loops = config_.io_threads}));
+                             .frame_timeout = std::chrono::milliseconds(config_.frame_timeout_ms),
+                             .event_loops = config_.io_threads,
+                             .reserved_descriptors = config_.reserved_descriptors}));
   return ApplySocketGroup(session_server_->socket_path());
 }
 
@@ -388,17 +426,18 @@ Status Daemon::StartMetrics() {
   if (config_.metrics_address.empty()) return {};
   HURRAY_ASSIGN_OR_RETURN(const MetricsAddress address,
                           ParseMetricsAddress(config_.metrics_address));
-  if (!address.loopback) {
-    spdlog::warn(
-        "metrics_address {} is not a loopback address: anyone who reaches it sees the "
-        "pools' use and the request counts",
-        config_.metrics_address);
-  }
+  // A host that is not loopback was warned of as the start began (ConfigWarnings).
   const Registry& registry = *registry_;
   HURRAY_ASSIGN_OR_RETURN(
-      metrics_server_, MetricsServer::Start(address, std::make_shared<DaemonCollector>(
-                                                         [&registry] { return registry.Stats(); },
-                                                         *request_metrics_)));
+      metrics_server_,
+      MetricsServer::Start(
+          address, std::make_shared<DaemonCollector>(
+                       [&registry] { return registry.Stats(); }, *request_metrics_,
+                       [this] {
+                         return GrpcFigures{.connections = grpc_listener_->connection_count(),
+                                            .refused_connections = grpc_listener_->refused_count(),
+                                            .watchers = service_->watcher_count()};
+                       })));
   spdlog::info("metrics on http://{}:{}/metrics", address.host, metrics_server_->port());
   return {};
 }
@@ -591,11 +630,15 @@ void Daemon::KeepSegmentsOfLiveTensors() {
 }
 
 void Daemon::StopGrpc() {
-  if (!server_) return;
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(config_.shutdown_grace_ms));
-  server_.reset();
-  // Only a socket this server bound: a refused start must not unlink another daemon's.
+  if (!grpc_listener_) return;
+  grpc_listener_->Stop();  // No new connection reaches the server.
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(config_.shutdown_grace_ms));
+    server_.reset();
+  }
+  grpc_listener_.reset();
+  // Only a socket this daemon bound: a refused start must not unlink another daemon's.
   ::unlink(config_.socket_path.c_str());
 }
 

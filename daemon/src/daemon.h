@@ -32,6 +32,7 @@ class DirectorySegment;
 class CpuPool;
 class CudaPool;
 class ExchangeService;
+class GrpcListener;
 class MeteredSessionHost;
 class MetricsServer;
 class PoolSet;
@@ -88,6 +89,8 @@ class Daemon {
   // then stops the parts already running with Shutdown(), which is their reverse order
   // (the io threads start last, once no step can fail).
   Status StartParts();
+  // RLIMIT_NOFILE's soft limit raised to the hard one (a warning when it cannot be).
+  void RaiseDescriptorLimit();
   // Both socket paths checked, their directory made, stale sockets of a dead daemon removed,
   // before any pool exists: a start refused for a socket in use costs nothing. The session
   // server readies its own path once more as it binds (SessionServer::Create stands alone).
@@ -100,7 +103,8 @@ class Daemon {
   Status CreateFastPathDirectory(const StateDirectory& state);
   // Returns idle slabs of the CUDA pools every `period`, on the io threads.
   void ReleaseIdleSlabsEvery(std::chrono::milliseconds period);
-  // The gRPC server on the unix socket (and TCP, when configured), health SERVING.
+  // The gRPC server, served on the unix socket (and TCP, when configured) through
+  // grpc_listener_, health SERVING.
   Status StartGrpc();
   // The session socket.
   Status StartSessions();
@@ -137,7 +141,7 @@ class Daemon {
   // registry and the pools.
   // Idempotent.
   void Shutdown();
-  // Ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.
+  // Stops accepting, ends gRPC calls (after the shutdown grace) and unlinks the gRPC socket.
   void StopGrpc();
   void StopPreload();
   void StopSessions();
@@ -162,6 +166,7 @@ class Daemon {
   std::string fast_path_record_;  // The file that records its path, while it exists.
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<ExchangeService> service_;
+  std::unique_ptr<GrpcListener> grpc_listener_;  // Accepts server_'s connections; outlives it.
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MeteredSessionHost> metered_host_;  // The registry, as the sessions see it.
   std::unique_ptr<SessionServer> session_server_;

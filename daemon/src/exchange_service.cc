@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -161,13 +161,14 @@ grpc::ServerUnaryReactor* StartWaiting(Registry& registry, const RequestTimer& t
   return call;
 }
 
-// Streams watch events. Events are queued by registry callbacks and written one at a time.
+// Streams watch events. Events are queued by registry callbacks (in a WatchQueue, bounded
+// in events and bytes) and written one at a time; a reader that falls behind a bound ends
+// with the queue's RESOURCE_EXHAUSTED. `on_done` runs once, as the stream goes.
 class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
  public:
-  // `max_queued` events may wait for the reader; one more drops the watcher as too slow.
-  WatchStream(Registry& registry, std::string prefix, std::size_t max_queued,
-              const std::optional<PeerCredentials>& viewer)
-      : registry_(registry), max_queued_(max_queued) {
+  WatchStream(Registry& registry, std::string prefix, WatchQueue::Limits limits,
+              const std::optional<PeerCredentials>& viewer, std::function<void()> on_done)
+      : registry_(registry), queue_(limits), on_done_(std::move(on_done)) {
     v1::WatchEvent hello;
     hello.set_kind(v1::WatchEvent::KIND_WATCHING);
     hello.set_name(prefix);
@@ -184,7 +185,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
       writing_ = false;
       return;
     }
-    queue_.pop_front();
+    queue_.PopFront();
     if (queue_.empty()) {
       writing_ = false;
       return;
@@ -205,6 +206,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
 
   void OnDone() override {
     registry_.Unwatch(watch_id_);
+    if (on_done_) on_done_();
     delete this;
   }
 
@@ -212,14 +214,12 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
   void Push(v1::WatchEvent event) {
     std::unique_lock lock(mutex_);
     if (done_) return;
-    if (queue_.size() >= max_queued_) {
+    if (std::optional<Error> overflow = queue_.Push(std::move(event))) {
       done_ = true;
-      Finish(
-          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                       fmt::format("watcher fell {} events behind and was dropped", max_queued_)));
+      queue_.DropAllButFront();  // Only the event being written, if any, is still sent.
+      Finish(ToGrpcStatus(*overflow));
       return;
     }
-    queue_.push_back(std::move(event));
     if (writing_) return;
     writing_ = true;
     const v1::WatchEvent* next = &queue_.front();
@@ -228,12 +228,19 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::WatchEvent> {
   }
 
   Registry& registry_;
-  const std::size_t max_queued_;
   std::uint64_t watch_id_ = 0;
   std::mutex mutex_;
-  std::deque<v1::WatchEvent> queue_;  // Guarded by mutex_; front() is being written.
-  bool writing_ = false;              // Guarded by mutex_.
-  bool done_ = false;                 // Guarded by mutex_.
+  WatchQueue queue_;      // Guarded by mutex_; front() is being written.
+  bool writing_ = false;  // Guarded by mutex_.
+  bool done_ = false;     // Guarded by mutex_.
+  const std::function<void()> on_done_;
+};
+
+// A Watch refused before it starts: it ends at once with `status`.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::WatchEvent> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
 };
 
 }  // namespace
@@ -355,11 +362,45 @@ grpc::ServerUnaryReactor* ExchangeService::Describe(grpc::CallbackServerContext*
                     response);
 }
 
+ExchangeService::ExchangeService(Registry& registry, Options options)
+    : registry_(registry),
+      options_(std::move(options)),
+      watchers_(PeerCounts::Limits{.max_total = options_.max_watchers,
+                                   .max_per_peer = options_.max_watchers_per_uid,
+                                   .total_setting = "max_watchers",
+                                   .per_peer_setting = "max_watchers_per_uid",
+                                   .what = "Watch streams"}) {}
+
+std::size_t ExchangeService::watcher_count() const {
+  std::lock_guard lock(watchers_mutex_);
+  return watchers_.total();
+}
+
 grpc::ServerWriteReactor<v1::WatchEvent>* ExchangeService::Watch(
     grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
   const RequestTimer timer = Timer(RequestMethod::kWatch);
-  auto* stream = new WatchStream(registry_, request->prefix(), options_.watch_queue_length,
-                                 ViewerOf(context, registry_));
+  const std::optional<PeerCredentials> viewer = ViewerOf(context, registry_);
+  // The connection's uid, which the kernel vouches for; on TCP, the session's, if any.
+  std::optional<PeerKey> connection;
+  if (options_.connection_peer) connection = options_.connection_peer(context->peer());
+  PeerKey watcher = connection.value_or(std::nullopt);
+  if (!watcher && viewer) watcher = viewer->uid;
+  std::optional<Error> refusal;
+  {
+    std::lock_guard lock(watchers_mutex_);
+    refusal = watchers_.TryAdd(watcher);
+  }
+  if (refusal) {
+    timer.Finish(refusal->code());
+    return new RefusedWatch(ToGrpcStatus(*refusal));
+  }
+  auto* stream = new WatchStream(
+      registry_, request->prefix(),
+      {.max_events = options_.watch_queue_length, .max_bytes = options_.watch_queue_bytes}, viewer,
+      [this, watcher] {
+        std::lock_guard lock(watchers_mutex_);
+        watchers_.Remove(watcher);
+      });
   timer.Finish(StatusCode::kOk);  // A stream is counted as it starts.
   return stream;
 }

@@ -9,9 +9,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string_view>
+
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "metrics/request_metrics.h"
+#include "peer_counts.h"
 #include "registry/registry.h"
 
 namespace hurray::daemon {
@@ -22,15 +28,27 @@ namespace hurray::daemon {
 class ExchangeService final : public v1::Exchange::CallbackService {
  public:
   struct Options {
-    // Most events a Watch stream may have queued for a slow reader; one more ends the
-    // stream with RESOURCE_EXHAUSTED.
+    // Most events, and bytes of them (WatchQueue), a Watch stream may have queued for a slow
+    // reader; one more ends the stream with RESOURCE_EXHAUSTED naming the setting.
     std::size_t watch_queue_length = 65'536;
+    std::size_t watch_queue_bytes = std::size_t{1} << 20;
+    // Most Watch streams at once, overall and per uid (PeerCounts; 0: no limit). A Watch
+    // beyond them ends at once with RESOURCE_EXHAUSTED naming the cap. A stream is charged
+    // to the uid of its connection (connection_peer); on TCP, to its session's uid when its
+    // metadata names one, else to the TCP clients together.
+    std::size_t max_watchers = 256;
+    std::size_t max_watchers_per_uid = 32;
+    // Whom the connection of a call's peer (ServerContext::peer()) is charged to
+    // (GrpcListener::PeerOf); null, or nullopt for a peer it does not know: the session's
+    // uid or the TCP clients, as above.
+    std::function<std::optional<PeerKey>(std::string_view peer)> connection_peer;
     // Where calls are counted and timed; null: nowhere. Must outlive the service.
     RequestMetrics* request_metrics = nullptr;
   };
 
-  // `registry` must outlive the service.
-  ExchangeService(Registry& registry, Options options) : registry_(registry), options_(options) {}
+  // `registry` must outlive the service; the service must outlive every call it serves
+  // (the gRPC server's Shutdown and destruction come first).
+  ExchangeService(Registry& registry, Options options);
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* context,
                                      const v1::AllocateRequest* request,
@@ -68,6 +86,9 @@ class ExchangeService final : public v1::Exchange::CallbackService {
                                   const v1::StatsRequest* request,
                                   v1::StatsResponse* response) override;
 
+  // Watch streams open now.
+  [[nodiscard]] std::size_t watcher_count() const;
+
  private:
   [[nodiscard]] RequestTimer Timer(RequestMethod method) const {
     return {options_.request_metrics, RequestChannel::kGrpc, method};
@@ -75,6 +96,8 @@ class ExchangeService final : public v1::Exchange::CallbackService {
 
   Registry& registry_;
   const Options options_;
+  mutable std::mutex watchers_mutex_;
+  PeerCounts watchers_;  // Guarded by watchers_mutex_.
 };
 
 }  // namespace hurray::daemon

@@ -539,5 +539,157 @@ TEST_F(LoadConfigTest, NamespaceRuleMistakesNameTheKey) {
                {"unknown setting namespace[0].write"});
 }
 
+TEST(ConfigTest, MaxWaitsPerUidDefaultsTo4096AndZeroLiftsIt) {
+  EXPECT_EQ(DefaultConfig().max_waits_per_uid, 4096u);
+  auto config = ApplyToml(DefaultConfig(), "max_waits_per_uid = 0", "t");
+  ASSERT_OK(config);
+  EXPECT_EQ(config->max_waits_per_uid, 0u);
+  EXPECT_NE(ToToml(*config).find("max_waits_per_uid = 0"), std::string::npos) << ToToml(*config);
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "max_waits_per_uid = -1", "t"),
+               StatusCode::kInvalidArgument, {"max_waits_per_uid"});
+}
+
+TEST(ConfigTest, GrpcConnectionAndWatchLimitsHaveDefaultsAndReadFromToml) {
+  const Config defaults = DefaultConfig();
+  EXPECT_EQ(defaults.max_grpc_connections, 4096u);
+  EXPECT_EQ(defaults.max_grpc_connections_per_uid, 1024u);
+  EXPECT_EQ(defaults.reserved_descriptors, 128u);
+  EXPECT_EQ(defaults.watch_queue_bytes, std::uint64_t{1} << 20);
+  EXPECT_EQ(defaults.max_watchers, 256u);
+  EXPECT_EQ(defaults.max_watchers_per_uid, 32u);
+  ASSERT_OK_AND_ASSIGN(Config config, ApplyToml(DefaultConfig(), R"(
+      max_grpc_connections = 100
+      max_grpc_connections_per_uid = 0
+      reserved_descriptors = 64
+      watch_queue_bytes = "64KiB"
+      max_watchers = 10
+      max_watchers_per_uid = 2
+      tcp_address = "[::1]:7470"
+  )",
+                                                "inline"));
+  EXPECT_EQ(config.max_grpc_connections, 100u);
+  EXPECT_EQ(config.max_grpc_connections_per_uid, 0u);
+  EXPECT_EQ(config.reserved_descriptors, 64u);
+  EXPECT_EQ(config.watch_queue_bytes, 65536u);
+  EXPECT_EQ(config.max_watchers, 10u);
+  EXPECT_EQ(config.max_watchers_per_uid, 2u);
+  EXPECT_EQ(config.tcp_address, "[::1]:7470");
+  ASSERT_OK_AND_ASSIGN(Config again, ApplyToml(Config{}, ToToml(config), "printed"));
+  EXPECT_EQ(ToToml(again), ToToml(config));
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "watch_queue_bytes = 0", "t"),
+               StatusCode::kInvalidArgument, {"watch_queue_bytes must be above 0"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "max_watchers = -1", "t"), StatusCode::kInvalidArgument,
+               {"max_watchers must be an integer from 0"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "max_grpc_connections_per_uid = \"10\"", "t"),
+               StatusCode::kInvalidArgument, {"max_grpc_connections_per_uid"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "tcp_address = \"localhost\"", "t"),
+               StatusCode::kInvalidArgument, {"tcp_address \"localhost\"", "no port"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "tcp_address = \"grpc.example:7470\"", "t"),
+               StatusCode::kInvalidArgument, {"tcp_address", "grpc.example"});
+}
+
+TEST(ConfigTest, FrameTimeoutAndSealedBuffersHaveDefaultsAndReadFromToml) {
+  EXPECT_EQ(DefaultConfig().frame_timeout_ms, 10'000u);
+  EXPECT_EQ(DefaultConfig().sealed_pool.max_buffers, 16'384u);
+  ASSERT_OK_AND_ASSIGN(Config config, ApplyToml(DefaultConfig(), R"(
+      frame_timeout_ms = 0
+      [sealed_pool]
+      capacity = "1MiB"
+      max_buffers = 7
+  )",
+                                                "inline"));
+  EXPECT_EQ(config.frame_timeout_ms, 0u);
+  EXPECT_EQ(config.sealed_pool.max_buffers, 7u);
+  const std::string printed = ToToml(config);
+  EXPECT_NE(printed.find("frame_timeout_ms = 0"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("max_buffers = 7"), std::string::npos) << printed;
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "[sealed_pool]\nmax_buffers = 0", "t"),
+               StatusCode::kInvalidArgument, {"sealed_pool.max_buffers"});
+  EXPECT_ERROR(ApplyToml(DefaultConfig(), "frame_timeout_ms = -5", "t"),
+               StatusCode::kInvalidArgument, {"frame_timeout_ms"});
+}
+
+// The warnings of `config` that contain `text`.
+std::vector<std::string> WarningsWith(const Config& config, std::string_view text) {
+  std::vector<std::string> found;
+  for (const std::string& warning : ConfigWarnings(config)) {
+    if (warning.find(text) != std::string::npos) found.push_back(warning);
+  }
+  return found;
+}
+
+TEST(ConfigWarningsTest, AddressesThatAreNotLoopbackAreWarnedOf) {
+  Config config = DefaultConfig();
+  config.tcp_address = "127.0.0.1:7470";
+  config.metrics_address = "[::1]:9470";
+  EXPECT_TRUE(ConfigWarnings(config).empty());
+  config.tcp_address = "0.0.0.0:7470";
+  config.metrics_address = "192.0.2.1:9470";
+  const std::vector<std::string> tcp = WarningsWith(config, "tcp_address");
+  ASSERT_EQ(tcp.size(), 1u);
+  EXPECT_NE(tcp[0].find("tcp_address 0.0.0.0:7470 is not a loopback address: anyone who "
+                        "reaches it may call the gRPC service"),
+            std::string::npos)
+      << tcp[0];
+  EXPECT_EQ(WarningsWith(config, "metrics_address 192.0.2.1:9470 is not a loopback").size(), 1u);
+}
+
+TEST(ConfigWarningsTest, APoolHoldingNamespacesWithDifferentReadRulesIsWarnedOf) {
+  Config config = DefaultConfig();
+  config.cuda_pool.enabled = false;
+  config.namespace_rules = {{.pattern = "secret/**", .publish = {"uid:1001"}, .read = {"uid:1001"}},
+                            {.pattern = "open/**", .publish = {"any"}, .read = {"any"}}};
+  const std::vector<std::string> cpu = WarningsWith(config, "the cpu pool");
+  ASSERT_EQ(cpu.size(), 1u) << ::testing::PrintToString(ConfigWarnings(config));
+  EXPECT_NE(cpu[0].find("namespace[0] \"secret/**\" read [uid:1001]; namespace[1] \"open/**\" "
+                        "read [any]"),
+            std::string::npos)
+      << cpu[0];
+  EXPECT_NE(cpu[0].find("a pool is one trust domain"), std::string::npos) << cpu[0];
+  // The CUDA pools hold every namespace too, when they are on.
+  config.cuda_pool.enabled = true;
+  EXPECT_EQ(WarningsWith(config, "the cuda pool").size(), 1u);
+
+  // The same readers, however written in order: one trust domain, nothing to warn of.
+  config.namespace_rules[1].read = {"uid:1001"};
+  config.namespace_rules[0].read = {"uid:1001", "uid:1001"};
+  EXPECT_TRUE(WarningsWith(config, "trust domain").empty());
+
+  // The pool holds only one of the namespaces: the other's rule places nothing in it.
+  config.namespace_rules[1].read = {"any"};
+  config.cuda_pool.enabled = false;
+  config.cpu_pool.namespaces = {"secret/**"};
+  EXPECT_TRUE(WarningsWith(config, "trust domain").empty());
+  // The default policy (no rules) lets everyone read: one domain.
+  config.cpu_pool.namespaces.clear();
+  config.namespace_rules.clear();
+  EXPECT_TRUE(ConfigWarnings(config).empty());
+}
+
+TEST_F(LoadConfigTest, CheckConfigPrintsTheWarnings) {
+  WriteFile(R"(
+      tcp_address = "0.0.0.0:7470"
+      [cuda_pool]
+      enabled = false
+      [[namespace]]
+      pattern = "secret/**"
+      read = ["uid:1001"]
+      [[namespace]]
+      pattern = "**"
+      read = ["any"]
+  )");
+  ASSERT_OK_AND_ASSIGN(Invocation invocation, Load({"--config", path_, "--check-config"}));
+  ASSERT_TRUE(invocation.output.has_value());
+  const std::string& text = *invocation.output;
+  EXPECT_TRUE(
+      text.starts_with("configuration OK\nwarning: tcp_address 0.0.0.0:7470 is not a "
+                       "loopback address"))
+      << text;
+  EXPECT_NE(text.find("\nwarning: the cpu pool holds names of rules whose read lists differ"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("access policy:"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace hurray::daemon

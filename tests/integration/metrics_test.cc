@@ -6,16 +6,22 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "integration_test.h"
 #include "testing/status_matchers.h"
@@ -46,17 +52,26 @@ std::uint16_t FreeLoopbackPort() {
   return port;
 }
 
-// GET /metrics on 127.0.0.1:port with HTTP/1.0; the body, or nullopt.
-std::optional<std::string> Scrape(std::uint16_t port) {
+// A TCP connection to 127.0.0.1:port whose reads give up after 20 s; -1 when it fails.
+int ConnectLoopback(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const timeval timeout{.tv_sec = 20, .tv_usec = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     ::close(fd);
-    return std::nullopt;
+    return -1;
   }
+  return fd;
+}
+
+// GET /metrics on 127.0.0.1:port with HTTP/1.0; the body, or nullopt.
+std::optional<std::string> Scrape(std::uint16_t port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return std::nullopt;
   const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
@@ -155,6 +170,40 @@ TEST_F(MetricsTest, ScrapeShowsAPutAndGetAndPassesPromtool) {
     output.append(buffer, n);
   EXPECT_EQ(::pclose(pipe), 0) << output;
   EXPECT_EQ(output, "") << output;
+}
+
+// The audit's slow-header attack: connections that never finish their request (more of them
+// than the exposer has threads) hold a thread each only until request_timeout_ms closes
+// them, so a scrape behind them is answered within seconds, not never.
+TEST_F(MetricsTest, ConnectionsThatNeverFinishTheirRequestDoNotKeepScrapesOut) {
+  ASSERT_NE(port_, 0);
+  constexpr int kStalled = 12;  // Above kMetricsThreads (8).
+  std::vector<int> stalled;
+  for (int i = 0; i < kStalled; ++i) {
+    const int fd = ConnectLoopback(port_);
+    ASSERT_GE(fd, 0) << i;
+    const std::string partial = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    ASSERT_EQ(::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(partial.size()));
+    stalled.push_back(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::string> scrape = Scrape(port_);
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::cout << "scrape behind " << kStalled << " stalled connections took "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms" << '\n'
+            << std::flush;
+  ASSERT_TRUE(scrape.has_value()) << daemon().Log(4000);
+  // The gRPC side's figures are there too: this test's client holds a connection.
+  EXPECT_GE(Sample(*scrape, "hurray_grpc_connections").value_or(-1), 0) << *scrape;
+  EXPECT_EQ(Sample(*scrape, "hurray_watchers"), 0.0) << *scrape;
+  EXPECT_EQ(Sample(*scrape, "hurray_refused_grpc_connections_total"), 0.0) << *scrape;
+  // The stalled ones were closed by the daemon: a read sees the end, not a timeout.
+  char byte = 0;
+  for (const int fd : stalled) {
+    EXPECT_GE(::recv(fd, &byte, 1, 0), 0) << std::strerror(errno);
+    ::close(fd);
+  }
 }
 
 TEST_F(MetricsTest, GrafanaDashboardQueriesOnlyExportedMetrics) {

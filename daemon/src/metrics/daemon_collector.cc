@@ -223,8 +223,26 @@ std::vector<MetricFamily> RequestFamilies(const RequestMetrics& metrics) {
   return families;
 }
 
+std::vector<MetricFamily> GrpcFamilies(const GrpcFigures& figures) {
+  std::vector<MetricFamily> families;
+  families.push_back(Single("hurray_grpc_connections",
+                            "gRPC connections open (unix socket and tcp_address).",
+                            MetricType::Gauge, Count(figures.connections)));
+  families.push_back(Single("hurray_refused_grpc_connections_total",
+                            "gRPC connections closed as they arrived, for exceeding "
+                            "max_grpc_connections, max_grpc_connections_per_uid or "
+                            "reserved_descriptors.",
+                            MetricType::Counter, Count(figures.refused_connections)));
+  families.push_back(
+      Single("hurray_watchers", "Watch streams open.", MetricType::Gauge, Count(figures.watchers)));
+  return families;
+}
+
 std::vector<MetricFamily> DaemonCollector::Collect() const {
   std::vector<MetricFamily> families = StatsFamilies(stats_());
+  if (grpc_) {
+    for (MetricFamily& family : GrpcFamilies(grpc_())) families.push_back(std::move(family));
+  }
   for (MetricFamily& family : RequestFamilies(metrics_)) families.push_back(std::move(family));
   return families;
 }

@@ -13,6 +13,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -29,19 +30,32 @@ namespace hurray::daemon {
 // ServedOn allows. requests_total shows code "OK" always and other codes once seen.
 [[nodiscard]] std::vector<prometheus::MetricFamily> RequestFamilies(const RequestMetrics& metrics);
 
+// What the gRPC side holds, beside Stats: its connections (GrpcListener) and Watch streams.
+struct GrpcFigures {
+  std::uint64_t connections = 0;          // Open now.
+  std::uint64_t refused_connections = 0;  // Since the start.
+  std::uint64_t watchers = 0;             // Open now.
+};
+
+// hurray_grpc_connections, hurray_refused_grpc_connections_total, hurray_watchers.
+[[nodiscard]] std::vector<prometheus::MetricFamily> GrpcFamilies(const GrpcFigures& figures);
+
 class DaemonCollector final : public prometheus::Collectable {
  public:
   using StatsSource = std::function<v1::StatsResponse()>;
+  using GrpcSource = std::function<GrpcFigures()>;
 
-  DaemonCollector(StatsSource stats, const RequestMetrics& metrics)
-      : stats_(std::move(stats)), metrics_(metrics) {}
+  // `grpc` may be null: no GrpcFamilies.
+  DaemonCollector(StatsSource stats, const RequestMetrics& metrics, GrpcSource grpc = nullptr)
+      : stats_(std::move(stats)), metrics_(metrics), grpc_(std::move(grpc)) {}
 
-  // StatsFamilies of a fresh Stats, then RequestFamilies.
+  // StatsFamilies of a fresh Stats, then GrpcFamilies, then RequestFamilies.
   [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const StatsSource stats_;
   const RequestMetrics& metrics_;
+  const GrpcSource grpc_;
 };
 
 }  // namespace hurray::daemon

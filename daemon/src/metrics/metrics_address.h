@@ -1,5 +1,5 @@
-// MetricsAddress: where the metrics endpoint listens (the metrics_address setting), checked.
-// A plain value; thread-safe.
+// MetricsAddress: a TCP address the daemon listens on, as the metrics_address and tcp_address
+// settings give it, checked. A plain value; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,15 @@ struct MetricsAddress {
   [[nodiscard]] std::string ToString() const;
 };
 
-// INVALID_ARGUMENT naming metrics_address and the value for anything but host:port with a
-// port from 0 to 65535 and a host that is an IPv4 address, a bracketed IPv6 address or
+// INVALID_ARGUMENT naming `setting` and the value for anything but host:port with a port
+// from 0 to 65535 and a host that is an IPv4 address, a bracketed IPv6 address or
 // "localhost".
-[[nodiscard]] Result<MetricsAddress> ParseMetricsAddress(std::string_view text);
+[[nodiscard]] Result<MetricsAddress> ParseTcpAddress(std::string_view text,
+                                                     std::string_view setting);
+
+// ParseTcpAddress of the metrics_address setting.
+[[nodiscard]] inline Result<MetricsAddress> ParseMetricsAddress(std::string_view text) {
+  return ParseTcpAddress(text, "metrics_address");
+}
 
 }  // namespace hurray::daemon

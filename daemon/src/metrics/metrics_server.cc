@@ -4,13 +4,17 @@
 #include <prometheus/exposer.h>
 
 #include <exception>
+#include <string>
+#include <vector>
 
 namespace hurray::daemon {
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const MetricsAddress& address, std::shared_ptr<prometheus::Collectable> collectable) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(address.ToString(), /*num_threads=*/2);
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address.ToString(), "num_threads", std::to_string(kMetricsThreads),
+        "request_timeout_ms", std::to_string(kMetricsRequestTimeoutMs)});
   } catch (const std::exception& error) {  // civetweb's CivetException: cannot listen.
     return FailedPreconditionError(
         fmt::format("metrics_address {}: cannot listen: {}", address.ToString(), error.what()));

@@ -1,5 +1,8 @@
 // MetricsServer: serves a Prometheus collectable over HTTP (GET /metrics) on a TCP address,
-// with prometheus-cpp's pull Exposer (civetweb, two threads of its own).
+// with prometheus-cpp's pull Exposer (civetweb, kMetricsThreads threads of its own, each
+// serving one connection at a time). A connection that sends nothing for
+// kMetricsRequestTimeoutMs is closed, so that a few slow or idle connections cannot keep
+// scrapes out for long.
 //
 // Thread-safe: the exposer's threads call the collectable concurrently with the daemon;
 // destroying the server stops them (and no scrape runs after the destructor returns).
@@ -18,6 +21,9 @@ class Exposer;
 }
 
 namespace hurray::daemon {
+
+inline constexpr int kMetricsThreads = 8;
+inline constexpr int kMetricsRequestTimeoutMs = 2000;
 
 class MetricsServer {
  public:

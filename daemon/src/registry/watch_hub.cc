@@ -1,5 +1,7 @@
 #include "registry/watch_hub.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 
 #include "registry/tensor_name.h"
@@ -27,6 +29,41 @@ void WatchHub::Deliver(std::unique_lock<std::mutex>& outer,
       if (HasPrefix(event.name(), watcher.prefix)) watcher.callback(event);
     }
   }
+}
+
+std::optional<Error> WatchQueue::Push(v1::WatchEvent event) {
+  const std::size_t cost = CostOf(event);
+  if (events_.size() >= limits_.max_events) {
+    return ResourceExhaustedError(
+               fmt::format("watcher fell {} events behind and was dropped (watch_queue_length {})",
+                           events_.size(), limits_.max_events))
+        .error();
+  }
+  if (!events_.empty() && bytes_ + cost > limits_.max_bytes) {
+    return ResourceExhaustedError(
+               fmt::format("watcher fell {} bytes behind and was dropped (watch_queue_bytes {})",
+                           bytes_, limits_.max_bytes))
+        .error();
+  }
+  bytes_ += cost;
+  events_.push_back(std::move(event));
+  return std::nullopt;
+}
+
+void WatchQueue::PopFront() {
+  bytes_ -= CostOf(events_.front());
+  events_.pop_front();
+}
+
+void WatchQueue::DropAllButFront() {
+  while (events_.size() > 1) {
+    bytes_ -= CostOf(events_.back());
+    events_.pop_back();
+  }
+}
+
+std::size_t WatchQueue::CostOf(const v1::WatchEvent& event) {
+  return sizeof(v1::WatchEvent) + event.ByteSizeLong();
 }
 
 }  // namespace hurray::daemon

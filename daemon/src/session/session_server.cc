@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "descriptor_reserve.h"
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/fast_path_layout.h"
 #include "hurray/ipc/frame.h"
@@ -585,6 +586,7 @@ void SessionServer::Core::AddConnection(UniqueFd socket) {
     std::lock_guard lock(mutex_);
     if (stopped_) return;  // `socket` closes.
     exceeded = CapExceededLocked(*peer);
+    if (!exceeded) exceeded = DescriptorReserveRefusal(socket.get(), limits_.reserved_descriptors);
     if (exceeded) {
       refused = std::move(socket);
     } else {

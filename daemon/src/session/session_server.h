@@ -28,6 +28,9 @@ struct SessionLimits {
   std::chrono::milliseconds frame_timeout{10000};
   // Event loops (one thread each) that serve the connections; at least 1.
   std::size_t event_loops = 2;
+  // Descriptors of RLIMIT_NOFILE no connection may take (descriptor_reserve.h): one that
+  // gets one of the last `reserved_descriptors` is refused as the caps refuse; 0: none kept.
+  std::uint32_t reserved_descriptors = 0;
 };
 
 // Listens on a unix stream socket (accepting on the caller's io_context) and serves every
@@ -37,7 +40,8 @@ struct SessionLimits {
 // hundred bytes, and the server's thread count is fixed. A request costs one wake-up, of the
 // thread that handles it. Each connection:
 //   - is refused at once, with a SessionError RESOURCE_EXHAUSTED naming the cap
-//     (`max_sessions 4096 reached: ...`, `uid 1001: max_sessions_per_uid 1024 reached: ...`)
+//     (`max_sessions 4096 reached: ...`, `uid 1001: max_sessions_per_uid 1024 reached: ...`,
+//     `reserved_descriptors 128 reached: ...`)
 //     and closed, when it would exceed SessionLimits; refusals are counted
 //     (refused_connection_count);
 //   - has the peer's credentials (SO_PEERCRED) read when it is accepted;
@@ -47,12 +51,12 @@ struct SessionLimits {
 //     with an INVALID_ARGUMENT SessionError and the connection is closed); the host's
 //     OpenSession decides, and the client gets a welcome or the host's error (and is
 //     closed);
+//   - must send each request frame whole within SessionLimits::frame_timeout of its first
+//     bytes (else a SessionError DEADLINE_EXCEEDED, and it is closed);
 //   - then gets each map_segment answered with segment_granted plus the descriptor
 //     (SCM_RIGHTS), and each hot-path request (allocate, publish, acquire, release,
 //     cancel_allocation) with the host's reply or error; an acquire's reply is encoded by
 //     the host (AcquireNowEncoded) and sent as it is; a release_one_way gets no reply: its
-//   - must send each request frame whole within SessionLimits::frame_timeout of its first
-//     bytes (else a SessionError DEADLINE_EXCEEDED, and it is closed);
 //     leases end before the next request is read, and a refusal (a ReleaseFailure naming
 //     its request_id and the host's error; at most 64 kept between replies) is attached to
 //     the connection's next reply, whatever it answers; a sync is answered with synced
