@@ -80,12 +80,17 @@ class WaitingCall final : public grpc::ServerUnaryReactor {
       timer.Finish(shared->cancelled ? StatusCode::kCancelled
                    : result          ? StatusCode::kOk
                                      : result.error().code());
-      if (shared->cancelled || shared->reactor == nullptr) {
+      WaitingCall* reactor = shared->reactor;
+      if (shared->cancelled || reactor == nullptr) {
+        // `finished` is set: nothing else finishes the call, and OnDone (which ends the
+        // reactor) runs only after the Finish below.
         lock.unlock();
         if (result) ReleaseLeases(registry, session_id, *result);
+        // A call cancelled while the registry was completing its wait (its session closing,
+        // say) still needs its Finish: gRPC runs OnDone, and lets a shutdown end, only after.
+        if (reactor != nullptr) reactor->Finish(grpc::Status::CANCELLED);
         return;
       }
-      WaitingCall* reactor = shared->reactor;
       if (result) {
         *reactor->response_ = std::move(*result);
         reactor->Finish(grpc::Status::OK);
