@@ -14,6 +14,7 @@
 #include <iterator>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "fast_path/directory_segment.h"
 #include "fast_path/lease_page.h"
@@ -210,14 +211,55 @@ TEST(LeaseScannerTest, GarbagePagePinsOnlyWhatItNames) {
   for (std::uint64_t i = 0; i < LeasePage::kMaxSlots; ++i) {
     slots.WriteWord(i * 8, 0xdead'beef'0000'0000 + i);
   }
-  scanner.Add(7, std::move(page));
+  scanner.Add(7, 1001, std::move(page));
+  const std::vector<std::uint32_t> granted{1001};
   EXPECT_EQ(scanner.slot_count(), LeasePage::kMaxSlots);
-  EXPECT_FALSE(scanner.Names(5));
-  EXPECT_TRUE(scanner.Names(0xdead'beef'0000'0003));
+  EXPECT_EQ(scanner.Names(5, granted), std::nullopt);
+  EXPECT_EQ(scanner.Names(0xdead'beef'0000'0003, granted), 1001u);
   EXPECT_EQ(scanner.scans(), 2u);
   EXPECT_EQ(scanner.Remove(7), LeasePage::kMaxSlots);
-  EXPECT_FALSE(scanner.Names(0xdead'beef'0000'0003));
+  EXPECT_EQ(scanner.Names(0xdead'beef'0000'0003, granted), std::nullopt);
   EXPECT_EQ(scanner.Remove(7), 0u);
+}
+
+TEST(LeaseScannerTest, ASlotPinsOnlyForTheUidsGrantedTheVersion) {
+  fast_path::LeaseScanner scanner;
+  ASSERT_OK_AND_ASSIGN(LeasePage page, LeasePage::Create(8));
+  const UniqueFd fd = page.TakeClientDescriptor();
+  const SharedMapping slots = SharedMapping::Of(fd.get(), fast_path::kLeasePageBytes, true);
+  slots.WriteWord(0, 77);
+  scanner.Add(3, 1001, std::move(page));
+  // Version 77 granted to uid 1002 only (an identity copied from the directory): no pin.
+  EXPECT_EQ(scanner.Names(77, std::vector<std::uint32_t>{1002}), std::nullopt);
+  EXPECT_EQ(scanner.Names(77, std::vector<std::uint32_t>{}), std::nullopt);
+  EXPECT_EQ(scanner.Names(77, std::vector<std::uint32_t>{1002, 1001}), 1001u);
+}
+
+TEST(LeaseScannerTest, ARescanReadsEachPageOnce) {
+  fast_path::LeaseScanner scanner;
+  ASSERT_OK_AND_ASSIGN(LeasePage page, LeasePage::Create(8));
+  const UniqueFd fd = page.TakeClientDescriptor();
+  const SharedMapping slots = SharedMapping::Of(fd.get(), fast_path::kLeasePageBytes, true);
+  slots.WriteWord(5 * 8, 40);
+  slots.WriteWord(1 * 8, 30);
+  scanner.Add(3, 0, std::move(page));
+  const std::vector<std::uint32_t> granted{0};
+  scanner.BeginRescan();
+  EXPECT_EQ(scanner.Names(40, granted), 0u);
+  // Read once: what the slots hold now is not seen until the next rescan.
+  slots.WriteWord(5 * 8, 0);
+  EXPECT_EQ(scanner.Names(40, granted), 0u);
+  EXPECT_EQ(scanner.Names(30, granted), 0u);
+  EXPECT_EQ(scanner.Names(31, granted), std::nullopt);
+  scanner.EndRescan();
+  EXPECT_EQ(scanner.Names(40, granted), std::nullopt);
+  EXPECT_EQ(scanner.Names(30, granted), 0u);
+  // A page removed within a rescan is forgotten with it.
+  scanner.BeginRescan();
+  EXPECT_EQ(scanner.Names(30, granted), 0u);
+  EXPECT_EQ(scanner.Remove(3), 8u);
+  EXPECT_EQ(scanner.Names(30, granted), std::nullopt);
+  scanner.EndRescan();
 }
 
 // A registry with a fast path, on a real CPU pool, its io_context run by a thread (the
@@ -415,6 +457,58 @@ TEST_F(FastPathRegistryTest, GarbagePageHarmsNoOtherTensor) {
   EXPECT_EQ(registry_->Stats().fast_path_pinned_versions(), 0u);
   const v1::AcquireResponse b = AcquireAndRelease("ns/b");
   EXPECT_EQ(b.tensor().version(), 1u);
+}
+
+TEST_F(FastPathRegistryTest, IdentityCopiedFromTheDirectoryPinsNothing) {
+  Put("ns/a");
+  const std::uint64_t one_version = pool_->Usage().used_bytes;
+  const v1::AcquireResponse granted = AcquireAndRelease("ns/a");  // To uid 0's consumer.
+  // Uid 1001 never acquired ns/a: it reads the identity from the directory, and guesses.
+  auto other = registry_->OpenSession(PeerCredentials{.pid = 2, .uid = 1001, .gid = 1001}, "o");
+  ASSERT_OK(other);
+  SharedMapping slots = MapLeasePage(other->session_id);
+  const std::uint64_t shown = directory_->entry(granted.directory_entry()).version_id.load();
+  ASSERT_EQ(shown, granted.version_id());
+  slots.WriteWord(0, shown);
+  for (std::uint64_t i = 1; i < 8; ++i) slots.WriteWord(i * 8, shown + i);
+  Put("ns/a");  // Version 1 is freed at once.
+  EXPECT_EQ(pool_->Usage().used_bytes, one_version);
+  EXPECT_EQ(registry_->Stats().fast_path_pinned_versions(), 0u);
+}
+
+TEST_F(FastPathRegistryTest, PinnedVersionCountsAgainstThePinnerNotThePublisher) {
+  const auto published_bytes = [this](std::uint32_t uid) -> std::uint64_t {
+    const v1::StatsResponse stats = registry_->Stats();
+    for (const v1::UidUsage& usage : stats.uids()) {
+      if (usage.uid() == uid) return usage.published_bytes();
+    }
+    return 0;
+  };
+  Put("ns/a");
+  const std::uint64_t charge = published_bytes(0);
+  ASSERT_GT(charge, 0u);
+  auto reader = registry_->OpenSession(PeerCredentials{.pid = 2, .uid = 1001, .gid = 1001}, "r");
+  ASSERT_OK(reader);
+  v1::AcquireRequest request;
+  request.set_name("ns/a");
+  ASSERT_OK_AND_ASSIGN(v1::AcquireResponse acquired,
+                       registry_->AcquireNow(reader->session_id, request));
+  SharedMapping slots = MapLeasePage(reader->session_id);
+  slots.WriteWord(0, acquired.version_id());  // Pinned by uid 1001, which was granted it.
+  v1::ReleaseRequest release;
+  release.add_lease_ids(acquired.lease_id());
+  ASSERT_OK(registry_->Release(reader->session_id, release));
+  Put("ns/a");
+  EXPECT_EQ(registry_->Stats().fast_path_pinned_versions(), 1u);
+  EXPECT_EQ(published_bytes(0), charge);  // Only version 2.
+  EXPECT_EQ(published_bytes(1001), charge);
+  slots.WriteWord(0, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (published_bytes(1001) != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(published_bytes(1001), 0u);
+  EXPECT_EQ(published_bytes(0), charge);
 }
 
 TEST_F(FastPathRegistryTest, SecondLeasePageIsRefused) {

@@ -4,18 +4,23 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
+#include "hurray/descriptor_codec.h"
 #include "journal/journal_file.h"
 #include "journal/journal_record.h"
 #include "journal/state_directory.h"
 #include "journal/tensor_journal.h"
+#include "pool/cpu_pool.h"
 #include "pool/range_allocator.h"
+#include "registry/registry.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
@@ -247,6 +252,93 @@ TEST_F(JournalTest, CompactionKeepsOnlyLiveRecords) {
   ASSERT_OK_AND_ASSIGN(const RecoveredJournal recovered, RecoverJournal(path()));
   ASSERT_EQ(recovered.versions.size(), 1u);
   EXPECT_EQ(recovered.versions[0].number, 500u);
+}
+
+TEST_F(JournalTest, AlwaysCommitsWithOneSyncForEveryRecordAppendedBeforeIt) {
+  ASSERT_OK_AND_ASSIGN(
+      auto journal, TensorJournal::Create({.path = path(), .sync = JournalSync::kAlways}, {}, {}));
+  // Records append without a sync; a commit syncs them all at once.
+  for (std::uint64_t number = 1; number <= 3; ++number) {
+    ASSERT_OK(journal->RecordPublish("ns/a", TensorVersion{.number = number}));
+  }
+  EXPECT_EQ(journal->sync_count(), 0u);
+  ASSERT_OK(journal->Commit());
+  EXPECT_EQ(journal->sync_count(), 1u);
+  ASSERT_OK(journal->Commit());  // Nothing new to sync.
+  EXPECT_EQ(journal->sync_count(), 1u);
+  journal->RecordRemoval("ns/a", 3);
+  ASSERT_OK(journal->Commit());
+  EXPECT_EQ(journal->sync_count(), 2u);
+}
+
+TEST_F(JournalTest, ConcurrentCommitsShareSyncsAndLoseNoRecord) {
+  ASSERT_OK_AND_ASSIGN(
+      auto journal, TensorJournal::Create({.path = path(), .sync = JournalSync::kAlways}, {}, {}));
+  constexpr int kThreads = 8;
+  constexpr std::uint64_t kEach = 50;
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&journal, t] {
+      for (std::uint64_t number = 1; number <= kEach; ++number) {
+        EXPECT_OK(
+            journal->RecordPublish("ns/t" + std::to_string(t), TensorVersion{.number = number}));
+        EXPECT_OK(journal->Commit());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  // Never more syncs than commits; every commit returned after a sync covering its record.
+  EXPECT_LE(journal->sync_count(), kThreads * kEach);
+  EXPECT_GE(journal->sync_count(), 1u);
+  ASSERT_OK_AND_ASSIGN(const RecoveredJournal recovered, RecoverJournal(path()));
+  ASSERT_EQ(recovered.versions.size(), static_cast<std::size_t>(kThreads));
+  for (const JournalRecord& version : recovered.versions) EXPECT_EQ(version.number, kEach);
+}
+
+TEST_F(JournalTest, NoneNeverSyncs) {
+  ASSERT_OK_AND_ASSIGN(auto journal,
+                       TensorJournal::Create({.path = path(), .sync = JournalSync::kNone}, {}, {}));
+  ASSERT_OK(journal->RecordPublish("ns/a", TensorVersion{.number = 1}));
+  ASSERT_OK(journal->Commit());
+  EXPECT_EQ(journal->sync_count(), 0u);
+}
+
+TEST_F(JournalTest, RegistryCommitsAPublishBatchWithOneSync) {
+  ASSERT_OK_AND_ASSIGN(
+      auto journal, TensorJournal::Create({.path = path(), .sync = JournalSync::kAlways}, {}, {}));
+  auto pool = CpuPool::Create(CpuPool::Options{
+      .name = "cpu", .capacity_bytes = std::uint64_t{16} << 20, .shm_prefix = "hurray-test"});
+  ASSERT_OK(pool);
+  PoolSet pools;
+  pools.Add(std::move(*pool));
+  boost::asio::io_context io;
+  Registry registry(pools, io, Registry::Options{.daemon_epoch = 7, .journal = journal.get()});
+  ASSERT_OK_AND_ASSIGN(SessionGrant session,
+                       registry.OpenSession(PeerCredentials{.pid = 1, .uid = 0, .gid = 0}, "t"));
+  const auto allocate = [&]() -> std::uint64_t {
+    v1::AllocateRequest request;
+    *request.mutable_tensor_descriptor() =
+        DescriptorToProto(*TensorDescriptor::Dense(ElementType::kUint8, {64}));
+    auto allocated = registry.Allocate(session.session_id, request);
+    EXPECT_OK(allocated);
+    return allocated ? allocated->allocation_id() : 0;
+  };
+  v1::PublishBatchRequest batch;
+  for (int i = 0; i < 100; ++i) {
+    v1::PublishRequest& item = *batch.add_items();
+    item.set_allocation_id(allocate());
+    item.set_name("ns/batch-" + std::to_string(i));
+  }
+  ASSERT_OK(registry.PublishBatch(session.session_id, batch));
+  EXPECT_EQ(journal->sync_count(), 1u);
+  v1::PublishRequest single;
+  single.set_allocation_id(allocate());
+  single.set_name("ns/single");
+  ASSERT_OK(registry.Publish(session.session_id, single));
+  EXPECT_EQ(journal->sync_count(), 2u);
+  EXPECT_EQ(journal->live_version_count(), 101u);
+  registry.CloseSession(session.session_id);
 }
 
 TEST_F(JournalTest, MissingJournalRecoversEmpty) {

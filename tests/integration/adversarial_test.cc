@@ -4,6 +4,7 @@
 // liveness bound, not a timing assertion), what the daemon holds stays under the limit that
 // stops the attack, and returns to its baseline. The agents print what they saw (how long a
 // step took, how many were refused); the tests print it too, for docs/reliability.md.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "hurray/client.h"
+#include "hurray/v1/exchange.grpc.pb.h"
 #include "test_tensors.h"
 #include "testing/child_process.h"
 #include "testing/daemon_expectations.h"
@@ -193,6 +195,54 @@ TEST_F(AdversarialTest, WaitsBeyondTheUidsCapAreRefused) {
   EXPECT_OK(late.get());
   std::printf("[ attack   ] daemon RSS %" PRId64 " KiB before, %" PRId64 " KiB with 4096 waits\n",
               baseline_rss_kib_, ResidentKiB(daemon_->pid()));
+}
+
+// Audit #2 and #7: pinned versions by the thousand. Stopped by: a slot pins only what its
+// uid was granted (copied or guessed identities pin nothing: FastPathRegistryTest), a
+// rescan reads each page once, the rescan interval backs off while pins only stay, and the
+// pinned bytes count against the pinner.
+TEST_F(AdversarialTest, ThousandsOfPinnedVersionsCostTheDaemonFewScans) {
+  constexpr int kClients = 64;
+  constexpr std::uint64_t kPinned = 60 * kClients;
+  const std::string ready = Attack("pins", kClients);
+  EXPECT_NE(ready.find("64 clients hold 3840 superseded versions"), std::string::npos) << ready;
+  auto channel =
+      grpc::CreateChannel("unix:" + daemon_->socket_path(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Exchange::NewStub(channel);
+  const auto stats = [&stub] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::StatsResponse response;
+    const grpc::Status status = stub->Stats(&context, v1::StatsRequest(), &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  };
+  const v1::StatsResponse before = stats();
+  EXPECT_EQ(before.fast_path_pinned_versions(), kPinned);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(VictimWorks(200));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const v1::StatsResponse after = stats();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Each rescan counts one scan per pinned version. At the 1 ms interval without backoff,
+  // that would be 3840 scans a millisecond; backed off to 64 ms, at most ~16 rescans a
+  // second (the timer never fires early), whatever the machine's speed.
+  const double rescans_per_second =
+      static_cast<double>(after.fast_path_scans() - before.fast_path_scans()) /
+      static_cast<double>(kPinned) / elapsed;
+  std::printf("[ attack   ] %" PRIu64 " pinned versions: %.1f rescans a second over %.1f s\n",
+              after.fast_path_pinned_versions(), rescans_per_second, elapsed);
+  EXPECT_LT(rescans_per_second, 40.0);
+  // The attacker's pins count against it: its published_bytes carry both versions of each
+  // name, the victim's only its own.
+  for (const v1::UidUsage& usage : after.uids()) {
+    if (usage.uid() == kAttacker) {
+      EXPECT_GE(usage.published_bytes(), 2 * kPinned * 4096);
+    }
+  }
+  EndAttack();
+  EXPECT_TRUE(Eventually([&] { return stats().fast_path_pinned_versions() == 0; }, seconds(10)));
 }
 
 }  // namespace

@@ -10,7 +10,10 @@
 //   stalled-frames N  N sessions each send all but the last byte of a 1 MiB frame;
 //   dup-batch-wait N  a BatchAcquire waiting for "atk/x" listed N times and "atk/never",
 //                     then 20 publishes of atk/x (each retried the whole batch before);
-//   waits N           N Acquire calls waiting an hour for names never published.
+//   waits N           N Acquire calls waiting an hour for names never published;
+//   pins N            N clients each hold 60 views on the fast path (a lease-page slot
+//                     each) of names of their own, then publish each name again: 60 N
+//                     superseded versions stay pinned.
 // Prints "READY <what it saw>" once the attack is in place, then holds it (keeps every
 // connection open) until its stdin closes or it is killed. Exits 2 for bad arguments, 3 when
 // a step the attack needs fails (the line says which).
@@ -215,6 +218,40 @@ void Waits(const std::string& socket, int count) {
   for (auto& call : calls) call->context.TryCancel();
 }
 
+void Pins(const std::string& socket, int clients) {
+  constexpr int kViews = 60;  // Within the default lease page of 64 slots.
+  std::vector<std::unique_ptr<::hurray::Client>> held_clients;
+  std::vector<::hurray::TensorView> views;
+  int pinned = 0;
+  for (int c = 0; c < clients; ++c) {
+    auto client = ::hurray::Client::Connect(
+        {.socket_path = socket, .client_name = "attacker-" + std::to_string(c)});
+    if (!client) Fail("client: " + client.error().ToString());
+    const auto publish = [&](const std::string& name) {
+      auto tensor = (*client)->Allocate(::hurray::integration::MakeByteTensor(64));
+      if (!tensor) Fail("allocate: " + tensor.error().ToString());
+      if (auto published = tensor->Publish(name); !published) {
+        Fail("publish: " + published.error().ToString());
+      }
+    };
+    for (int i = 0; i < kViews; ++i) {
+      const std::string name = "atk/pin-" + std::to_string(c) + "-" + std::to_string(i);
+      publish(name);
+      if (!(*client)->Acquire(name)) Fail("acquire " + name);  // Granted, and cached.
+      auto view = (*client)->Acquire(name);                    // On the fast path: a slot names it.
+      if (!view) Fail("acquire again " + name);
+      views.push_back(std::move(*view));
+    }
+    for (int i = 0; i < kViews; ++i) {
+      publish("atk/pin-" + std::to_string(c) + "-" + std::to_string(i));
+      ++pinned;
+    }
+    held_clients.push_back(std::move(*client));
+  }
+  std::printf("READY %d clients hold %d superseded versions\n", clients, pinned);
+  Hold();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -237,6 +274,8 @@ int main(int argc, char** argv) {
     DupBatchWait(socket, count);
   } else if (attack == "waits") {
     Waits(socket, count);
+  } else if (attack == "pins") {
+    Pins(socket, count);
   } else {
     std::fprintf(stderr, "unknown attack %s\n", attack.c_str());
     return 2;

@@ -1,7 +1,9 @@
 // LeasePage: one session's page of fast-path lease slots (ipc/.../fast_path_layout.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "fast_path/shared_mapping.h"
 #include "hurray/error.h"
@@ -37,6 +39,16 @@ class LeasePage {
   [[nodiscard]] bool Names(std::uint64_t version_id) const {
     return ::hurray::fast_path::Names(static_cast<const LeaseSlot*>(mapping_.data()), slot_count_,
                                       version_id);
+  }
+
+  // Every slot's value, each read once as Names reads it (0 for a clear slot).
+  [[nodiscard]] std::vector<std::uint64_t> Values() const {
+    const auto* slots = static_cast<const LeaseSlot*>(mapping_.data());
+    std::vector<std::uint64_t> values(slot_count_);
+    for (std::uint32_t i = 0; i < slot_count_; ++i) {
+      values[i] = slots[i].version_id.load(std::memory_order_seq_cst);
+    }
+    return values;
   }
 
   [[nodiscard]] std::uint32_t slot_count() const { return slot_count_; }

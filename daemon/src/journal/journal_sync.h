@@ -13,9 +13,11 @@ namespace hurray::daemon {
 // acknowledgement, so a crash of the daemon alone (kill -9) loses nothing; the policy only
 // decides what a crash of the machine may lose.
 enum class JournalSync : std::uint8_t {
-  kAlways,  // "always": fdatasync before each acknowledgement.
-  kBatch,   // "batch": at most one fdatasync per 100 ms; a record may wait for the next.
-  kNone,    // "none": never; the kernel writes back in its own time.
+  // "always": fdatasync before each acknowledgement, outside the registry's mutex, one for
+  // every acknowledgement waiting at that moment (group commit).
+  kAlways,
+  kBatch,  // "batch": at most one fdatasync per 100 ms; a record may wait for the next.
+  kNone,   // "none" (the default): never; the kernel writes back in its own time.
 };
 
 // "always", "batch", "none"; INVALID_ARGUMENT naming journal_sync otherwise.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace hurray::daemon {
@@ -107,7 +108,7 @@ TensorJournal::TensorJournal(Options options, JournalFile file,
                              std::map<std::string, Live, std::less<>> live)
     : options_(std::move(options)),
       segment_records_(std::move(segment_records)),
-      file_(std::move(file)),
+      file_(std::make_shared<JournalFile>(std::move(file))),
       live_(std::move(live)),
       last_sync_(std::chrono::steady_clock::now()) {
   for (const auto& [name, entry] : live_) live_bytes_ += kFrameBytes + entry.payload.size();
@@ -118,7 +119,7 @@ Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion
   std::lock_guard lock(mutex_);
   if (Status appended = AppendLocked(payload); !appended) {
     return std::unexpected(appended.error().WithContext(
-        fmt::format("the journal {} cannot record {} version {}", file_.path(),
+        fmt::format("the journal {} cannot record {} version {}", file_->path(),
                     std::string_view(name).substr(0, 200), version.number)));
   }
   Live& entry = live_[name];
@@ -148,24 +149,53 @@ void TensorJournal::RecordRemoval(const std::string& name, std::uint64_t number)
 }
 
 Status TensorJournal::AppendLocked(std::string_view payload) {
-  HURRAY_RETURN_IF_ERROR(file_.Append(payload));
-  const auto now = std::chrono::steady_clock::now();
-  const bool due = options_.sync == JournalSync::kAlways ||
-                   (options_.sync == JournalSync::kBatch && now - last_sync_ >= kBatchSyncInterval);
-  if (!due) return {};
-  last_sync_ = now;
-  return file_.Sync();
+  HURRAY_RETURN_IF_ERROR(file_->Append(payload));
+  ++appended_;
+  return {};
+}
+
+Status TensorJournal::Commit() {
+  if (options_.sync == JournalSync::kNone) return {};
+  std::unique_lock lock(mutex_);
+  if (options_.sync == JournalSync::kBatch) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_sync_ < kBatchSyncInterval) return {};  // A later commit syncs it.
+    last_sync_ = now;
+  }
+  // Group commit: one fdatasync covers every record appended before it started; a commit
+  // that finds one running waits for it, then starts the next only if its records came
+  // after the running one began.
+  const std::uint64_t target = appended_;
+  while (synced_ < target) {
+    if (syncing_) {
+      sync_done_.wait(lock);
+      continue;
+    }
+    syncing_ = true;
+    const std::uint64_t covered = appended_;
+    const std::shared_ptr<JournalFile> file = file_;  // A compaction may replace file_.
+    lock.unlock();
+    Status synced = file->Sync();  // Appends go on meanwhile.
+    lock.lock();
+    syncing_ = false;
+    sync_done_.notify_all();
+    HURRAY_RETURN_IF_ERROR(std::move(synced));
+    ++syncs_;
+    synced_ = std::max(synced_, covered);
+  }
+  return {};
 }
 
 void TensorJournal::CompactLocked() {
-  if (file_.size() < options_.compact_min_bytes || file_.size() <= 2 * live_bytes_) return;
+  if (file_->size() < options_.compact_min_bytes || file_->size() <= 2 * live_bytes_) return;
   Result<JournalFile> compacted = JournalFile::Replace(options_.path, SnapshotLocked());
   if (!compacted) {
     spdlog::warn("journal: compaction failed, appending to the old file: {}",
                  compacted.error().message());
     return;
   }
-  file_ = std::move(*compacted);
+  file_ = std::make_shared<JournalFile>(std::move(*compacted));
+  synced_ = appended_;  // Replace synced the new file, which holds every live record.
 }
 
 std::vector<std::string> TensorJournal::SnapshotLocked() const {
@@ -181,7 +211,7 @@ std::size_t TensorJournal::live_version_count() const {
 
 std::uint64_t TensorJournal::file_bytes() const {
   std::lock_guard lock(mutex_);
-  return file_.size();
+  return file_->size();
 }
 
 }  // namespace hurray::daemon

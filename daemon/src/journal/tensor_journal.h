@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,12 +43,13 @@ struct RecoveredJournal {
 // snapshot (JournalFile::Replace) once it holds more than twice the bytes of its live
 // records and at least Options::compact_min_bytes.
 //
-// Thread-safe (one mutex); the registry calls it with its own mutex held.
+// Thread-safe (one mutex); the registry calls RecordPublish and RecordRemoval with its own
+// mutex held, and Commit without it.
 class TensorJournal final : public VersionJournal {
  public:
   struct Options {
     std::string path;
-    JournalSync sync = JournalSync::kAlways;
+    JournalSync sync = JournalSync::kNone;
     std::uint64_t compact_min_bytes = std::uint64_t{4} << 20;
   };
 
@@ -63,6 +65,16 @@ class TensorJournal final : public VersionJournal {
   [[nodiscard]] Status RecordPublish(const std::string& name,
                                      const TensorVersion& version) override;
   void RecordRemoval(const std::string& name, std::uint64_t number) override;
+  // "always": one fdatasync for every record appended before it (group commit: callers that
+  // come while one runs share the next); "batch": one when 100 ms have passed since the
+  // last; "none": nothing. Errors name the failed fdatasync.
+  [[nodiscard]] Status Commit() override;
+
+  // The fdatasync calls Commit made.
+  [[nodiscard]] std::uint64_t sync_count() const {
+    std::lock_guard lock(mutex_);
+    return syncs_;
+  }
 
   // Versions the journal would restore now.
   [[nodiscard]] std::size_t live_version_count() const;
@@ -77,7 +89,7 @@ class TensorJournal final : public VersionJournal {
   TensorJournal(Options options, JournalFile file, std::vector<std::string> segment_records,
                 std::map<std::string, Live, std::less<>> live);
 
-  // Appends, syncs as the policy says, and compacts when due. Needs mutex_.
+  // Appends (write(2): a kill -9 loses nothing). Needs mutex_.
   [[nodiscard]] Status AppendLocked(std::string_view payload);
   // Rewrites the file as a snapshot; on failure (logged) appends continue to the old file.
   void CompactLocked();
@@ -86,7 +98,14 @@ class TensorJournal final : public VersionJournal {
   const Options options_;
   const std::vector<std::string> segment_records_;  // kSegments payloads, in every snapshot.
   mutable std::mutex mutex_;
-  JournalFile file_;                                 // Guarded by mutex_.
+  // Guarded by mutex_; shared with a Commit syncing it outside mutex_ (Sync reads only
+  // what never changes, so appends may go on).
+  std::shared_ptr<JournalFile> file_;
+  std::condition_variable sync_done_;
+  bool syncing_ = false;        // Guarded by mutex_: a Commit's fdatasync runs.
+  std::uint64_t appended_ = 0;  // Guarded by mutex_: records appended.
+  std::uint64_t synced_ = 0;    // Guarded by mutex_: of those, the ones known on the disk.
+  std::uint64_t syncs_ = 0;     // Guarded by mutex_.
   std::map<std::string, Live, std::less<>> live_;    // Guarded by mutex_: the latest of each name.
   std::uint64_t live_bytes_ = 0;                     // Guarded by mutex_.
   std::chrono::steady_clock::time_point last_sync_;  // Guarded by mutex_.

@@ -9,8 +9,9 @@
 
 namespace hurray::daemon {
 
-// The registry calls these with its mutex held, before it acknowledges the publish or the
-// delete they describe, so that whatever a client was told survives a crash of the daemon.
+// The registry calls RecordPublish and RecordRemoval with its mutex held, and Commit after
+// it released it, before it acknowledges the publish or the delete they describe, so that
+// whatever a client was told survives a crash of the daemon.
 // Implementations must not call back into the registry.
 class VersionJournal {
  public:
@@ -26,6 +27,12 @@ class VersionJournal {
   // Version `number` of `name` was deleted (or evicted): a restarted daemon must not serve it.
   // Failures are logged: the delete goes ahead.
   virtual void RecordRemoval(const std::string& name, std::uint64_t number) = 0;
+
+  // Makes what was recorded so far as durable as the journal's policy says (an fdatasync, or
+  // nothing). Called without the registry's mutex, before the acknowledgement; what
+  // RecordPublish returned already survives a kill -9 of the daemon. An error: the records
+  // may not survive a crash of the machine.
+  [[nodiscard]] virtual Status Commit() { return {}; }
 };
 
 }  // namespace hurray::daemon

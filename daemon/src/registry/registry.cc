@@ -262,18 +262,27 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
       fence_tables_(MakeFenceTables(pools, options_.fence_shm_prefix)),
       uid_quotas_(options_.uid_quota),
       wait_timer_(io),
-      rescan_timer_(io) {
+      rescan_timer_(io),
+      rescan_delay_(options_.fast_path.rescan_interval) {
   // Under mutex_, as every reclaim is.
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
-    uid_quotas_.RemovePublished(version.publisher_uid, version.charged_bytes);
+    uid_quotas_.RemovePublished(version.charged_uid(), version.charged_bytes);
   });
+  // A pinned version counts against its pinner, not its publisher.
+  versions_.set_charge_observer(
+      [this](const TensorVersion& version, std::uint32_t from, std::uint32_t to) {
+        uid_quotas_.RemovePublished(from, version.charged_bytes);
+        uid_quotas_.AddPublished(to, version.charged_bytes);
+      });
   versions_.set_presence_observer(
       [this](const std::string& name, bool present) { waits_.SetPublished(name, present); });
-  versions_.set_fast_path(options_.fast_path.directory.get(), [this](std::uint64_t version_id) {
-    const bool named = lease_pages_.Names(version_id);
-    if (named) ArmRescanLocked();
-    return named;
-  });
+  versions_.set_fast_path(options_.fast_path.directory.get(),
+                          [this](const TensorVersion& version) -> std::optional<std::uint32_t> {
+                            std::optional<uid_t> pinner =
+                                lease_pages_.Names(version.fast_path_id, version.granted_uids);
+                            if (pinner) ArmRescanLocked();
+                            return pinner;
+                          });
 }
 
 // NOLINTNEXTLINE(bugprone-exception-escape): a mutex or timer that fails here is fatal anyway.
@@ -325,7 +334,7 @@ void Registry::CloseSession(std::uint64_t session_id) {
   std::vector<Wait> ended = waits_.TakeSession(session_id);
   if (const std::uint32_t slots = lease_pages_.Remove(session_id); slots != 0) {
     uid_quotas_.RemoveLeases(session->peer.uid, slots);
-    versions_.RescanPinned();  // What only its page named is freed now.
+    RescanPinnedLocked();  // What only its page named is freed now.
   }
   uid_quotas_.RemoveSession(session->peer.uid);
   sessions_.Close(session_id);
@@ -488,23 +497,43 @@ Result<LeasePageAccess> Registry::GrantLeasePage(std::uint64_t session_id) {
   std::lock_guard lock(mutex_);
   HURRAY_RETURN_IF_ERROR(CheckLeasePageLocked(session_id));
   uid_quotas_.AddLeases(sessions_.Find(session_id)->peer.uid, page.slot_count());
-  lease_pages_.Add(session_id, std::move(page));
+  lease_pages_.Add(session_id, sessions_.Find(session_id)->peer.uid, std::move(page));
   return access;
 }
 
 void Registry::ArmRescanLocked() {
   if (rescan_armed_) return;
   rescan_armed_ = true;
-  rescan_timer_.expires_after(options_.fast_path.rescan_interval);
+  rescan_timer_.expires_after(rescan_delay_);
   rescan_timer_.async_wait([this](const boost::system::error_code& error) {
     if (!error) OnRescanTimer();
   });
 }
 
+std::size_t Registry::RescanPinnedLocked() {
+  lease_pages_.BeginRescan();  // Each page is read once.
+  const std::size_t pinned = versions_.RescanPinned();
+  lease_pages_.EndRescan();
+  return pinned;
+}
+
 void Registry::OnRescanTimer() {
   std::lock_guard lock(mutex_);
   rescan_armed_ = false;
-  versions_.RescanPinned();  // Arms the timer again while a version stays pinned.
+  const std::size_t before = versions_.pinned_count();
+  // The next rescan comes after rescan_interval while this one freed something, and later
+  // and later (up to kMaxRescanBackoff times it) while pins only stay: pins held for long
+  // cost ever fewer scans.
+  const auto interval = options_.fast_path.rescan_interval;
+  rescan_delay_ = std::min(rescan_delay_ * 2, interval * kMaxRescanBackoff);
+  if (RescanPinnedLocked() < before) {
+    rescan_delay_ = interval;
+    if (versions_.pinned_count() != 0) {  // Armed already with the old delay: sooner now.
+      rescan_timer_.cancel();
+      rescan_armed_ = false;
+      ArmRescanLocked();
+    }
+  }
 }
 
 std::uint64_t Registry::NextFastPathIdLocked(const TensorVersion& version) {
@@ -766,6 +795,8 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   response.set_daemon_epoch(options_.daemon_epoch);
   watches_.Deliver(lock, {Event(v1::WatchEvent::KIND_PUBLISHED, request.name(), number)});
   for (auto& action : deferred) action();
+  HURRAY_RETURN_IF_ERROR(CommitJournal(
+      [&] { return fmt::format("{} version {} is published", Shown(request.name()), number); }));
   return response;
 }
 
@@ -824,7 +855,20 @@ Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id
   response.set_daemon_epoch(options_.daemon_epoch);
   watches_.Deliver(lock, events);
   for (auto& action : deferred) action();
+  // One commit for the whole batch.
+  HURRAY_RETURN_IF_ERROR(CommitJournal(
+      [&] { return fmt::format("the batch's {} tensors are published", request.items_size()); }));
   return response;
+}
+
+Status Registry::CommitJournal(const std::function<std::string()>& done) const {
+  if (options_.journal == nullptr) return {};
+  Status committed = options_.journal->Commit();
+  if (!committed) {
+    return std::unexpected(committed.error().WithContext(
+        done() + ", but the journal could not sync it (a crash of the machine may lose it)"));
+  }
+  return {};
 }
 
 v1::WatchEvent Registry::Event(v1::WatchEvent::Kind kind, const std::string& name,
@@ -868,6 +912,8 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
   leases_.Add(lease_id, Lease{.session_id = session_id, .version = version.get()});
   session->leases.insert(lease_id);
   ++version->lease_count;
+  // Its identity goes to this session in the reply: from now its uid's lease pages may pin it.
+  if (version->fast_path_id != 0) version->Grant(session->peer.uid);
   versions_.MarkUsed(version.get());
   return Grant{.lease_id = lease_id, .version = std::move(version)};
 }
@@ -1187,6 +1233,12 @@ Result<v1::DeleteResponse> Registry::Delete(std::uint64_t session_id,
   response.set_versions_deleted(static_cast<std::uint32_t>(deleted));
   response.set_daemon_epoch(options_.daemon_epoch);
   watches_.Deliver(lock, events);
+  // As for a removal the journal cannot record: logged, and the delete stands.
+  if (Status committed =
+          CommitJournal([&] { return fmt::format("{} is deleted", Shown(request.name())); });
+      !committed) {
+    spdlog::error("{}", committed.error().message());
+  }
   return response;
 }
 

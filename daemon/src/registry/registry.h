@@ -27,8 +27,10 @@
 // id sequence (never 0, never reused) and its name a directory entry (VersionStore), and each
 // session may map the directory and one lease page of its own, whose slots count against
 // its uid's lease quota while the session lasts. A version retired with no lease is freed
-// only once no lease page names it; until then it is pinned, scanned for again every
-// rescan_interval and whenever a session ends (its page goes with it).
+// only once no lease page of a uid it was granted to names it; until then it is pinned (its
+// charge moved to the pinning uid), scanned for again whenever a session ends (its page goes
+// with it) and after rescan_interval, an interval that doubles (to kMaxRescanBackoff times
+// it) while rescans free nothing. A rescan reads each page once.
 //
 // Thread-safe: every method may be called from any thread. One mutex guards the state;
 // callbacks (acquire completions, watch events) never run while it is held, and neither
@@ -101,7 +103,7 @@ class Registry final : public SessionHost {
       std::shared_ptr<fast_path::DirectorySegment> directory;
       // Slots of each session's lease page (1 to LeasePage::kMaxSlots).
       std::uint32_t lease_slots = 64;
-      // How often pinned versions are scanned for again while there are some.
+      // How soon pinned versions are scanned for again while there are some.
       std::chrono::milliseconds rescan_interval{1};
     };
     FastPath fast_path;
@@ -319,6 +321,11 @@ class Registry final : public SessionHost {
   void ArmRescanLocked();
   // rescan_timer_ fired: pinned versions are tried again.
   void OnRescanTimer();
+  // Tries every pinned version again, each lease page read once; returns how many stay.
+  std::size_t RescanPinnedLocked();
+  // Commits the journal (without mutex_); an error says `done()` and that a machine crash
+  // may lose it.
+  [[nodiscard]] Status CommitJournal(const std::function<std::string()>& done) const;
   void FreeAllocationLocked(std::uint64_t allocation_id);
   // Registers a wait (see Wait) for `names` that fails with DEADLINE_EXCEEDED after
   // `timeout_ms`; returns its id. When the session's uid has max_waits_per_uid waits
@@ -379,9 +386,13 @@ class Registry final : public SessionHost {
   boost::asio::steady_timer wait_timer_;
   // The live sessions' lease pages. Guarded by mutex_.
   fast_path::LeaseScanner lease_pages_;
-  // Fires rescan_interval after a version got pinned. Guarded by mutex_.
+  // Fires rescan_delay_ after a version got pinned. Guarded by mutex_.
   boost::asio::steady_timer rescan_timer_;
   bool rescan_armed_ = false;  // Guarded by mutex_.
+  // rescan_interval, doubled after each rescan that freed nothing, at most
+  // kMaxRescanBackoff times it. Guarded by mutex_.
+  std::chrono::milliseconds rescan_delay_;
+  static constexpr int kMaxRescanBackoff = 64;
   // Its own lock, taken before mutex_ is released when events are delivered.
   WatchHub watches_;
 };

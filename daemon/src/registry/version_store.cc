@@ -129,13 +129,18 @@ void VersionStore::ShowLatest(const NameEntry& entry) {
 }
 
 bool VersionStore::HeldByLeasePage(TensorVersion* version) {
-  const bool held = version->fast_path_id != 0 && named_ && named_(version->fast_path_id);
-  if (held) {
+  const std::optional<std::uint32_t> pinner =
+      version->fast_path_id != 0 && named_ ? named_(*version) : std::nullopt;
+  if (pinner) {
     if (pinned_.insert(version).second) pinned_bytes_ += version->byte_size;
+    if (*pinner != version->charged_uid()) {
+      if (charge_observer_) charge_observer_(*version, version->charged_uid(), *pinner);
+      version->pinner_uid = pinner;
+    }
   } else if (pinned_.erase(version) != 0) {
     pinned_bytes_ -= version->byte_size;
   }
-  return held;
+  return pinner.has_value();
 }
 
 std::size_t VersionStore::RescanPinned() {

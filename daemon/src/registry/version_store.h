@@ -1,6 +1,7 @@
 // VersionStore: the published tensors, by name, each with its live versions.
 #pragma once
 
+#include <algorithm>
 #include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <functional>
@@ -70,11 +71,24 @@ struct TensorVersion {
 
   // Guarded by Registry::mutex_.
   std::uint64_t lease_count = 0;
+  // The uids it was granted to (an acquire reply carried fast_path_id to one of their
+  // sessions): only their lease pages may pin it.
+  boost::container::small_vector<std::uint32_t, 2> granted_uids;
+  // While a lease page pins it (and so after it was superseded or deleted), the uid of that
+  // page, which its charged_bytes count against instead of the publisher's.
+  std::optional<std::uint32_t> pinner_uid;
   bool superseded = false;  // A newer version of the name exists.
   bool deleted = false;     // Delete named it: no new acquires.
 
   // The TensorInfo of this version under `name`, from its stored bytes. Needs no lock.
   void FillTensorInfo(const std::string& tensor_name, v1::TensorInfo& info) const;
+  // The uid whose published_bytes count its charged_bytes: its pinner's, else its
+  // publisher's. Under Registry::mutex_.
+  [[nodiscard]] std::uint32_t charged_uid() const { return pinner_uid.value_or(publisher_uid); }
+  // Records that `uid` was granted it. Under Registry::mutex_.
+  void Grant(std::uint32_t uid) {
+    if (std::ranges::find(granted_uids, uid) == granted_uids.end()) granted_uids.push_back(uid);
+  }
 };
 
 // The live versions of one name.
@@ -102,9 +116,10 @@ struct NameEntry {
 // With a fast-path directory (set_fast_path), each name whose versions carry a fast_path_id
 // gets an entry (freed when the name goes), which always shows the name's latest live
 // version, or 0: rewritten by Add and MarkDeleted before any version they retire is
-// reclaimed. A version to be reclaimed whose fast_path_id a lease page names (the `named`
-// check, run after the entry stopped showing it) is held back instead, *pinned*, until
-// RescanPinned (or a reclaim attempt) finds it named nowhere.
+// reclaimed. A version to be reclaimed whose fast_path_id a lease page of a uid it was
+// granted to names (the `named` check, run after the entry stopped showing it) is held back
+// instead, *pinned*, until RescanPinned (or a reclaim attempt) finds it named nowhere. While
+// pinned, its charge moves to the pinning uid (the charge observer).
 //
 // Not thread-safe: guarded by Registry::mutex_.
 class VersionStore {
@@ -125,11 +140,18 @@ class VersionStore {
   // is pinned instead.
   void ReclaimIfUnused(TensorVersion* version);
   // Serves the fast path from `directory` (null: none; must outlive the store): `named`
-  // tells whether a lease page names a fast_path_id. Before the first Add.
-  void set_fast_path(fast_path::DirectorySegment* directory,
-                     std::function<bool(std::uint64_t)> named) {
+  // tells the uid of a lease page that pins a version (one of its granted_uids), or nullopt.
+  // Before the first Add.
+  using Named = std::function<std::optional<std::uint32_t>(const TensorVersion&)>;
+  void set_fast_path(fast_path::DirectorySegment* directory, Named named) {
     directory_ = directory;
     named_ = std::move(named);
+  }
+  // Called with a version whose charge moves from uid `from` to uid `to` (a pin took it, or
+  // passed it on), before its pinner_uid changes.
+  void set_charge_observer(
+      std::function<void(const TensorVersion&, std::uint32_t from, std::uint32_t to)> observer) {
+    charge_observer_ = std::move(observer);
   }
   // Tries every pinned version again; returns how many stay pinned.
   std::size_t RescanPinned();
@@ -157,7 +179,7 @@ class VersionStore {
   // reader holds would hide its name and free nothing), or null.
   [[nodiscard]] TensorVersion* EvictionCandidate(const Pool* pool) const {
     return evictable_.Oldest(pool, [this](const TensorVersion& version) {
-      return version.fast_path_id != 0 && named_ && named_(version.fast_path_id);
+      return version.fast_path_id != 0 && named_ && named_(version).has_value();
     });
   }
 
@@ -196,7 +218,8 @@ class VersionStore {
   bool HeldByLeasePage(TensorVersion* version);
 
   fast_path::DirectorySegment* directory_ = nullptr;
-  std::function<bool(std::uint64_t)> named_;
+  Named named_;
+  std::function<void(const TensorVersion&, std::uint32_t, std::uint32_t)> charge_observer_;
   std::set<TensorVersion*> pinned_;
   std::uint64_t pinned_bytes_ = 0;
   std::uint64_t refused_entries_ = 0;

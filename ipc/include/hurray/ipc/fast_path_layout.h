@@ -22,8 +22,11 @@
 // Each side stores, then loads what the other stores, both sequentially consistent: either
 // the daemon's scan sees the slot, or the consumer's confirm sees the change, so no version
 // a confirmed slot names is freed (tests/model/fast_path.pml checks every interleaving). A
-// slot can pin only a version that was live when it was confirmed; a page of garbage pins
-// at most slot_count versions, which count against the uid's lease quota.
+// slot can pin only a version that was live when it was confirmed, and only one the daemon
+// granted to the session's uid (an acquire reply carried its identity): identities copied
+// from the directory, or guessed, pin nothing. A page pins at most slot_count versions; its
+// slots count against the uid's lease quota, and what it pins against the uid's
+// published_bytes quota.
 //
 // The header's `state` turns to kEnded when the daemon that wrote the directory stops, or,
 // after a crash, when the next daemon starts, before it frees anything: no confirm succeeds
