@@ -622,11 +622,12 @@ void Daemon::KeepSegmentsOfLiveTensors() {
   if (cpu_pool_ == nullptr || journal_ == nullptr) return;
   const std::size_t live = journal_->live_version_count();
   if (live == 0) return;
-  cpu_pool_->KeepSegments();
+  const std::uint64_t released = cpu_pool_->KeepSegments();
   spdlog::info(
       "keeping the cpu pool's {} segments for the {} tensors the journal holds, for "
-      "the next hurrayd on state directory {} (hurrayd --discard-state removes them)",
-      cpu_pool_->segment_count(), live, config_.state_directory);
+      "the next hurrayd on state directory {} (hurrayd --discard-state removes them); "
+      "their {} free bytes were given back",
+      cpu_pool_->segment_count(), live, config_.state_directory, released);
 }
 
 void Daemon::StopGrpc() {

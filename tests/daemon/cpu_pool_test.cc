@@ -117,6 +117,23 @@ TEST(CpuPoolCreateTest, SpaceIsReservedUpFront) {
   EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, capacity);
 }
 
+TEST(CpuPoolCreateTest, KeptSegmentsGiveTheirFreeRangesBack) {
+  const std::uint64_t capacity = 8 * kMiB;
+  Result<std::unique_ptr<CpuPool>> pool = CpuPool::Create(SmallOptions(capacity));
+  ASSERT_OK(pool);
+  ASSERT_OK_AND_ASSIGN(const PoolRange kept, (*pool)->Allocate(kMiB));
+  const std::string path = ShmPath(*(*pool)->SegmentName(1));
+  EXPECT_EQ((*pool)->KeepSegments(), capacity - kMiB);
+  pool->reset();
+  struct stat info{};
+  ASSERT_EQ(::stat(path.c_str(), &info), 0);
+  // The size stays (a restarted daemon adopts the file at it); the blocks are the kept MiB's.
+  EXPECT_EQ(static_cast<std::uint64_t>(info.st_size), capacity);
+  EXPECT_LE(static_cast<std::uint64_t>(info.st_blocks) * 512, kMiB + kPage);
+  EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, kept.size);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+}
+
 TEST(CpuPoolCreateTest, SegmentNamesAreUnguessable) {
   Result<std::unique_ptr<CpuPool>> first = CpuPool::Create(SmallOptions());
   Result<std::unique_ptr<CpuPool>> second = CpuPool::Create(SmallOptions());

@@ -265,5 +265,31 @@ TEST_F(PlantedJournalTest, RestartAdoptsNoFileOutsideThePool) {
   EXPECT_EQ(std::filesystem::file_size(victims_[1]), 1u << 20);
 }
 
+// A restart adopts the segments at the sizes the daemon before made them, whatever today's
+// configuration (or today's free /dev/shm, which those segments take) computes.
+TEST_F(PlantedJournalTest, RestartAdoptsTheSegmentsAtTheirJournaledSizesWhateverTheCapacity) {
+  CpuPool::Options before = PoolOptions();
+  before.capacity_bytes = 3 << 20;
+  before.segment_bytes = 2 << 20;
+  {
+    ASSERT_OK_AND_ASSIGN(RestartedCpuPool first,
+                         RestartCpuPool(*state_directory_, JournalSync::kNone, before));
+    ASSERT_FALSE(first.adopted);
+    EXPECT_EQ(first.pool->Usage().capacity_bytes, 3u << 20);
+    v1::TensorInfo info;
+    info.set_pool("cpu");
+    ASSERT_OK(first.journal->RecordPublish(
+        "kept/t", TensorVersion{.info_without_name = info.SerializeAsString(), .number = 1}));
+    first.pool->KeepSegments();  // As a killed daemon leaves them.
+  }
+  ASSERT_OK_AND_ASSIGN(RestartedCpuPool restarted,
+                       RestartCpuPool(*state_directory_, JournalSync::kNone, PoolOptions()));
+  EXPECT_TRUE(restarted.adopted);
+  EXPECT_EQ(restarted.pool->Usage().capacity_bytes, 3u << 20);  // Not PoolOptions()'s 1 MiB.
+  EXPECT_EQ(restarted.pool->segment_count(), 2u);
+  ASSERT_EQ(restarted.versions.size(), 1u);
+  EXPECT_EQ(restarted.versions[0].name, "kept/t");
+}
+
 }  // namespace
 }  // namespace hurray::daemon

@@ -54,9 +54,20 @@ std::size_t RemoveJournaledSegments(const RecoveredJournal& recovered, const Seg
 Result<std::unique_ptr<CpuPool>> AdoptPool(CpuPool::Options options,
                                            const std::vector<JournaledSegment>& segments,
                                            const SegmentPlace& place) {
+  std::uint64_t adopted_bytes = 0;
   for (const JournaledSegment& segment : segments) {
     HURRAY_RETURN_IF_ERROR(place.Check(segment.path));
-    options.adopt_segment_paths.push_back(segment.path);
+    options.adopt_segments.push_back({.path = segment.path, .size = segment.size});
+    adopted_bytes += segment.size;
+  }
+  // The old segments at the sizes they were made, whatever today's settings (or today's free
+  // /dev/shm, which those very segments take) would make.
+  if (adopted_bytes != options.capacity_bytes) {
+    spdlog::info(
+        "pool {}: adopting the {} bytes of segments the daemon before left, not the {} "
+        "bytes this configuration makes (hurrayd --discard-state starts anew at that size, "
+        "losing the tensors)",
+        options.name, adopted_bytes, options.capacity_bytes);
   }
   return CpuPool::Create(std::move(options));
 }

@@ -26,9 +26,10 @@ struct RestartedCpuPool {
 // Reads the journal of `state` and makes the CPU pool of `options`:
 //
 // - when the journal names segments of pool `options.name` and CPU versions live in them,
-//   the pool adopts those segments (CpuPool::Options::adopt_segment_paths); if it cannot
-//   (a segment gone, as after a reboot, or a changed capacity), that is logged, the CPU
-//   versions will be lost, and it goes on as below;
+//   the pool adopts those segments at the sizes the journal recorded
+//   (CpuPool::Options::adopt_segments), whatever capacity today's settings or free /dev/shm
+//   would make; if it cannot (a segment gone, as after a reboot, or changed), that is
+//   logged, the CPU versions will be lost, and it goes on as below;
 // - otherwise every segment the journal names is removed, when it is a file of this user in
 //   this pool's place (SegmentPlace: /dev/shm or its hugetlbfs directory, under its
 //   shm_prefix); the journal is no authority, so any other path it names is logged and left

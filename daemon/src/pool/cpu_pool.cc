@@ -167,20 +167,41 @@ Result<std::vector<ShmSegment>> CreateSegments(const CpuPool::Options& options,
   return segments;
 }
 
-// The segments of options.adopt_segment_paths, which must match the plan. On failure the
-// segments taken so far are kept (not removed): they are the caller's to remove.
-Result<std::vector<ShmSegment>> AdoptSegments(const CpuPool::Options& options,
-                                              const SegmentPlan& plan, const std::string& where) {
-  const std::vector<std::uint64_t> sizes = SegmentSizes(plan);
-  if (options.adopt_segment_paths.size() != sizes.size()) {
-    return FailedPreconditionError(
-        fmt::format("{}cannot adopt {} segments: its capacity and segment_size make {}", where,
-                    options.adopt_segment_paths.size(), sizes.size()));
+// The plan of options.adopt_segments: their sizes, as the earlier daemon made them.
+Result<SegmentPlan> AdoptedPlan(const CpuPool::Options& options, const std::string& where) {
+  const std::vector<SegmentFile>& files = options.adopt_segments;
+  if (files.size() > CpuPool::kMaxSegments) {
+    return FailedPreconditionError(fmt::format("{}cannot adopt {} segments: at most {}", where,
+                                               files.size(), CpuPool::kMaxSegments));
   }
+  SegmentPlan plan{.segment_count = files.size()};
+  for (const SegmentFile& file : files) {
+    if (file.size == 0 || file.size % options.page_size != 0 ||
+        file.size > UINT64_MAX - plan.capacity) {
+      return FailedPreconditionError(
+          fmt::format("{}cannot adopt segment {} of {} bytes: not a whole number of {}-byte pages",
+                      where, file.path.substr(0, 200), file.size, options.page_size));
+    }
+    plan.capacity += file.size;
+    plan.segment_bytes = std::max(plan.segment_bytes, file.size);
+  }
+  if (options.first_segment_id == 0 ||
+      options.first_segment_id > UINT64_MAX - (plan.segment_count - 1)) {
+    return InvalidArgumentError(
+        fmt::format("{}first_segment_id {} leaves no room for {} segment ids above 0", where,
+                    options.first_segment_id, plan.segment_count));
+  }
+  return plan;
+}
+
+// The segments of options.adopt_segments. On failure the segments taken so far are kept
+// (not removed): they are the caller's to remove.
+Result<std::vector<ShmSegment>> AdoptSegments(const CpuPool::Options& options,
+                                              const std::string& where) {
   std::vector<ShmSegment> segments;
-  for (std::size_t index = 0; index < sizes.size(); ++index) {
-    Result<ShmSegment> segment =
-        ShmSegment::Adopt(options.adopt_segment_paths[index], sizes[index], options.huge_pages);
+  for (std::size_t index = 0; index < options.adopt_segments.size(); ++index) {
+    const SegmentFile& file = options.adopt_segments[index];
+    Result<ShmSegment> segment = ShmSegment::Adopt(file.path, file.size, options.huge_pages);
     if (!segment) {
       for (ShmSegment& taken : segments) taken.Keep();
       return std::unexpected(segment.error().WithContext(
@@ -216,15 +237,16 @@ Result<std::unique_ptr<CpuPool>> CpuPool::Create(Options options) {
   if (options.huge_pages.mode != HugePages::kOff) {
     options.page_size = std::max(options.page_size, options.huge_pages.page_size);
   }
-  HURRAY_ASSIGN_OR_RETURN(const SegmentPlan plan, PlanSegments(options, where));
+  const bool adopting = !options.adopt_segments.empty();
+  HURRAY_ASSIGN_OR_RETURN(const SegmentPlan plan,
+                          adopting ? AdoptedPlan(options, where) : PlanSegments(options, where));
   if (options.reserve_chunk_bytes == 0) {
     return InvalidArgumentError(fmt::format("{}reserve_chunk_bytes 0: must be above 0", where));
   }
-  const bool adopting = !options.adopt_segment_paths.empty();
   if (!adopting) HURRAY_RETURN_IF_ERROR(CheckShmRoom(options, plan.capacity, where));
   HURRAY_ASSIGN_OR_RETURN(
       std::vector<ShmSegment> segments,
-      adopting ? AdoptSegments(options, plan, where) : CreateSegments(options, plan, where));
+      adopting ? AdoptSegments(options, where) : CreateSegments(options, plan, where));
   // An adopted segment's ranges may lie anywhere in it: all of it is usable from the start.
   const std::uint64_t reserve_at_create =
       adopting ? plan.capacity : options.reserve_at_create_bytes;
@@ -242,8 +264,8 @@ CpuPool::CpuPool(Options options, std::uint64_t capacity, std::vector<ShmSegment
       huge_pages_(options.huge_pages.mode),
       capacity_(capacity),
       first_segment_id_(options.first_segment_id),
-      max_segment_bytes_(segments.front().size()),
-      adopted_(!options.adopt_segment_paths.empty()),
+      max_segment_bytes_(std::ranges::max_element(segments, {}, &ShmSegment::size)->size()),
+      adopted_(!options.adopt_segments.empty()),
       segments_(std::move(segments)),
       reserve_chunk_bytes_(
           internal::CheckedRoundUp(options.reserve_chunk_bytes, page_size_).value_or(page_size_)),
@@ -452,8 +474,21 @@ std::vector<SegmentFile> CpuPool::SegmentFiles() const {
   return files;
 }
 
-void CpuPool::KeepSegments() {
-  for (ShmSegment& segment : segments_) segment.Keep();
+std::uint64_t CpuPool::KeepSegments() {
+  std::uint64_t released = 0;
+  std::lock_guard lock(mutex_);
+  for (std::size_t index = 0; index < segments_.size(); ++index) {
+    for (const auto& [offset, size] : allocators_[index].free_ranges()) {
+      if (Status done = segments_[index].Release(offset, size); !done) {
+        spdlog::warn("pool {}: segment {}: {}", name_, first_segment_id_ + index,
+                     done.error().message());
+        continue;
+      }
+      released += size;
+    }
+    segments_[index].Keep();
+  }
+  return released;
 }
 
 Result<SegmentAccess> CpuPool::OpenSegment(std::uint64_t segment_id, bool writable) const {

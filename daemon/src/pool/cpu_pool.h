@@ -33,7 +33,7 @@ struct SegmentFile {
 // first segment that has one; every range starts at a multiple of page_size and reserves its
 // size rounded up to page_size.
 //
-// A pool made of the segments of an earlier daemon (Options::adopt_segment_paths) takes that
+// A pool made of the segments of an earlier daemon (Options::adopt_segments) takes that
 // daemon's allocations through Adopt; KeepSegments leaves the segments for the next one.
 //
 // Only reserved memory (fallocate) is ever handed out, so that no client touching a buffer
@@ -89,12 +89,13 @@ class CpuPool final : public Pool {
     std::function<Status(const ShmSegment& segment, std::uint64_t offset, std::uint64_t length)>
         reserve_step;
     // The files of the segments an earlier daemon left (ShmSegment::Adopt), in segment id
-    // order: the pool is made of them instead of new ones, reserved in full at Create, and
-    // Adopt takes that daemon's ranges. As many as the capacity makes, each of its planned
-    // size; FAILED_PRECONDITION otherwise.
-    std::vector<std::string> adopt_segment_paths;
-    // Without adopt_segment_paths: called with the new segments' files before any of them
-    // is created (so that a journal names them first); its error stops Create.
+    // order, with the sizes it made them: the pool is made of them instead of new ones,
+    // whatever capacity_bytes and segment_bytes would make today (its capacity is their
+    // sum), reserved in full at Create, and Adopt takes that daemon's ranges. Each file must
+    // be of its size, a multiple of the page size; FAILED_PRECONDITION otherwise.
+    std::vector<SegmentFile> adopt_segments;
+    // Without adopt_segments: called with the new segments' files before any of them is
+    // created (so that a journal names them first); its error stops Create.
     std::function<Status(const std::vector<SegmentFile>& files)> before_create;
   };
 
@@ -166,9 +167,12 @@ class CpuPool final : public Pool {
   // The segments' files, in id order.
   [[nodiscard]] std::vector<SegmentFile> SegmentFiles() const;
 
-  // The segments' names stay when the pool goes, for a restarted daemon to adopt. Call only
-  // once no other thread uses the pool (the daemon calls it as it stops).
-  void KeepSegments();
+  // The segments' names stay when the pool goes, for a restarted daemon to adopt; their free
+  // ranges are given back first (ShmSegment::Release), so that a stopped daemon leaves in
+  // /dev/shm only the pages of its allocations. Returns the bytes given back (a failure is
+  // logged and keeps those pages). Call only once no other thread uses the pool (the daemon
+  // calls it as it stops).
+  std::uint64_t KeepSegments();
 
   // The name of a segment ("/hurray-0123…"), if it belongs to this pool: its POSIX shm
   // name, or its file's name in the hugetlbfs mount.

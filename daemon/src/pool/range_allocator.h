@@ -73,6 +73,10 @@ class RangeAllocator {
   [[nodiscard]] std::uint64_t largest_free_range() const;
   // Number of maximal free ranges (adjacent free ranges are always merged).
   [[nodiscard]] std::uint64_t free_range_count() const { return free_by_offset_.size(); }
+  // The free ranges (offset to size), by offset.
+  [[nodiscard]] const std::map<std::uint64_t, std::uint64_t>& free_ranges() const {
+    return free_by_offset_;
+  }
   // Sum of the rounded sizes of all live allocations.
   [[nodiscard]] std::uint64_t allocated_bytes() const { return allocated_bytes_; }
   [[nodiscard]] std::uint64_t allocation_count() const { return allocations_.size(); }

@@ -250,6 +250,19 @@ Status ShmSegment::Reserve(std::uint64_t offset, std::uint64_t length) const {
   return {};
 }
 
+Status ShmSegment::Release(std::uint64_t offset, std::uint64_t length) const {
+  if (length == 0 || offset > size_ || length > size_ - offset) {
+    return InvalidArgumentError(fmt::format("{}: release offset {} length {} is outside 0..{}",
+                                            name_, offset, length, size_));
+  }
+  HURRAY_ASSIGN_OR_RETURN(const UniqueFd fd, Open(/*writable=*/true));
+  while (::fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                     static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
+    if (errno != EINTR) return std::unexpected(ErrnoError("fallocate(PUNCH_HOLE)", path(), errno));
+  }
+  return {};
+}
+
 ShmSegment::ShmSegment(ShmSegment&& other) noexcept
     : name_(std::exchange(other.name_, std::string())),
       directory_(std::exchange(other.directory_, std::string())),

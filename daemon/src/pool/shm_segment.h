@@ -82,6 +82,11 @@ class ShmSegment {
   // any thread; reserving a range twice is harmless.
   [[nodiscard]] Status Reserve(std::uint64_t offset, std::uint64_t length) const;
 
+  // Gives back the pages of bytes [offset, offset + length) (fallocate PUNCH_HOLE, the size
+  // kept): they read as zeros and take no memory until reserved again. INVALID_ARGUMENT for
+  // a range outside the segment or of length 0; other failures name the failed call.
+  [[nodiscard]] Status Release(std::uint64_t offset, std::uint64_t length) const;
+
   // The name stays when this object goes: a restarted daemon adopts the segment.
   void Keep() { name_.clear(); }
 
