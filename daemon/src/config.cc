@@ -237,6 +237,8 @@ constexpr Setting kSettings[] = {
      AssignFastPath<&Config::FastPath::lease_slots, UnsignedIn<1, kMaxLeaseSlots>>},
     {"fast_path.rescan_interval_ms",
      AssignFastPath<&Config::FastPath::rescan_interval_ms, UnsignedIn<1, 60'000>>},
+    {"fast_path.max_entries_per_uid",
+     AssignFastPath<&Config::FastPath::max_entries_per_uid, UnsignedIn<0, kMaxDirectoryEntries>>},
     {"socket_group", Assign<&Config::socket_group, StringOf>},
     {"metrics_address", Assign<&Config::metrics_address, TcpAddressOf>},
     {"state_directory", Assign<&Config::state_directory, StringOf>},
@@ -647,7 +649,8 @@ toml::table FastPathToml(const Config::FastPath& fast_path) {
   return toml::table{{"enabled", fast_path.enabled},
                      {"directory_entries", TomlInteger(fast_path.directory_entries)},
                      {"lease_slots", TomlInteger(fast_path.lease_slots)},
-                     {"rescan_interval_ms", TomlInteger(fast_path.rescan_interval_ms)}};
+                     {"rescan_interval_ms", TomlInteger(fast_path.rescan_interval_ms)},
+                     {"max_entries_per_uid", TomlInteger(fast_path.max_entries_per_uid)}};
 }
 
 toml::table UidQuotaToml(const UidQuota& quota) {

@@ -87,6 +87,9 @@ struct Config {
     std::uint32_t lease_slots = 64;
     // How often versions kept by a lease slot are scanned for again, in milliseconds.
     std::uint32_t rescan_interval_ms = 1;
+    // The most directory entries the names of one publisher uid may hold; 0: no limit.
+    // Below directory_entries, one uid cannot take every entry.
+    std::uint32_t max_entries_per_uid = 32'768;
   } fast_path;
 
   // Most bytes one session may hold in unpublished allocations; 0: no limit.

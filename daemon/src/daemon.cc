@@ -219,19 +219,21 @@ Status Daemon::StartParts() {
   HURRAY_ASSIGN_OR_RETURN(AccessPolicy access, MakeAccessPolicy(config_));
   registry_ = std::make_unique<Registry>(
       *pools_, io_,
-      Registry::Options{.daemon_epoch = epoch_,
-                        .session_quota_bytes = config_.session_quota_bytes,
-                        .max_wait_ms = config_.max_wait_ms,
-                        .max_batch_names = config_.max_batch_names,
-                        .max_waits_per_uid = config_.max_waits_per_uid,
-                        .fence_shm_prefix = config_.cpu_pool.shm_prefix,
-                        .access = std::make_shared<const AccessPolicy>(std::move(access)),
-                        .uid_quota = config_.uid_quota,
-                        .journal = journal_.get(),
-                        .fast_path = {.directory = fast_path_directory_,
-                                      .lease_slots = config_.fast_path.lease_slots,
-                                      .rescan_interval = std::chrono::milliseconds(
-                                          config_.fast_path.rescan_interval_ms)}});
+      Registry::Options{
+          .daemon_epoch = epoch_,
+          .session_quota_bytes = config_.session_quota_bytes,
+          .max_wait_ms = config_.max_wait_ms,
+          .max_batch_names = config_.max_batch_names,
+          .max_waits_per_uid = config_.max_waits_per_uid,
+          .fence_shm_prefix = config_.cpu_pool.shm_prefix,
+          .access = std::make_shared<const AccessPolicy>(std::move(access)),
+          .uid_quota = config_.uid_quota,
+          .journal = journal_.get(),
+          .fast_path = {
+              .directory = fast_path_directory_,
+              .lease_slots = config_.fast_path.lease_slots,
+              .rescan_interval = std::chrono::milliseconds(config_.fast_path.rescan_interval_ms),
+              .max_entries_per_uid = config_.fast_path.max_entries_per_uid}});
   const Registry::Adoption adoption = registry_->Adopt(std::move(journaled_versions_));
   if (!adoption.adopted.empty() || adoption.lost != 0) {
     spdlog::info("restart: {} tensors of the daemon before served again, {} lost",

@@ -256,18 +256,20 @@ TEST(ConfigTest, ShippedExampleConfigParses) {
   EXPECT_EQ(ToToml(*config), ToToml(DefaultConfig()));
 }
 
-TEST(ConfigTest, FastPathTableSetsItsFourSettingsWithinTheirBounds) {
+TEST(ConfigTest, FastPathTableSetsItsFiveSettingsWithinTheirBounds) {
   const Config defaults = DefaultConfig();
   EXPECT_TRUE(defaults.fast_path.enabled);
   EXPECT_EQ(defaults.fast_path.directory_entries, 65536u);
   EXPECT_EQ(defaults.fast_path.lease_slots, 64u);
   EXPECT_EQ(defaults.fast_path.rescan_interval_ms, 1u);
+  EXPECT_EQ(defaults.fast_path.max_entries_per_uid, 32768u);
   auto config = ApplyToml(DefaultConfig(), R"(
       [fast_path]
       enabled = false
       directory_entries = 16
       lease_slots = 512
       rescan_interval_ms = 5
+      max_entries_per_uid = 8
   )",
                           "t");
   ASSERT_OK(config);
@@ -275,6 +277,7 @@ TEST(ConfigTest, FastPathTableSetsItsFourSettingsWithinTheirBounds) {
   EXPECT_EQ(config->fast_path.directory_entries, 16u);
   EXPECT_EQ(config->fast_path.lease_slots, 512u);
   EXPECT_EQ(config->fast_path.rescan_interval_ms, 5u);
+  EXPECT_EQ(config->fast_path.max_entries_per_uid, 8u);
   EXPECT_NE(ToToml(*config).find("lease_slots = 512"), std::string::npos) << ToToml(*config);
   EXPECT_ERROR(ApplyToml(DefaultConfig(), "[fast_path]\nlease_slots = 513", "t"),
                StatusCode::kInvalidArgument, {"fast_path.lease_slots"});

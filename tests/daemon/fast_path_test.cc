@@ -511,6 +511,46 @@ TEST_F(FastPathRegistryTest, PinnedVersionCountsAgainstThePinnerNotThePublisher)
   EXPECT_EQ(published_bytes(0), charge);
 }
 
+// A directory of 16 entries, at most 4 of them for the names of one uid.
+class SharedDirectoryTest : public FastPathRegistryTest {
+ protected:
+  void SetUp() override {
+    FastPathRegistryTest::SetUp();
+    registry_.reset();
+    registry_ = std::make_unique<Registry>(
+        pools_, io_,
+        Registry::Options{
+            .daemon_epoch = 42,
+            .fast_path = {.directory = directory_, .lease_slots = 8, .max_entries_per_uid = 4}});
+    producer_ = OpenSession();
+    consumer_ = OpenSession();
+  }
+};
+
+TEST_F(SharedDirectoryTest, OneUidTakesAtMostItsShareOfTheDirectory) {
+  for (int i = 0; i < 6; ++i) Put("mine/" + std::to_string(i));
+  EXPECT_EQ(directory_->used_entries(), 4u);
+  EXPECT_EQ(registry_->Stats().fast_path_refused_names(), 2u);
+  EXPECT_EQ(AcquireAndRelease("mine/5").version_id(), 0u);  // On the socket only.
+  // Another uid's new name still gets an entry.
+  auto other = registry_->OpenSession(PeerCredentials{.pid = 2, .uid = 1001, .gid = 1001}, "o");
+  ASSERT_OK(other);
+  auto allocation = registry_->Allocate(other->session_id, AllocateFloats(16));
+  ASSERT_OK(allocation);
+  v1::PublishRequest publish;
+  publish.set_allocation_id(allocation->allocation_id());
+  publish.set_name("theirs/a");
+  ASSERT_OK(registry_->Publish(other->session_id, publish));
+  EXPECT_EQ(directory_->used_entries(), 5u);
+  EXPECT_NE(AcquireAndRelease("theirs/a").version_id(), 0u);
+  // A name that goes gives its uid's entry back.
+  v1::DeleteRequest remove;
+  remove.set_name("mine/0");
+  ASSERT_OK(registry_->Delete(producer_, remove));
+  Put("mine/6");
+  EXPECT_NE(AcquireAndRelease("mine/6").version_id(), 0u);
+}
+
 TEST_F(FastPathRegistryTest, SecondLeasePageIsRefused) {
   SharedMapping slots = MapLeasePage(consumer_);
   EXPECT_ERROR(registry_->GrantLeasePage(consumer_), StatusCode::kFailedPrecondition,

@@ -268,6 +268,7 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
     uid_quotas_.RemovePublished(version.charged_uid(), version.charged_bytes);
   });
+  versions_.set_max_entries_per_uid(options_.fast_path.max_entries_per_uid);
   // A pinned version counts against its pinner, not its publisher.
   versions_.set_charge_observer(
       [this](const TensorVersion& version, std::uint32_t from, std::uint32_t to) {

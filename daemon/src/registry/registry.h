@@ -105,6 +105,8 @@ class Registry final : public SessionHost {
       std::uint32_t lease_slots = 64;
       // How soon pinned versions are scanned for again while there are some.
       std::chrono::milliseconds rescan_interval{1};
+      // The most directory entries the names one uid published may hold (0: no limit).
+      std::uint64_t max_entries_per_uid = 0;
     };
     FastPath fast_path;
   };

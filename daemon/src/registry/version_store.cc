@@ -101,6 +101,8 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   if (versions.empty()) {
     if (const std::optional<std::uint64_t> index = entry->second.directory_entry) {
       directory_->FreeEntry(*index);
+      const auto held = entries_of_uid_.find(entry->second.entry_uid);
+      if (--held->second == 0) entries_of_uid_.erase(held);
     }
     names_.erase(entry);
   }
@@ -111,7 +113,16 @@ void VersionStore::AssignEntry(NameEntry& entry, TensorVersion& version) {
     version.fast_path_id = 0;
     return;
   }
-  if (!entry.directory_entry) entry.directory_entry = directory_->AllocateEntry();
+  if (!entry.directory_entry) {
+    const auto held = entries_of_uid_.find(version.publisher_uid);
+    const bool share_left = max_entries_per_uid_ == 0 || held == entries_of_uid_.end() ||
+                            held->second < max_entries_per_uid_;
+    if (share_left) entry.directory_entry = directory_->AllocateEntry();
+    if (entry.directory_entry) {
+      entry.entry_uid = version.publisher_uid;
+      ++entries_of_uid_[version.publisher_uid];
+    }
+  }
   if (!entry.directory_entry) {
     if (!entry.refused_entry) ++refused_entries_;
     entry.refused_entry = true;

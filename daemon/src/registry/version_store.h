@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,8 +100,11 @@ struct NameEntry {
   std::uint64_t next_version = 1;
   // Its entry in the fast path's directory, when it has one.
   std::optional<std::uint64_t> directory_entry;
-  // A publish of it found the directory full (counted once per name).
+  // A publish of it found the directory full, or its uid's share taken (counted once per
+  // name).
   bool refused_entry = false;
+  // The uid its directory entry counts against (its publisher when it got the entry).
+  std::uint32_t entry_uid = 0;
 
   // The latest version, when it may still be acquired; null otherwise.
   [[nodiscard]] TensorVersion* Latest() const;
@@ -155,6 +159,9 @@ class VersionStore {
   }
   // Tries every pinned version again; returns how many stay pinned.
   std::size_t RescanPinned();
+  // The most directory entries the names of one publisher uid may hold at once (0: no
+  // limit): a name beyond it has no fast path, as when the directory is full.
+  void set_max_entries_per_uid(std::uint64_t max) { max_entries_per_uid_ = max; }
   // Called with each version as it is reclaimed, before it leaves the store.
   void set_reclaim_observer(std::function<void(const TensorVersion&)> observer) {
     reclaim_observer_ = std::move(observer);
@@ -223,6 +230,8 @@ class VersionStore {
   std::set<TensorVersion*> pinned_;
   std::uint64_t pinned_bytes_ = 0;
   std::uint64_t refused_entries_ = 0;
+  std::uint64_t max_entries_per_uid_ = 0;
+  std::unordered_map<std::uint32_t, std::uint64_t> entries_of_uid_;  // Uids holding some.
 };
 
 }  // namespace hurray::daemon
