@@ -33,16 +33,7 @@ int ThreadCount(pid_t pid) {
   return -1;
 }
 
-// The highest descriptor `pid` has open, plus one; 0 when none can be read.
-int DescriptorEnd(pid_t pid) {
-  int end = 0;
-  std::error_code ignored;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ignored)) {
-    end = std::max(end, std::stoi(entry.path().filename().string()) + 1);
-  }
-  return end;
-}
+using ::hurray::testing::DescriptorEnd;
 
 // Raises this process's soft RLIMIT_NOFILE to at least `needed`; false when the hard limit
 // is lower.

@@ -38,16 +38,7 @@ int DescriptorCount(pid_t pid) {
   return error ? -1 : count;
 }
 
-// The highest descriptor `pid` has open, plus one.
-int DescriptorEnd(pid_t pid) {
-  int end = 0;
-  std::error_code ignored;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ignored)) {
-    end = std::max(end, std::stoi(entry.path().filename().string()) + 1);
-  }
-  return end;
-}
+using ::hurray::testing::DescriptorEnd;
 
 // VmRSS of `pid`, in bytes; 0 when it cannot be read.
 std::uint64_t ResidentBytes(pid_t pid) {

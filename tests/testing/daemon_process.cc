@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -199,6 +200,16 @@ Status DaemonProcess::StopAndCheck() {
         fmt::format("hurrayd left {} segment(s) in /dev/shm, first {}", left.size(), left.front()));
   }
   return {};
+}
+
+int DescriptorEnd(pid_t pid) {
+  int end = 0;
+  std::error_code ignored;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ignored)) {
+    end = std::max(end, std::stoi(entry.path().filename().string()) + 1);
+  }
+  return end;
 }
 
 }  // namespace hurray::testing

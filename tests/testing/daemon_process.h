@@ -113,4 +113,7 @@ class DaemonProcess {
   std::optional<Status> stop_result_;  // Set by the first Stop.
 };
 
+// The highest descriptor process `pid` has open, plus one; 0 when none can be read.
+int DescriptorEnd(pid_t pid);
+
 }  // namespace hurray::testing

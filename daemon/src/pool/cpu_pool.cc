@@ -66,6 +66,18 @@ struct SegmentPlan {
   std::uint64_t segment_count = 0;
 };
 
+// Whether ids from options.first_segment_id leave room for `segment_count` segments.
+Status CheckFirstSegmentId(const CpuPool::Options& options, std::uint64_t segment_count,
+                           const std::string& where) {
+  if (options.first_segment_id == 0 ||
+      options.first_segment_id > UINT64_MAX - (segment_count - 1)) {
+    return InvalidArgumentError(
+        fmt::format("{}first_segment_id {} leaves no room for {} segment ids above 0", where,
+                    options.first_segment_id, segment_count));
+  }
+  return {};
+}
+
 // Checks `options` (already resolved to their page size) and cuts the capacity into
 // segments. `where` ("pool cpu: ") begins every message.
 Result<SegmentPlan> PlanSegments(const CpuPool::Options& options, const std::string& where) {
@@ -95,12 +107,7 @@ Result<SegmentPlan> PlanSegments(const CpuPool::Options& options, const std::str
         "{}segment_size {} makes {} segments of capacity {}, above the maximum {}", where,
         plan.segment_bytes, plan.segment_count, plan.capacity, CpuPool::kMaxSegments));
   }
-  if (options.first_segment_id == 0 ||
-      options.first_segment_id > UINT64_MAX - (plan.segment_count - 1)) {
-    return InvalidArgumentError(
-        fmt::format("{}first_segment_id {} leaves no room for {} segment ids above 0", where,
-                    options.first_segment_id, plan.segment_count));
-  }
+  HURRAY_RETURN_IF_ERROR(CheckFirstSegmentId(options, plan.segment_count, where));
   return plan;
 }
 
@@ -185,12 +192,7 @@ Result<SegmentPlan> AdoptedPlan(const CpuPool::Options& options, const std::stri
     plan.capacity += file.size;
     plan.segment_bytes = std::max(plan.segment_bytes, file.size);
   }
-  if (options.first_segment_id == 0 ||
-      options.first_segment_id > UINT64_MAX - (plan.segment_count - 1)) {
-    return InvalidArgumentError(
-        fmt::format("{}first_segment_id {} leaves no room for {} segment ids above 0", where,
-                    options.first_segment_id, plan.segment_count));
-  }
+  HURRAY_RETURN_IF_ERROR(CheckFirstSegmentId(options, plan.segment_count, where));
   return plan;
 }
 
