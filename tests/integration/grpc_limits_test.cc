@@ -237,8 +237,11 @@ TEST_F(SlowWatcherTest, NeverReadWatchersAreDroppedAtTheirByteBoundAndMemoryStay
             << "-byte name with " << kWatchers << " never-read watchers" << '\n'
             << std::flush;
   // Queued without bound, the 20 watchers would hold about 56 MB of these events; dropped at
-  // 64 KiB each, they hold about 1 MiB.
+  // 64 KiB each, they hold about 1 MiB. (A sanitized daemon keeps what it frees in
+  // AddressSanitizer's quarantine: its RSS measures that, not the queues.)
+#ifndef HURRAY_SANITIZED
   EXPECT_LT(rss_after, rss_before + (std::uint64_t{16} << 20));
+#endif
   // Each stream, read at last, ends with the bound named, long before the last event.
   for (int i = 0; i < kWatchers; ++i) {
     v1::WatchEvent event;
