@@ -16,7 +16,7 @@ std::uint32_t LeaseScanner::Remove(std::uint64_t session_id) {
   if (found == pages_.end()) return 0;
   const std::uint32_t slots = found->second.page.slot_count();
   slots_ -= slots;
-  if (found->second.was_read) std::erase(read_, &found->second);
+  if (!found->second.read.empty()) std::erase(read_, &found->second);
   auto sessions = sessions_of_uid_.find(found->second.uid);
   std::erase(sessions->second, session_id);
   if (sessions->second.empty()) sessions_of_uid_.erase(sessions);
@@ -26,10 +26,9 @@ std::uint32_t LeaseScanner::Remove(std::uint64_t session_id) {
 
 bool LeaseScanner::PageNames(Page& page, std::uint64_t version_id) {
   if (!rescanning_) return page.page.Names(version_id);
-  if (!page.was_read) {
+  if (page.read.empty()) {
     page.read = page.page.Values();
     std::ranges::sort(page.read);
-    page.was_read = true;
     read_.push_back(&page);
   }
   return std::ranges::binary_search(page.read, version_id);
@@ -51,10 +50,7 @@ std::optional<uid_t> LeaseScanner::Names(std::uint64_t version_id,
 void LeaseScanner::BeginRescan() { rescanning_ = true; }
 
 void LeaseScanner::EndRescan() {
-  for (Page* page : read_) {
-    page->read = {};
-    page->was_read = false;
-  }
+  for (Page* page : read_) page->read = {};
   read_.clear();
   rescanning_ = false;
 }

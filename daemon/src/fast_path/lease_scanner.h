@@ -49,8 +49,9 @@ class LeaseScanner {
   struct Page {
     LeasePage page;
     uid_t uid = 0;
-    std::vector<std::uint64_t> read;  // Its slots' values, sorted, within a rescan.
-    bool was_read = false;
+    // Its slots' values, sorted, once read within a rescan (never empty then: a page has a
+    // slot at least); empty otherwise.
+    std::vector<std::uint64_t> read;
   };
 
   [[nodiscard]] bool PageNames(Page& page, std::uint64_t version_id);

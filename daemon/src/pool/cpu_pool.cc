@@ -16,6 +16,7 @@
 
 #include "hurray/checked_math.h"
 #include "hurray/ipc/errno_error.h"
+#include "pool/segment_place.h"
 
 namespace hurray::daemon {
 namespace {
@@ -187,7 +188,7 @@ Result<SegmentPlan> AdoptedPlan(const CpuPool::Options& options, const std::stri
         file.size > UINT64_MAX - plan.capacity) {
       return FailedPreconditionError(
           fmt::format("{}cannot adopt segment {} of {} bytes: not a whole number of {}-byte pages",
-                      where, file.path.substr(0, 200), file.size, options.page_size));
+                      where, BoundedExcerpt(file.path), file.size, options.page_size));
     }
     plan.capacity += file.size;
     plan.segment_bytes = std::max(plan.segment_bytes, file.size);

@@ -520,21 +520,18 @@ std::size_t Registry::RescanPinnedLocked() {
 
 void Registry::OnRescanTimer() {
   std::lock_guard lock(mutex_);
-  rescan_armed_ = false;
+  // rescan_armed_ stays set through the rescan, so that the pins it finds arm nothing: the
+  // next rescan is armed below, once its delay is known.
   const std::size_t before = versions_.pinned_count();
+  const std::size_t pinned = RescanPinnedLocked();
   // The next rescan comes after rescan_interval while this one freed something, and later
   // and later (up to kMaxRescanBackoff times it) while pins only stay: pins held for long
   // cost ever fewer scans.
   const auto interval = options_.fast_path.rescan_interval;
-  rescan_delay_ = std::min(rescan_delay_ * 2, interval * kMaxRescanBackoff);
-  if (RescanPinnedLocked() < before) {
-    rescan_delay_ = interval;
-    if (versions_.pinned_count() != 0) {  // Armed already with the old delay: sooner now.
-      rescan_timer_.cancel();
-      rescan_armed_ = false;
-      ArmRescanLocked();
-    }
-  }
+  rescan_delay_ =
+      pinned < before ? interval : std::min(rescan_delay_ * 2, interval * kMaxRescanBackoff);
+  rescan_armed_ = false;
+  if (pinned != 0) ArmRescanLocked();
 }
 
 std::uint64_t Registry::NextFastPathIdLocked(const TensorVersion& version) {
