@@ -513,6 +513,7 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
     }
     return std::unexpected(response.error());
   }
+  cache_->ForgetOtherEpochs(response->daemon_epoch());
   // Only a reply for the latest version replaces the cached one.
   auto view =
       TensorViewAccess::FromReply(connection_, *response, response->daemon_epoch(),

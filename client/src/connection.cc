@@ -106,6 +106,13 @@ Result<std::shared_ptr<client::SessionConnection>> Connection::Session(bool prob
         session_->daemon_epoch(), fresh.error().ToString()));
   }
   session_ = std::move(*fresh);
+  {
+    // The old daemon's segments stay mapped only by the tensors and views that hold them,
+    // so that their epoch hold closes with the last of those.
+    std::lock_guard mappings_lock(mutex_);
+    mappings_.clear();
+    mappings_epoch_ = session_->daemon_epoch();
+  }
   // The gRPC channel lost its connection with the old daemon and may be waiting out a
   // reconnect backoff: the new daemon listens now, so the next rpc may connect at once.
   grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
@@ -283,7 +290,8 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   // declines (hugetlbfs needs none, a tmpfs policy may refuse) leaves a working mapping.
   if (granted->page_size >= kHugePageBytes) (void)::madvise(base, granted->size, MADV_HUGEPAGE);
   const bool sealed = granted->kind == v1::SEGMENT_KIND_SEALED_MEMFD;
-  auto mapping = std::make_shared<Mapping>(base, granted->size, writable, sealed);
+  auto mapping =
+      std::make_shared<Mapping>(base, granted->size, writable, sealed, session->epoch_hold());
   if (!sealed) mappings_.emplace(key, mapping);
   return mapping;
 }

@@ -26,8 +26,15 @@ namespace hurray::client_internal {
 class Mapping {
  public:
   // `sealed`: a sealed pool's memfd (one buffer), which the connection does not cache.
-  Mapping(void* base, std::uint64_t size, bool writable, bool sealed)
-      : base_(base), size_(size), writable_(writable), sealed_(sealed) {}
+  // `epoch_hold`: the granting session's (SessionConnection::epoch_hold), kept open until the
+  // mapping is gone.
+  Mapping(void* base, std::uint64_t size, bool writable, bool sealed,
+          std::shared_ptr<const UniqueFd> epoch_hold = nullptr)
+      : base_(base),
+        size_(size),
+        writable_(writable),
+        sealed_(sealed),
+        epoch_hold_(std::move(epoch_hold)) {}
   ~Mapping();
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -42,6 +49,7 @@ class Mapping {
   std::uint64_t size_;
   bool writable_;
   bool sealed_;
+  std::shared_ptr<const UniqueFd> epoch_hold_;  // Closed after the munmap (~Mapping).
 };
 
 // Fills this process's page tables for [data, data + size) of a mapping, so that reading it

@@ -140,7 +140,9 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .refused_connection_count = reply.refused_connection_count(),
                     .lost_tensor_count = reply.lost_tensor_count(),
                     .adopted_tensor_count = reply.adopted_tensor_count(),
-                    .fast_path = FastPathStatsFromProto(reply)};
+                    .fast_path = FastPathStatsFromProto(reply),
+                    .earlier_epoch_held_versions = reply.earlier_epoch_held_versions(),
+                    .earlier_epoch_held_bytes = reply.earlier_epoch_held_bytes()};
   for (const v1::UidUsage& usage : reply.uids()) {
     stats.uids.push_back(UidUsage{.uid = usage.uid(),
                                   .pending_bytes = usage.pending_bytes(),

@@ -71,6 +71,7 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   hello.set_request_id(0);
   hello.mutable_hello()->set_protocol_version(kSessionProtocolVersion);
   hello.mutable_hello()->set_client_name(std::string(client_name));
+  hello.mutable_hello()->set_hold_epoch(true);
   std::vector<std::uint8_t> buffer;
   const Status sent = Send(socket->get(), hello, buffer);
   if (!sent && sent.error().code() != StatusCode::kUnavailable) {
@@ -96,21 +97,24 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
   return std::unique_ptr<SessionConnection>(
       new SessionConnection(std::move(*socket), std::move(reader), welcome.token(),
-                            welcome.session_id(), welcome.daemon_epoch(), credentials));
+                            welcome.session_id(), welcome.daemon_epoch(), credentials,
+                            std::move(reply->fd)));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                                      std::uint64_t session_id, std::uint64_t daemon_epoch,
-                                     PeerCredentials credentials)
+                                     PeerCredentials credentials, UniqueFd epoch_hold)
     : token_(std::move(token)),
       session_id_(session_id),
       daemon_epoch_(daemon_epoch),
       credentials_(credentials),
+      epoch_hold_(epoch_hold ? std::make_shared<const UniqueFd>(std::move(epoch_hold)) : nullptr),
       socket_(std::move(socket)),
       reader_(std::move(reader)) {}
 
 Error SessionConnection::BreakLocked(Error cause) {
   socket_.Reset();
+  epoch_hold_.reset();
   broken_ = cause;
   open_.store(false, std::memory_order_release);
   return cause;

@@ -95,6 +95,14 @@ class SessionConnection {
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
   // This process as the daemon saw it (SO_PEERCRED).
   [[nodiscard]] const PeerCredentials& peer_credentials() const { return credentials_; }
+  // The daemon's epoch hold (SessionHello.hold_epoch), or null when it sent none or the
+  // session has ended: every mapping of memory this daemon grants keeps it, so that a
+  // restarted daemon reuses none of that memory while this process may still read it. The
+  // session lets go of its own reference when it ends, so that only the mappings keep it.
+  [[nodiscard]] std::shared_ptr<const UniqueFd> epoch_hold() {
+    std::lock_guard lock(mutex_);
+    return epoch_hold_;
+  }
 
   // A descriptor on segment `segment_id`, read-write when `writable`. The daemon's error
   // with its code (NOT_FOUND, PERMISSION_DENIED, ...) when it refuses; UNAVAILABLE once the
@@ -154,12 +162,13 @@ class SessionConnection {
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                     std::uint64_t session_id, std::uint64_t daemon_epoch,
-                    PeerCredentials credentials);
+                    PeerCredentials credentials, UniqueFd epoch_hold);
 
   const std::string token_;
   const std::uint64_t session_id_;
   const std::uint64_t daemon_epoch_;
   const PeerCredentials credentials_;
+  std::shared_ptr<const UniqueFd> epoch_hold_;  // Guarded by mutex_.
 
   // Closes the socket after a failure that leaves the stream unusable; later calls fail
   // with UNAVAILABLE naming `cause`. Returns `cause`.

@@ -25,11 +25,8 @@ std::shared_ptr<const DecodedTensor> TensorCache::Find(std::string_view name,
 
 void TensorCache::Insert(std::shared_ptr<const DecodedTensor> tensor) {
   if (!tensor->cacheable()) return;
+  ForgetOtherEpochs(tensor->daemon_epoch);
   std::lock_guard lock(mutex_);
-  if (tensor->daemon_epoch != epoch_) {
-    tensors_.clear();
-    epoch_ = tensor->daemon_epoch;
-  }
   const auto found = tensors_.find(std::string_view(tensor->name));
   if (found != tensors_.end()) {
     found->second = std::move(tensor);
@@ -44,6 +41,14 @@ void TensorCache::Erase(std::string_view name, std::uint64_t epoch) {
   std::lock_guard lock(mutex_);
   if (epoch != epoch_) return;
   if (const auto found = tensors_.find(name); found != tensors_.end()) tensors_.erase(found);
+}
+
+void TensorCache::ForgetOtherEpochs(std::uint64_t epoch) {
+  decltype(tensors_) forgotten;  // Unmapped after the lock is released.
+  std::lock_guard lock(mutex_);
+  if (epoch == epoch_) return;
+  forgotten.swap(tensors_);
+  epoch_ = epoch;
 }
 
 }  // namespace hurray::client_internal

@@ -37,6 +37,9 @@ class TensorCache {
   void Insert(std::shared_ptr<const DecodedTensor> tensor);
   // Forgets `name`'s tensor of epoch `epoch` (the daemon said the name is gone).
   void Erase(std::string_view name, std::uint64_t epoch);
+  // Forgets every tensor of another epoch than `epoch` (the daemon restarted: their ids name
+  // nothing now, and their mappings would keep the earlier daemon's memory held).
+  void ForgetOtherEpochs(std::uint64_t epoch);
 
  private:
   // Lets the map be searched by string_view.

@@ -52,6 +52,9 @@ namespace {
 
 // The most often the daemon looks for idle slabs.
 constexpr std::chrono::milliseconds kMinSlabCheck{100};
+// How often a restarted daemon asks whether the clients of an earlier one still hold their
+// hold (EpochHolds): what it held for them is freed within this of their last letting go.
+constexpr std::chrono::milliseconds kEarlierHoldCheck{500};
 // What the CPU pool reserves before the daemon serves (about 0.15 s on tmpfs), so that a
 // client's first tensors fit at once; the rest is reserved in the background.
 constexpr std::uint64_t kReservedBeforeServing = std::uint64_t{128} << 20;
@@ -234,7 +237,16 @@ Status Daemon::StartParts() {
               .lease_slots = config_.fast_path.lease_slots,
               .rescan_interval = std::chrono::milliseconds(config_.fast_path.rescan_interval_ms),
               .max_entries_per_uid = config_.fast_path.max_entries_per_uid}});
-  const Registry::Adoption adoption = registry_->Adopt(std::move(journaled_versions_));
+  const bool earlier_held = epoch_holds_->earlier_held();
+  const Registry::Adoption adoption =
+      registry_->Adopt(std::move(journaled_versions_), retained_versions_, earlier_held);
+  if (earlier_held) {
+    spdlog::info(
+        "restart: clients of an earlier hurrayd may still map its memory: {} retired tensor "
+        "versions, and the adopted ones as they retire, keep their memory until they let go",
+        retained_versions_.size());
+  }
+  retained_versions_.clear();
   if (!adoption.adopted.empty() || adoption.lost != 0) {
     spdlog::info("restart: {} tensors of the daemon before served again, {} lost",
                  adoption.adopted.size(), adoption.lost);
@@ -297,11 +309,13 @@ Status Daemon::CreatePools() {
   auto pools = std::make_unique<PoolSet>();
   HURRAY_ASSIGN_OR_RETURN(state_directory_, StateDirectory::Open(config_.state_directory));
   HURRAY_RETURN_IF_ERROR(CreateFastPathDirectory(*state_directory_));
+  HURRAY_ASSIGN_OR_RETURN(epoch_holds_, EpochHolds::Open(state_directory_->directory(), epoch_));
   HURRAY_ASSIGN_OR_RETURN(RestartedCpuPool cpu_pool,
                           CreateCpuPool(config_.cpu_pool, *state_directory_, config_.journal_sync));
   cpu_pool_ = cpu_pool.pool.get();
   journal_ = std::move(cpu_pool.journal);
   journaled_versions_ = std::move(cpu_pool.versions);
+  retained_versions_ = std::move(cpu_pool.retained);
   pools->Add(std::move(cpu_pool.pool));
   if (config_.sealed_pool.capacity_bytes != 0) {
     auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes,
@@ -339,6 +353,22 @@ Status Daemon::CreateFastPathDirectory(const StateDirectory& state) {
   fast_path_directory_ = std::move(*directory);
   fast_path_record_ = state.directory().PathOf(kRecord);
   return {};
+}
+
+void Daemon::RecheckEarlierHoldsEvery(std::chrono::milliseconds period) {
+  epoch_hold_timer_->expires_after(period);
+  epoch_hold_timer_->async_wait([this, period](const boost::system::error_code& error) {
+    if (error) return;
+    if (epoch_holds_->Recheck()) {
+      RecheckEarlierHoldsEvery(period);
+      return;
+    }
+    const std::size_t freed = registry_->ReleaseEarlierEpochs();
+    spdlog::info(
+        "restart: no client of an earlier hurrayd maps its memory any more; {} retired tensor "
+        "versions held for them were freed",
+        freed);
+  });
 }
 
 void Daemon::ReleaseIdleSlabsEvery(std::chrono::milliseconds period) {
@@ -420,7 +450,8 @@ Status Daemon::StartSessions() {
                              .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
                              .frame_timeout = std::chrono::milliseconds(config_.frame_timeout_ms),
                              .event_loops = config_.io_threads,
-                             .reserved_descriptors = config_.reserved_descriptors}));
+                             .reserved_descriptors = config_.reserved_descriptors},
+                            epoch_holds_->hold()));
   return ApplySocketGroup(session_server_->socket_path());
 }
 
@@ -447,6 +478,10 @@ Status Daemon::StartMetrics() {
 void Daemon::StartIo() {
   signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
   WaitForSignal();
+  if (epoch_holds_->earlier_held()) {
+    epoch_hold_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+    RecheckEarlierHoldsEvery(kEarlierHoldCheck);
+  }
   if (!cuda_pools_.empty()) {
     // Empty slabs go back to the device between idle_slab_release_ms and 1.5 times it.
     slab_release_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
@@ -612,6 +647,7 @@ void Daemon::Shutdown() {
     ::unlink(fast_path_record_.c_str());
   }
   slab_release_timer_.reset();
+  epoch_hold_timer_.reset();
   cuda_pools_.clear();
   KeepSegmentsOfLiveTensors();
   cpu_pool_ = nullptr;
@@ -661,6 +697,7 @@ void Daemon::StopSessions() {
 void Daemon::StopIo() {
   if (signals_) signals_->cancel();
   if (slab_release_timer_) slab_release_timer_->cancel();
+  if (epoch_hold_timer_) epoch_hold_timer_->cancel();
   io_.stop();
   for (auto& thread : io_threads_) thread.join();
   io_threads_.clear();

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "hurray/error.h"
+#include "journal/epoch_holds.h"
 #include "journal/journal_record.h"
 #include "journal/state_directory.h"
 #include "socket_group.h"
@@ -148,6 +149,9 @@ class Daemon {
   void StopIo();
   // As the daemon stops with tensors in its journal: the CPU pool's segments stay.
   void KeepSegmentsOfLiveTensors();
+  // Every `period`, until no earlier daemon's hold is held: then the registry frees what
+  // it held for their clients.
+  void RecheckEarlierHoldsEvery(std::chrono::milliseconds period);
 
   const Config config_;
   const std::uint64_t epoch_;
@@ -157,6 +161,12 @@ class Daemon {
   std::optional<StateDirectory> state_directory_;  // Locked while the daemon runs.
   std::unique_ptr<TensorJournal> journal_;         // Outlives registry_, which writes to it.
   std::vector<JournalRecord> journaled_versions_;  // For Registry::Adopt, once at start.
+  std::vector<JournalRecord> retained_versions_;   // For Registry::Adopt, once at start.
+  // This daemon's hold for its clients, and the earlier daemons' files still held.
+  std::optional<EpochHolds> epoch_holds_;
+  // Rechecks the earlier daemons' holds while some are held (with them: Registry::Adopt held
+  // their retired memory). Guarded by running on io_ only.
+  std::unique_ptr<boost::asio::steady_timer> epoch_hold_timer_;
   std::unique_ptr<PoolSet> pools_;
   CpuPool* cpu_pool_ = nullptr;                                    // Of pools_.
   std::vector<CudaPool*> cuda_pools_;                              // Of pools_.

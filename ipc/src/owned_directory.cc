@@ -1,5 +1,6 @@
 #include "hurray/ipc/owned_directory.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -214,6 +215,25 @@ Status OwnedDirectory::RemoveFile(std::string_view name) const {
     return std::unexpected(ErrnoError("unlinkat", PathOf(name), errno));
   }
   return {};
+}
+
+Result<std::vector<std::string>> OwnedDirectory::ListNames(std::string_view prefix) const {
+  // A description of its own: readdir's position is not shared with fd_.
+  UniqueFd listing(::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!listing) return std::unexpected(ErrnoError("openat", path_, errno));
+  DIR* directory = ::fdopendir(listing.get());
+  if (directory == nullptr) return std::unexpected(ErrnoError("fdopendir", path_, errno));
+  (void)listing.Release();  // closedir closes it.
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* entry = ::readdir(directory)) {
+    const std::string_view name(entry->d_name);
+    if (name != "." && name != ".." && name.starts_with(prefix)) names.emplace_back(name);
+  }
+  const int failed = errno;
+  ::closedir(directory);
+  if (failed != 0) return std::unexpected(ErrnoError("readdir", path_, failed));
+  return names;
 }
 
 }  // namespace hurray

@@ -259,6 +259,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_fast_path_pinned_bytes(29);
   reply.set_fast_path_scans(30);
   reply.set_fast_path_refused_names(31);
+  reply.set_earlier_epoch_held_versions(32);
+  reply.set_earlier_epoch_held_bytes(33);
   ExpectEveryFieldSet(reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
@@ -317,7 +319,9 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                                  .pinned_versions = 28,
                                  .pinned_bytes = 29,
                                  .scans = 30,
-                                 .refused_names = 31}}));
+                                 .refused_names = 31},
+                   .earlier_epoch_held_versions = 32,
+                   .earlier_epoch_held_bytes = 33}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {

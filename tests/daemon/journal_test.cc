@@ -54,7 +54,13 @@ TEST_F(JournalTest, RecordsRoundTrip) {
                                .segments = {{.path = "/dev/shm/x-00", .size = 4096}}};
   for (const JournalRecord& record :
        {Publish("ns/a", 3), segments,
-        JournalRecord{.kind = JournalRecord::Kind::kRemoval, .name = "ns/a", .number = 3}}) {
+        JournalRecord{.kind = JournalRecord::Kind::kRemoval, .name = "ns/a", .number = 3},
+        JournalRecord{.kind = JournalRecord::Kind::kRetained,
+                      .name = "ns/a",
+                      .number = 2,
+                      .publisher_uid = 7,
+                      .info_without_name = "v2"},
+        JournalRecord{.kind = JournalRecord::Kind::kFreed, .name = "ns/a", .number = 2}}) {
     ASSERT_OK_AND_ASSIGN(const JournalRecord decoded,
                          DecodeJournalRecord(EncodeJournalRecord(record)));
     EXPECT_EQ(decoded, record);
@@ -238,6 +244,51 @@ TEST_F(JournalTest, RecoverKeepsLatestLiveVersionOfEachName) {
   EXPECT_EQ(recovered.versions[0].info_without_name, "v2");
   ASSERT_EQ(recovered.segments.at("cpu").size(), 1u);
   EXPECT_EQ(recovered.segments.at("cpu")[0].size, 8192u);
+}
+
+// A retired version that kept its memory is recovered as retained until its memory is freed,
+// through compactions and into the snapshot of the daemon after.
+TEST_F(JournalTest, RetainedVersionsAreRecoveredUntilFreed) {
+  {
+    ASSERT_OK_AND_ASSIGN(
+        auto journal,
+        TensorJournal::Create({.path = path(), .sync = JournalSync::kNone, .compact_min_bytes = 4096},
+                              {}, {}));
+    TensorVersion held{.number = 1, .publisher_uid = 1000};
+    held.info_without_name = "v1";
+    ASSERT_OK(journal->RecordPublish("ns/held", held));
+    ASSERT_OK(journal->RecordPublish("ns/held", TensorVersion{.number = 2}));
+    journal->RecordRetained("ns/held", held);
+    ASSERT_OK(journal->RecordPublish("ns/freed", TensorVersion{.number = 1}));
+    journal->RecordRemoval("ns/freed", 1);
+    journal->RecordRetained("ns/freed", TensorVersion{.number = 1});
+    journal->RecordFreed("ns/freed", 1);
+    journal->RecordFreed("ns/never-retained", 1);  // Nothing to record.
+    for (std::uint64_t number = 3; number <= 300; ++number) {  // Compacts.
+      ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = number}));
+    }
+    EXPECT_EQ(journal->retained_version_count(), 1u);
+    EXPECT_LT(journal->file_bytes(), 8192u);
+  }
+  ASSERT_OK_AND_ASSIGN(RecoveredJournal recovered, RecoverJournal(path()));
+  ASSERT_EQ(recovered.retained.size(), 1u);
+  EXPECT_EQ(recovered.retained[0].kind, JournalRecord::Kind::kRetained);
+  EXPECT_EQ(recovered.retained[0].name, "ns/held");
+  EXPECT_EQ(recovered.retained[0].number, 1u);
+  EXPECT_EQ(recovered.retained[0].publisher_uid, 1000u);
+  EXPECT_EQ(recovered.retained[0].info_without_name, "v1");
+  EXPECT_EQ(recovered.versions.size(), 2u);  // ns/held v2, ns/churn v300.
+
+  // The next daemon's journal starts with it, and frees it.
+  ASSERT_OK_AND_ASSIGN(auto next, TensorJournal::Create({.path = path()}, {}, recovered.versions,
+                                                        recovered.retained));
+  EXPECT_EQ(next->retained_version_count(), 1u);
+  ASSERT_OK_AND_ASSIGN(const RecoveredJournal snapshot, RecoverJournal(path()));
+  EXPECT_EQ(snapshot.retained, recovered.retained);
+  next->RecordFreed("ns/held", 1);
+  ASSERT_OK_AND_ASSIGN(const RecoveredJournal after, RecoverJournal(path()));
+  EXPECT_TRUE(after.retained.empty());
+  EXPECT_EQ(after.versions.size(), 2u);
 }
 
 TEST_F(JournalTest, CompactionKeepsOnlyLiveRecords) {

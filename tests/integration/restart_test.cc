@@ -1,19 +1,48 @@
 // kill -9 of hurrayd, then a new daemon on the same state directory: every published CPU
 // tensor is served again, byte for byte, under the same name and version and a new epoch;
 // what was not published is gone; /dev/shm holds one pool's worth of segments however often
-// the daemon is killed.
+// the daemon is killed; and no view held across the kill changes, whatever the new daemon
+// allocates, until its holder lets go.
 #include <gmock/gmock.h>
 #include <sys/wait.h>
 
 #include <csignal>
 
 #include "integration_test.h"
+#include "test_tensors.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::integration {
 namespace {
 
-class RestartTest : public IntegrationTest {};
+class RestartTest : public IntegrationTest {
+ protected:
+  // Allocates every free range of the CPU pool, each filled from seed 99, as a new daemon
+  // would hand them out; returns the allocations (unpublished).
+  std::vector<WritableTensor> AllocateEverythingFree() {
+    std::vector<WritableTensor> taken;
+    for (int round = 0; round < 64; ++round) {
+      const std::uint64_t largest = CpuPool().largest_free_bytes;
+      if (largest < 4096) break;
+      auto tensor = client().Allocate(MakeByteTensor(largest));
+      if (!tensor) {
+        ADD_FAILURE() << "Allocate " << largest << ": " << tensor.error().ToString();
+        break;
+      }
+      FillBuffer(tensor->buffer(0), 99, 0);
+      taken.push_back(std::move(*tensor));
+    }
+    return taken;
+  }
+
+  // Every buffer of `view` holds what the produce agent wrote from `seed`.
+  static void ExpectIntact(const TensorView& view, std::uint64_t seed) {
+    for (std::size_t i = 0; i < view.buffer_count(); ++i) {
+      EXPECT_EQ(CheckBuffer(view.buffer(i), seed, i), "")
+          << view.name() << " v" << view.version() << " buffer " << i;
+    }
+  }
+};
 
 TEST_F(RestartTest, KilledDaemonsPublishedTensorsAreServedAgainByteForByte) {
   EXPECT_EQ(RunAgent({"produce", "rs/dense", "dense", "1"}), "version 1\n");
@@ -79,6 +108,69 @@ TEST_F(RestartTest, CleanStopKeepsTheSegmentsOfPublishedTensors) {
   const std::vector<std::string> segments = daemon().Segments();
   ASSERT_OK(daemon().Stop());
   EXPECT_EQ(daemon().Segments(), segments);
+}
+
+// Views held across a kill -9 by a process that goes on: one of a version retired before the
+// kill (kept then by the view's lease), one of a version served again and retired after it.
+// The restarted daemon hands out every other free byte, and neither view changes; once the
+// holder has dropped its views and made a call of the new daemon, the memory is free again.
+TEST_F(RestartTest, ViewsHeldAcrossAKillStayIntactUntilTheirHolderLetsGo) {
+  EXPECT_EQ(RunAgent({"produce", "rs/early", "dense", "31"}), "version 1\n");
+  EXPECT_EQ(RunAgent({"produce", "rs/late", "quantized", "32"}), "version 1\n");
+  std::unique_ptr<Client> holder = Connect("holder");
+  ASSERT_NE(holder, nullptr);
+  std::optional<TensorView> early = holder->Acquire("rs/early").value();
+  std::optional<TensorView> late = holder->Acquire("rs/late").value();
+  EXPECT_EQ(RunAgent({"produce", "rs/early", "dense", "33"}), "version 2\n");
+
+  ASSERT_NO_FATAL_FAILURE(KillAndRestartDaemon());
+  EXPECT_EQ(Stats().earlier_epoch_held_versions, 1u) << "rs/early v1";
+  EXPECT_EQ(RunAgent({"produce", "rs/late", "quantized", "34"}), "version 2\n");
+  const DaemonStats held = Stats();
+  EXPECT_EQ(held.earlier_epoch_held_versions, 2u) << "rs/early v1 and rs/late v1";
+  EXPECT_EQ(held.earlier_epoch_held_bytes, early->descriptor().buffers()[0].byte_size() +
+                                               late->descriptor().buffers()[0].byte_size() +
+                                               late->descriptor().buffers()[1].byte_size());
+  std::vector<WritableTensor> everything = AllocateEverythingFree();
+  EXPECT_FALSE(everything.empty());
+  ExpectIntact(*early, 31);
+  ExpectIntact(*late, 32);
+  everything.clear();
+
+  // Still held while the holder keeps a view, whatever else it does.
+  early.reset();
+  EXPECT_EQ(RunAgent({"consume", "rs/early", "33"}), "OK dense v2\n");
+  EXPECT_EQ(Stats().earlier_epoch_held_versions, 2u);
+  late.reset();
+  // Its next call reconnects, and its cached mappings of the old daemon go.
+  ASSERT_OK(holder->Acquire("rs/late", {.version = 2}));
+  EXPECT_TRUE(Eventually([&] { return Stats().earlier_epoch_held_versions == 0; }))
+      << Summary(Stats());
+  EXPECT_EQ(Stats().earlier_epoch_held_bytes, 0u);
+  holder.reset();
+  ASSERT_OK(client().Delete("rs/early"));
+  ASSERT_OK(client().Delete("rs/late"));
+  ExpectEverythingReturned();
+}
+
+// A holder that dies lets go as surely as one that drops its views, and a daemon killed again
+// meanwhile keeps holding for it.
+TEST_F(RestartTest, MemoryHeldForAKilledHolderIsFreedWhenItDies) {
+  // A published tensor, so that the restarts adopt the segments.
+  EXPECT_EQ(RunAgent({"produce", "rs/stays", "dense", "40"}), "version 1\n");
+  EXPECT_EQ(RunAgent({"produce", "rs/gone", "dense", "41"}), "version 1\n");
+  ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", "rs/gone"}));
+  ExpectLine(holder, "holding 1");
+  ASSERT_OK(client().Delete("rs/gone"));
+  ASSERT_NO_FATAL_FAILURE(KillAndRestartDaemon());
+  EXPECT_EQ(Stats().earlier_epoch_held_versions, 1u);
+  ASSERT_NO_FATAL_FAILURE(KillAndRestartDaemon());
+  EXPECT_EQ(Stats().earlier_epoch_held_versions, 1u) << "held through a second kill";
+  holder.Kill();
+  EXPECT_TRUE(Eventually([&] { return Stats().earlier_epoch_held_versions == 0; }))
+      << Summary(Stats());
+  ASSERT_OK(client().Delete("rs/stays"));
+  ExpectEverythingReturned();
 }
 
 }  // namespace

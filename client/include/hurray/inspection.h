@@ -242,6 +242,10 @@ struct DaemonStats {
   std::uint64_t adopted_tensor_count = 0;
   // The fast path (docs/fast-path.md); all 0 when it is off.
   FastPathStats fast_path;
+  // Retired versions whose memory stays out of use because clients of an earlier daemon on
+  // this state directory may still map them, and their bytes (docs/reliability.md).
+  std::uint64_t earlier_epoch_held_versions = 0;
+  std::uint64_t earlier_epoch_held_bytes = 0;
 
   friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
 };

@@ -98,7 +98,8 @@ Result<RestartedCpuPool> RestartCpuPool(const StateDirectory& state, JournalSync
           restarted.journal,
           TensorJournal::Create(journal_options,
                                 PoolSegments(options.name, (*pool)->SegmentFiles()),
-                                restarted.versions));
+                                restarted.versions, recovered.retained));
+      restarted.retained = std::move(recovered.retained);
       restarted.pool = std::move(*pool);
       restarted.adopted = true;
       return restarted;

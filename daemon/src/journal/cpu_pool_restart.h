@@ -20,6 +20,9 @@ struct RestartedCpuPool {
   // The versions the journal kept (of every pool), for Registry::Adopt: the CPU ones find
   // their memory in `pool` only when it adopted the old segments.
   std::vector<JournalRecord> versions;
+  // When the pool adopted the old segments: the versions retired but still mapped when the
+  // earlier daemon ended (kRetained), whose memory Registry::Adopt holds for its clients.
+  std::vector<JournalRecord> retained;
   bool adopted = false;  // The pool is the earlier daemon's segments.
 };
 

@@ -11,8 +11,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "the journal is little-endian");
 
 // Every record starts with this header; then the name's bytes, then the kind's part:
-// kPublish: the stored TensorInfo, to the end; kSegments: `count` SegmentEntry, each followed
-// by its name's bytes; kRemoval: nothing.
+// kPublish and kRetained: the stored TensorInfo, to the end; kSegments: `count` SegmentEntry,
+// each followed by its name's bytes; kRemoval and kFreed: nothing.
 struct RecordHeader {
   std::uint32_t kind = 0;
   std::uint32_t publisher_uid = 0;
@@ -32,6 +32,10 @@ struct SegmentEntry {
 static_assert(std::is_trivially_copyable_v<SegmentEntry> && sizeof(SegmentEntry) == 16);
 
 constexpr std::uint32_t kEvictableFlag = 1;
+
+bool CarriesTensorInfo(JournalRecord::Kind kind) {
+  return kind == JournalRecord::Kind::kPublish || kind == JournalRecord::Kind::kRetained;
+}
 
 template <typename T>
 void Put(std::string& out, const T& value) {
@@ -88,7 +92,7 @@ std::string EncodeJournalRecord(const JournalRecord& record) {
   std::string out;
   Put(out, header);
   out += record.name;
-  if (record.kind == JournalRecord::Kind::kPublish) out += record.info_without_name;
+  if (CarriesTensorInfo(record.kind)) out += record.info_without_name;
   for (const JournaledSegment& segment : record.segments) {
     Put(out, SegmentEntry{.size = segment.size,
                           .name_bytes = static_cast<std::uint32_t>(segment.path.size())});
@@ -102,9 +106,8 @@ Result<JournalRecord> DecodeJournalRecord(std::string_view payload) {
   HURRAY_ASSIGN_OR_RETURN(const RecordHeader header, reader.Get<RecordHeader>("the header"));
   JournalRecord record;
   record.kind = static_cast<JournalRecord::Kind>(header.kind);
-  if (record.kind != JournalRecord::Kind::kSegments &&
-      record.kind != JournalRecord::Kind::kPublish &&
-      record.kind != JournalRecord::Kind::kRemoval) {
+  if (header.kind < static_cast<std::uint32_t>(JournalRecord::Kind::kSegments) ||
+      header.kind > static_cast<std::uint32_t>(JournalRecord::Kind::kFreed)) {
     return DataLossError(fmt::format("journal record: unknown kind {}", header.kind));
   }
   if ((header.flags & ~kEvictableFlag) != 0) {
@@ -122,7 +125,7 @@ Result<JournalRecord> DecodeJournalRecord(std::string_view payload) {
     return DataLossError(
         fmt::format("journal record: count {} in a record of kind {}", header.count, header.kind));
   }
-  if (record.kind == JournalRecord::Kind::kPublish) {
+  if (CarriesTensorInfo(record.kind)) {
     record.info_without_name = reader.rest();
   } else if (!reader.rest().empty()) {
     return DataLossError(

@@ -30,6 +30,13 @@ struct JournalRecord {
     kPublish = 2,
     // Version `number` of tensor `name` was deleted.
     kRemoval = 3,
+    // Version `number` of tensor `name`, superseded or deleted, keeps its memory: a lease or
+    // lease page of this daemon, or a client of an earlier one, may still map it. The same
+    // fields as its kPublish (`info_without_name` holds its buffers' locations), so that a
+    // restarted daemon that adopts the segments keeps those ranges out of use.
+    kRetained = 4,
+    // The memory of version `number` of tensor `name` (a kRetained) went back to its pool.
+    kFreed = 5,
   };
 
   Kind kind = Kind::kPublish;

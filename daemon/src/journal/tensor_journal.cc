@@ -12,8 +12,9 @@ namespace {
 constexpr std::chrono::milliseconds kBatchSyncInterval{100};
 constexpr std::uint64_t kFrameBytes = 16;
 
-JournalRecord PublishRecord(const std::string& name, const TensorVersion& version) {
-  return JournalRecord{.kind = JournalRecord::Kind::kPublish,
+JournalRecord VersionRecord(JournalRecord::Kind kind, const std::string& name,
+                            const TensorVersion& version) {
+  return JournalRecord{.kind = kind,
                        .name = name,
                        .number = version.number,
                        .publisher_uid = version.publisher_uid,
@@ -22,9 +23,11 @@ JournalRecord PublishRecord(const std::string& name, const TensorVersion& versio
                        .info_without_name = version.info_without_name};
 }
 
+using RetainedRecords = std::map<std::pair<std::string, std::uint64_t>, JournalRecord>;
+
 // Applies one decoded record to what survives.
 void Replay(JournalRecord record, RecoveredJournal& state,
-            std::map<std::string, std::size_t, std::less<>>& latest) {
+            std::map<std::string, std::size_t, std::less<>>& latest, RetainedRecords& retained) {
   switch (record.kind) {
     case JournalRecord::Kind::kSegments:
       state.segments.insert_or_assign(record.name, std::move(record.segments));
@@ -46,6 +49,14 @@ void Replay(JournalRecord record, RecoveredJournal& state,
       }
       return;
     }
+    case JournalRecord::Kind::kRetained: {
+      std::pair key(record.name, record.number);
+      retained.insert_or_assign(std::move(key), std::move(record));
+      return;
+    }
+    case JournalRecord::Kind::kFreed:
+      retained.erase(std::pair(record.name, record.number));
+      return;
   }
 }
 
@@ -71,20 +82,22 @@ Result<RecoveredJournal> RecoverJournal(const std::string& path, JournalFile::Da
   state.record_count = contents->records.size();
   state.ignored_bytes = contents->ignored_bytes;
   std::map<std::string, std::size_t, std::less<>> latest;
+  RetainedRecords retained;
   for (std::size_t i = 0; i < contents->records.size(); ++i) {
     Result<JournalRecord> record = DecodeJournalRecord(contents->records[i]);
     if (!record && damage == JournalFile::Damage::kSkip) continue;
     if (!record) return refused(record.error().WithContext(fmt::format("{} record {}", path, i)));
-    Replay(std::move(*record), state, latest);
+    Replay(std::move(*record), state, latest, retained);
   }
   std::erase_if(state.versions, [](const JournalRecord& record) { return record.number == 0; });
+  for (auto& [key, record] : retained) state.retained.push_back(std::move(record));
   return state;
 }
 
 Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
     Options options,
     const std::map<std::string, std::vector<JournaledSegment>, std::less<>>& segments,
-    const std::vector<JournalRecord>& versions) {
+    const std::vector<JournalRecord>& versions, const std::vector<JournalRecord>& retained) {
   std::vector<std::string> segment_records;
   segment_records.reserve(segments.size());
   for (const auto& [pool, files] : segments) {
@@ -96,26 +109,34 @@ Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
     live.insert_or_assign(version.name,
                           Live{.number = version.number, .payload = EncodeJournalRecord(version)});
   }
-  std::vector<std::string> snapshot = segment_records;
-  for (const auto& [name, entry] : live) snapshot.push_back(entry.payload);
-  HURRAY_ASSIGN_OR_RETURN(JournalFile file, JournalFile::Replace(options.path, snapshot));
-  return std::unique_ptr<TensorJournal>(new TensorJournal(
-      std::move(options), std::move(file), std::move(segment_records), std::move(live)));
+  std::map<RetainedKey, std::string> kept;
+  for (const JournalRecord& version : retained) {
+    kept.insert_or_assign(RetainedKey(version.name, version.number), EncodeJournalRecord(version));
+  }
+  HURRAY_ASSIGN_OR_RETURN(JournalFile file,
+                          JournalFile::Replace(options.path, Snapshot(segment_records, kept, live)));
+  return std::unique_ptr<TensorJournal>(new TensorJournal(std::move(options), std::move(file),
+                                                          std::move(segment_records),
+                                                          std::move(live), std::move(kept)));
 }
 
 TensorJournal::TensorJournal(Options options, JournalFile file,
                              std::vector<std::string> segment_records,
-                             std::map<std::string, Live, std::less<>> live)
+                             std::map<std::string, Live, std::less<>> live,
+                             std::map<RetainedKey, std::string> retained)
     : options_(std::move(options)),
       segment_records_(std::move(segment_records)),
       file_(std::make_shared<JournalFile>(std::move(file))),
       live_(std::move(live)),
+      retained_(std::move(retained)),
       last_sync_(std::chrono::steady_clock::now()) {
   for (const auto& [name, entry] : live_) live_bytes_ += kFrameBytes + entry.payload.size();
+  for (const auto& [key, payload] : retained_) live_bytes_ += kFrameBytes + payload.size();
 }
 
 Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion& version) {
-  std::string payload = EncodeJournalRecord(PublishRecord(name, version));
+  std::string payload =
+      EncodeJournalRecord(VersionRecord(JournalRecord::Kind::kPublish, name, version));
   std::lock_guard lock(mutex_);
   if (Status appended = AppendLocked(payload); !appended) {
     return std::unexpected(appended.error().WithContext(
@@ -145,6 +166,38 @@ void TensorJournal::RecordRemoval(const std::string& name, std::uint64_t number)
   }
   live_bytes_ -= kFrameBytes + found->second.payload.size();
   live_.erase(found);
+  CompactLocked();
+}
+
+void TensorJournal::RecordRetained(const std::string& name, const TensorVersion& version) {
+  std::string payload =
+      EncodeJournalRecord(VersionRecord(JournalRecord::Kind::kRetained, name, version));
+  std::lock_guard lock(mutex_);
+  if (Status appended = AppendLocked(payload); !appended) {
+    spdlog::error(
+        "the journal cannot record that {} version {} keeps its memory: {}; a restarted daemon "
+        "may reuse it under a reader of this one",
+        std::string_view(name).substr(0, 200), version.number, appended.error().message());
+    return;
+  }
+  live_bytes_ += kFrameBytes + payload.size();
+  retained_.insert_or_assign(RetainedKey(name, version.number), std::move(payload));
+  CompactLocked();
+}
+
+void TensorJournal::RecordFreed(const std::string& name, std::uint64_t number) {
+  std::lock_guard lock(mutex_);
+  auto found = retained_.find(RetainedKey(name, number));
+  if (found == retained_.end()) return;
+  // Unrecorded, a restarted daemon only keeps the memory out of use for longer: logged.
+  if (Status appended = AppendLocked(EncodeJournalRecord(
+          {.kind = JournalRecord::Kind::kFreed, .name = name, .number = number}));
+      !appended) {
+    spdlog::warn("the journal cannot record that {} version {} was freed: {}",
+                 std::string_view(name).substr(0, 200), number, appended.error().message());
+  }
+  live_bytes_ -= kFrameBytes + found->second.size();
+  retained_.erase(found);
   CompactLocked();
 }
 
@@ -198,10 +251,23 @@ void TensorJournal::CompactLocked() {
   synced_ = appended_;  // Replace synced the new file, which holds every live record.
 }
 
-std::vector<std::string> TensorJournal::SnapshotLocked() const {
-  std::vector<std::string> snapshot = segment_records_;
-  for (const auto& [name, entry] : live_) snapshot.push_back(entry.payload);
+std::vector<std::string> TensorJournal::Snapshot(
+    const std::vector<std::string>& segment_records,
+    const std::map<RetainedKey, std::string>& retained,
+    const std::map<std::string, Live, std::less<>>& live) {
+  std::vector<std::string> snapshot = segment_records;
+  for (const auto& [key, payload] : retained) snapshot.push_back(payload);
+  for (const auto& [name, entry] : live) snapshot.push_back(entry.payload);
   return snapshot;
+}
+
+std::vector<std::string> TensorJournal::SnapshotLocked() const {
+  return Snapshot(segment_records_, retained_, live_);
+}
+
+std::size_t TensorJournal::retained_version_count() const {
+  std::lock_guard lock(mutex_);
+  return retained_.size();
 }
 
 std::size_t TensorJournal::live_version_count() const {

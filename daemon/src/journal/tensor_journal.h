@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hurray/error.h"
@@ -26,6 +27,9 @@ struct RecoveredJournal {
   std::map<std::string, std::vector<JournaledSegment>, std::less<>> segments;
   // The versions published and not deleted nor superseded since (kPublish), oldest first.
   std::vector<JournalRecord> versions;
+  // The versions superseded or deleted whose memory was still in use (kRetained, no kFreed
+  // since), by name then number: a daemon that adopts their segments keeps them out of use.
+  std::vector<JournalRecord> retained;
   std::uint64_t record_count = 0;
   std::uint64_t ignored_bytes = 0;  // A torn tail (and with kSkip, damage), not read.
 };
@@ -38,10 +42,11 @@ struct RecoveredJournal {
 [[nodiscard]] Result<RecoveredJournal> RecoverJournal(
     const std::string& path, JournalFile::Damage damage = JournalFile::Damage::kRefuse);
 
-// Appends a record for every publish and delete the registry tells it of, to a JournalFile
-// that starts as a snapshot (segments, then live versions) and is compacted to a new
-// snapshot (JournalFile::Replace) once it holds more than twice the bytes of its live
-// records and at least Options::compact_min_bytes.
+// Appends a record for every publish, delete, retained version and freed one the registry
+// tells it of, to a JournalFile that starts as a snapshot (segments, retained versions, then
+// live versions) and is compacted to a new snapshot (JournalFile::Replace) once it holds more
+// than twice the bytes of its live and retained records and at least
+// Options::compact_min_bytes.
 //
 // Thread-safe (one mutex); the registry calls RecordPublish and RecordRemoval with its own
 // mutex held, and Commit without it.
@@ -53,18 +58,21 @@ class TensorJournal final : public VersionJournal {
     std::uint64_t compact_min_bytes = std::uint64_t{4} << 20;
   };
 
-  // Starts the journal at `path` as a snapshot of `segments` and `versions` (the versions a
-  // restarted daemon adopted), replacing what was there. Errors of JournalFile::Replace.
+  // Starts the journal at `path` as a snapshot of `segments`, `versions` (the versions a
+  // restarted daemon adopted) and `retained` (kRetained records whose memory it keeps out of
+  // use), replacing what was there. Errors of JournalFile::Replace.
   [[nodiscard]] static Result<std::unique_ptr<TensorJournal>> Create(
       Options options,
       const std::map<std::string, std::vector<JournaledSegment>, std::less<>>& segments,
-      const std::vector<JournalRecord>& versions);
+      const std::vector<JournalRecord>& versions, const std::vector<JournalRecord>& retained = {});
 
   // The append failed (RESOURCE_EXHAUSTED for a full disk): "the journal <path> cannot
   // record cpu tensor ns/x version 3: write <path>: No space left on device".
   [[nodiscard]] Status RecordPublish(const std::string& name,
                                      const TensorVersion& version) override;
   void RecordRemoval(const std::string& name, std::uint64_t number) override;
+  void RecordRetained(const std::string& name, const TensorVersion& version) override;
+  void RecordFreed(const std::string& name, std::uint64_t number) override;
   // "always": one fdatasync for every record appended before it (group commit: callers that
   // come while one runs share the next); "batch": one when 100 ms have passed since the
   // last; "none": nothing. Errors name the failed fdatasync.
@@ -78,6 +86,8 @@ class TensorJournal final : public VersionJournal {
 
   // Versions the journal would restore now.
   [[nodiscard]] std::size_t live_version_count() const;
+  // Versions whose memory a restarted daemon would keep out of use now.
+  [[nodiscard]] std::size_t retained_version_count() const;
   [[nodiscard]] std::uint64_t file_bytes() const;
 
  private:
@@ -85,14 +95,21 @@ class TensorJournal final : public VersionJournal {
     std::uint64_t number = 0;
     std::string payload;  // The kPublish record.
   };
+  using RetainedKey = std::pair<std::string, std::uint64_t>;  // Name and number.
 
   TensorJournal(Options options, JournalFile file, std::vector<std::string> segment_records,
-                std::map<std::string, Live, std::less<>> live);
+                std::map<std::string, Live, std::less<>> live,
+                std::map<RetainedKey, std::string> retained);
 
   // Appends (write(2): a kill -9 loses nothing). Needs mutex_.
   [[nodiscard]] Status AppendLocked(std::string_view payload);
   // Rewrites the file as a snapshot; on failure (logged) appends continue to the old file.
   void CompactLocked();
+  // The records of a snapshot: segments, retained versions, live versions.
+  [[nodiscard]] static std::vector<std::string> Snapshot(
+      const std::vector<std::string>& segment_records,
+      const std::map<RetainedKey, std::string>& retained,
+      const std::map<std::string, Live, std::less<>>& live);
   [[nodiscard]] std::vector<std::string> SnapshotLocked() const;
 
   const Options options_;
@@ -107,7 +124,9 @@ class TensorJournal final : public VersionJournal {
   std::uint64_t synced_ = 0;    // Guarded by mutex_: of those, the ones known on the disk.
   std::uint64_t syncs_ = 0;     // Guarded by mutex_.
   std::map<std::string, Live, std::less<>> live_;    // Guarded by mutex_: the latest of each name.
-  std::uint64_t live_bytes_ = 0;                     // Guarded by mutex_.
+  // Guarded by mutex_: the kRetained payloads not freed since.
+  std::map<RetainedKey, std::string> retained_;
+  std::uint64_t live_bytes_ = 0;  // Guarded by mutex_: of live_ and retained_, framed.
   std::chrono::steady_clock::time_point last_sync_;  // Guarded by mutex_.
 };
 

@@ -28,6 +28,13 @@ class VersionJournal {
   // Failures are logged: the delete goes ahead.
   virtual void RecordRemoval(const std::string& name, std::uint64_t number) = 0;
 
+  // `version` of `name`, superseded or deleted, keeps its memory (a lease, a lease page, or
+  // a client of an earlier daemon may map it), until RecordFreed: a restarted daemon that
+  // adopts its segments must not reuse it. Failures are logged.
+  virtual void RecordRetained(const std::string& /*name*/, const TensorVersion& /*version*/) {}
+  // The memory of version `number` of `name`, retained before, went back to its pool.
+  virtual void RecordFreed(const std::string& /*name*/, std::uint64_t /*number*/) {}
+
   // Makes what was recorded so far as durable as the journal's policy says (an fdatasync, or
   // nothing). Called without the registry's mutex, before the acknowledgement; what
   // RecordPublish returned already survives a kill -9 of the daemon. An error: the records

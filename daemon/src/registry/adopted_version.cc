@@ -26,7 +26,7 @@ Status AdoptBuffers(Pool& pool, const TensorVersion& version) {
 }  // namespace
 
 Result<std::shared_ptr<TensorVersion>> AdoptVersion(const JournalRecord& record,
-                                                    const PoolSet& pools) {
+                                                    const PoolSet& pools, AdoptedFor adopted_for) {
   v1::TensorInfo info;
   if (!info.ParseFromString(record.info_without_name) || info.version() != record.number) {
     return DataLossError(
@@ -36,7 +36,7 @@ Result<std::shared_ptr<TensorVersion>> AdoptVersion(const JournalRecord& record,
   if (pool == nullptr) {
     return FailedPreconditionError(fmt::format("its pool {} is gone", info.pool().substr(0, 64)));
   }
-  if (info.handoff().sync_mode() != 0) {
+  if (adopted_for == AdoptedFor::kServing && info.handoff().sync_mode() != 0) {
     return FailedPreconditionError(
         fmt::format("its sync handoff (mode {}) died with the daemon", info.handoff().sync_mode()));
   }
@@ -51,6 +51,7 @@ Result<std::shared_ptr<TensorVersion>> AdoptVersion(const JournalRecord& record,
   version->publisher_uid = record.publisher_uid;
   version->namespace_owner_uid = record.namespace_owner_uid;
   version->evictable = record.evictable;
+  version->from_earlier_epoch = true;
   for (const v1::BufferLocation& location : info.buffers()) {
     version->buffers.push_back(PoolRange{.segment_id = location.segment_id(),
                                          .offset = location.offset(),

@@ -267,6 +267,13 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
   // Under mutex_, as every reclaim is.
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
     uid_quotas_.RemovePublished(version.charged_uid(), version.charged_bytes);
+    if (version.retained && options_.journal != nullptr) {
+      options_.journal->RecordFreed(*version.name, version.number);
+    }
+  });
+  // A retired version that keeps its memory: a restarted daemon must not reuse it either.
+  versions_.set_retain_observer([this](const TensorVersion& version) {
+    if (options_.journal != nullptr) options_.journal->RecordRetained(*version.name, version);
   });
   versions_.set_max_entries_per_uid(options_.fast_path.max_entries_per_uid);
   // A pinned version counts against its pinner, not its publisher.
@@ -1344,6 +1351,8 @@ v1::StatsResponse Registry::Stats() const {
     response.set_fast_path_scans(lease_pages_.scans());
     response.set_fast_path_refused_names(versions_.refused_entries());
   }
+  response.set_earlier_epoch_held_versions(versions_.earlier_held_count());
+  response.set_earlier_epoch_held_bytes(versions_.earlier_held_bytes());
   FillRegistryPoolCounts(counts, response);
   response.set_daemon_epoch(options_.daemon_epoch);
   response.set_uptime_seconds(static_cast<std::uint64_t>(
@@ -1352,9 +1361,26 @@ v1::StatsResponse Registry::Stats() const {
   return response;
 }
 
-Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions) {
+Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions,
+                                   const std::vector<JournalRecord>& retained,
+                                   bool earlier_clients_may_map) {
   Adoption adoption;
   std::lock_guard lock(mutex_);
+  versions_.set_earlier_epochs_held(earlier_clients_may_map);
+  // First, so that each name's versions stay in number order. Without an earlier client,
+  // their memory is simply free.
+  for (const JournalRecord& record : retained) {
+    if (!earlier_clients_may_map) break;
+    Result<std::shared_ptr<TensorVersion>> version =
+        AdoptVersion(record, pools_, AdoptedFor::kHolding);
+    if (!version) {
+      // A CPU range that is not free or a pool that is gone: nothing of it to hold.
+      spdlog::warn("{} version {}, retired but still mapped when the daemon before ended: {}",
+                   Shown(record.name), record.number, version.error().message());
+      continue;
+    }
+    versions_.AddRetained(record.name, std::move(*version));
+  }
   for (JournalRecord& record : versions) {
     Result<std::shared_ptr<TensorVersion>> version = AdoptVersion(record, pools_);
     if (!version) {
@@ -1374,6 +1400,11 @@ Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions) {
   adopted_count_ += adoption.adopted.size();
   lost_count_ += adoption.lost;
   return adoption;
+}
+
+std::size_t Registry::ReleaseEarlierEpochs() {
+  std::lock_guard lock(mutex_);
+  return versions_.ReleaseEarlierEpochs();
 }
 
 std::uint64_t Registry::PoisonUnreachedFences() {

@@ -232,7 +232,17 @@ class Registry final : public SessionHost {
   // earlier daemon's journal kept, under their names and numbers, their buffers taken from
   // their pools (AdoptVersion). A version that cannot be (a GPU tensor) is lost: logged,
   // counted in Stats, and an Acquire of its name says so until the name is published again.
-  Adoption Adopt(std::vector<JournalRecord> versions);
+  //
+  // With `earlier_clients_may_map` (an earlier daemon's epoch hold is still open: its
+  // clients may still read views of its memory), the memory of the `retained` versions
+  // (kRetained records: retired, but still mapped when that daemon ended) is taken from
+  // their pools too and held, never served, and every adopted version keeps its memory when
+  // retired, until ReleaseEarlierEpochs.
+  Adoption Adopt(std::vector<JournalRecord> versions, const std::vector<JournalRecord>& retained = {},
+                 bool earlier_clients_may_map = false);
+  // No client of an earlier daemon maps its memory any more: what Adopt held for them goes
+  // back to the pools (unless this daemon's leases hold it). Returns the versions freed.
+  std::size_t ReleaseEarlierEpochs();
 
   [[nodiscard]] std::uint64_t daemon_epoch() const { return options_.daemon_epoch; }
 

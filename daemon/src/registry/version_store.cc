@@ -84,8 +84,11 @@ void VersionStore::PresenceChanged(const std::string& name, bool present) {
 }
 
 void VersionStore::ReclaimIfUnused(TensorVersion* version) {
-  if (version->lease_count != 0 || !(version->superseded || version->deleted)) return;
-  if (HeldByLeasePage(version)) return;
+  if (!(version->superseded || version->deleted)) return;
+  if (version->lease_count != 0 || HeldByLeasePage(version) || HeldForEarlierEpochs(version)) {
+    Retain(version);
+    return;
+  }
   for (const PoolRange& buffer : version->buffers) {
     if (buffer.segment_id != 0) version->pool->Free(buffer);
   }
@@ -137,6 +140,49 @@ void VersionStore::ShowLatest(const NameEntry& entry) {
   const TensorVersion* latest = entry.Latest();
   directory_->Show(*entry.directory_entry, latest != nullptr ? latest->fast_path_id : 0,
                    latest != nullptr ? latest->number : 0);
+}
+
+void VersionStore::AddRetained(const std::string& name, std::shared_ptr<TensorVersion> version) {
+  auto named = names_.try_emplace(name).first;
+  NameEntry& entry = named->second;
+  version->name = &named->first;
+  version->superseded = true;
+  version->deleted = true;
+  version->retained = true;  // The journal it came from has its kRetained record.
+  version->fast_path_id = 0;
+  entry.next_version = std::max(entry.next_version, version->number + 1);
+  published_bytes_ += version->byte_size;
+  ++version_count_;
+  TensorVersion* added = version.get();
+  const auto later = std::ranges::find_if(
+      entry.versions, [added](const auto& live) { return live->number > added->number; });
+  entry.versions.insert(later, std::move(version));
+  ReclaimIfUnused(added);  // Held, while earlier epochs are.
+}
+
+std::size_t VersionStore::ReleaseEarlierEpochs() {
+  earlier_epochs_held_ = false;
+  const std::vector<TensorVersion*> held(earlier_held_.begin(), earlier_held_.end());
+  earlier_held_.clear();
+  earlier_held_bytes_ = 0;
+  const std::uint64_t before = version_count_;
+  for (TensorVersion* version : held) ReclaimIfUnused(version);
+  return before - version_count_;
+}
+
+bool VersionStore::HeldForEarlierEpochs(TensorVersion* version) {
+  if (version->from_earlier_epoch && earlier_epochs_held_) {
+    if (earlier_held_.insert(version).second) earlier_held_bytes_ += version->byte_size;
+    return true;
+  }
+  if (earlier_held_.erase(version) != 0) earlier_held_bytes_ -= version->byte_size;
+  return false;
+}
+
+void VersionStore::Retain(TensorVersion* version) {
+  if (version->retained) return;
+  version->retained = true;
+  if (retain_observer_) retain_observer_(*version);
 }
 
 bool VersionStore::HeldByLeasePage(TensorVersion* version) {

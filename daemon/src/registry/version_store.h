@@ -80,6 +80,11 @@ struct TensorVersion {
   std::optional<std::uint32_t> pinner_uid;
   bool superseded = false;  // A newer version of the name exists.
   bool deleted = false;     // Delete named it: no new acquires.
+  // Its memory was granted by an earlier daemon on this state directory (Registry::Adopt),
+  // whose clients may still map it: retired, it stays until VersionStore::ReleaseEarlierEpochs.
+  bool from_earlier_epoch = false;
+  // Retired, it kept its memory, and the retain observer was told (once).
+  bool retained = false;
 
   // The TensorInfo of this version under `name`, from its stored bytes. Needs no lock.
   void FillTensorInfo(const std::string& tensor_name, v1::TensorInfo& info) const;
@@ -143,6 +148,22 @@ class VersionStore {
   // names it (it may be the last reference to it, and to its name's entry); one a page names
   // is pinned instead.
   void ReclaimIfUnused(TensorVersion* version);
+  // Adds `version`, a retired version of `name` that an earlier daemon's clients may still
+  // map (a kRetained record Registry::Adopt took the buffers of), as deleted: it serves no
+  // acquire and holds its memory until ReleaseEarlierEpochs. Before the later versions of
+  // `name` are added.
+  void AddRetained(const std::string& name, std::shared_ptr<TensorVersion> version);
+  // While set (the start of a restarted daemon sets it when an earlier daemon's clients may
+  // still map its memory), a retired version from_earlier_epoch is held back, not reclaimed.
+  void set_earlier_epochs_held(bool held) { earlier_epochs_held_ = held; }
+  // No earlier daemon's client maps anything any more: clears the flag and reclaims what it
+  // held back (those without a lease or pin of this daemon). Returns how many went.
+  std::size_t ReleaseEarlierEpochs();
+  // Called once with each retired version that keeps its memory (a lease, a lease page or an
+  // earlier daemon's clients hold it), before ReclaimIfUnused returns.
+  void set_retain_observer(std::function<void(const TensorVersion&)> observer) {
+    retain_observer_ = std::move(observer);
+  }
   // Serves the fast path from `directory` (null: none; must outlive the store): `named`
   // tells the uid of a lease page that pins a version (one of its granted_uids), or nullopt.
   // Before the first Add.
@@ -200,6 +221,9 @@ class VersionStore {
   // Versions kept only because a lease page names them, and their bytes.
   [[nodiscard]] std::uint64_t pinned_count() const { return pinned_.size(); }
   [[nodiscard]] std::uint64_t pinned_bytes() const { return pinned_bytes_; }
+  // Retired versions held back for an earlier daemon's clients, and their bytes.
+  [[nodiscard]] std::uint64_t earlier_held_count() const { return earlier_held_.size(); }
+  [[nodiscard]] std::uint64_t earlier_held_bytes() const { return earlier_held_bytes_; }
   // Names a publish found no free directory entry for.
   [[nodiscard]] std::uint64_t refused_entries() const { return refused_entries_; }
 
@@ -223,6 +247,11 @@ class VersionStore {
   void ShowLatest(const NameEntry& entry);
   // Whether `version` must stay because a lease page names it; tracks pinned_.
   bool HeldByLeasePage(TensorVersion* version);
+  // Whether `version` must stay because an earlier daemon's clients may map it; tracks
+  // earlier_held_.
+  bool HeldForEarlierEpochs(TensorVersion* version);
+  // Tells the retain observer of `version`, once.
+  void Retain(TensorVersion* version);
 
   fast_path::DirectorySegment* directory_ = nullptr;
   Named named_;
@@ -232,6 +261,10 @@ class VersionStore {
   std::uint64_t refused_entries_ = 0;
   std::uint64_t max_entries_per_uid_ = 0;
   std::unordered_map<std::uint32_t, std::uint64_t> entries_of_uid_;  // Uids holding some.
+  std::function<void(const TensorVersion&)> retain_observer_;
+  bool earlier_epochs_held_ = false;
+  std::set<TensorVersion*> earlier_held_;
+  std::uint64_t earlier_held_bytes_ = 0;
 };
 
 }  // namespace hurray::daemon

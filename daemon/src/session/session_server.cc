@@ -1,5 +1,6 @@
 #include "session/session_server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/sockios.h>
 #include <pthread.h>
@@ -188,11 +189,13 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   };
 
   Core(boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
-       std::uint64_t daemon_epoch, SessionLimits limits, FileIdentity socket_file)
+       std::uint64_t daemon_epoch, SessionLimits limits, FileIdentity socket_file,
+       std::shared_ptr<const UniqueFd> epoch_hold)
       : io_context_(io_context),
         socket_path_(std::move(socket_path)),
         host_(host),
         daemon_epoch_(daemon_epoch),
+        epoch_hold_(std::move(epoch_hold)),
         limits_(limits),
         socket_file_(socket_file),
         loops_(limits.event_loops),
@@ -212,6 +215,8 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   [[nodiscard]] const std::string& socket_path() const { return socket_path_; }
   [[nodiscard]] SessionHost& host() const { return host_; }
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
+  // The descriptor a hello that asks gets a duplicate of (EpochHolds), or null.
+  [[nodiscard]] const std::shared_ptr<const UniqueFd>& epoch_hold() const { return epoch_hold_; }
   [[nodiscard]] const SessionLimits& limits() const { return limits_; }
 
  private:
@@ -232,6 +237,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   const std::string socket_path_;
   SessionHost& host_;
   const std::uint64_t daemon_epoch_;
+  const std::shared_ptr<const UniqueFd> epoch_hold_;
   const SessionLimits limits_;
   const FileIdentity socket_file_;
   EventLoops loops_;
@@ -899,6 +905,14 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
   welcome.set_pid(static_cast<std::uint32_t>(peer_.pid));
   welcome.set_uid(peer_.uid);
   welcome.set_gid(peer_.gid);
+  if (hello.hold_epoch() && core_->epoch_hold() != nullptr) {
+    reply.fd = UniqueFd(::fcntl(core_->epoch_hold()->get(), F_DUPFD_CLOEXEC, 0));
+    // Without it the client maps all the same; only a restart may then reuse memory it reads.
+    if (!reply.fd) {
+      spdlog::warn("session connection {} (pid {}): no epoch hold for it: {}", id_, peer_.pid,
+                   ErrnoError("fcntl(F_DUPFD_CLOEXEC)", "the epoch hold", errno).message());
+    }
+  }
   return reply;
 }
 
@@ -1118,7 +1132,7 @@ SessionServer::Connection::Reply SessionServer::Connection::ErrorReply(std::uint
 Result<std::unique_ptr<SessionServer>> SessionServer::Create(
     boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
     std::uint64_t daemon_epoch, std::uint32_t socket_mode, std::uint32_t directory_mode,
-    SessionLimits limits) {
+    SessionLimits limits, std::shared_ptr<const UniqueFd> epoch_hold) {
   auto address = UnixSocketAddress(socket_path);
   if (!address) return std::unexpected(address.error().WithContext("socket_path"));
   HURRAY_ASSIGN_OR_RETURN(const bool removed_stale, PrepareSocketPath(socket_path, directory_mode));
@@ -1145,7 +1159,8 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(
     return fail(ErrnoError("listen", socket_path, errno));
   }
   auto core = std::make_shared<Core>(io_context, socket_path, host, daemon_epoch, limits,
-                                     FileIdentity{.device = info.st_dev, .inode = info.st_ino});
+                                     FileIdentity{.device = info.st_dev, .inode = info.st_ino},
+                                     std::move(epoch_hold));
   if (auto listening = core->Listen(std::move(listener)); !listening) {
     return fail(std::move(listening).error());
   }

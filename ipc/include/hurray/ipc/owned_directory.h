@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hurray/error.h"
 #include "hurray/ipc/unique_fd.h"
@@ -88,6 +89,10 @@ class OwnedDirectory {
 
   // Removes `name` (unlinkat, which never follows a link); nothing there is fine.
   [[nodiscard]] Status RemoveFile(std::string_view name) const;
+
+  // The names in the directory that start with `prefix` ("." and ".." never), in no
+  // particular order. Errors name the failed call.
+  [[nodiscard]] Result<std::vector<std::string>> ListNames(std::string_view prefix) const;
 
  private:
   OwnedDirectory(std::string path, UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
