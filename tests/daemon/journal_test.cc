@@ -246,9 +246,10 @@ TEST_F(JournalTest, RecoverKeepsLatestLiveVersionOfEachName) {
   EXPECT_EQ(recovered.segments.at("cpu")[0].size, 8192u);
 }
 
-// A retired version that kept its memory is recovered as retained until its memory is freed,
-// through compactions and into the snapshot of the daemon after.
-TEST_F(JournalTest, RetainedVersionsAreRecoveredUntilFreed) {
+// A superseded or deleted version counts as keeping its memory until the journal records it
+// freed (a kill before that errs on the side of keeping it), through compactions and into the
+// snapshot of the daemon after.
+TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
   {
     ASSERT_OK_AND_ASSIGN(
         auto journal,
@@ -258,14 +259,15 @@ TEST_F(JournalTest, RetainedVersionsAreRecoveredUntilFreed) {
     held.info_without_name = "v1";
     ASSERT_OK(journal->RecordPublish("ns/held", held));
     ASSERT_OK(journal->RecordPublish("ns/held", TensorVersion{.number = 2}));
-    journal->RecordRetained("ns/held", held);
-    ASSERT_OK(journal->RecordPublish("ns/freed", TensorVersion{.number = 1}));
-    journal->RecordRemoval("ns/freed", 1);
-    journal->RecordRetained("ns/freed", TensorVersion{.number = 1});
-    journal->RecordFreed("ns/freed", 1);
-    journal->RecordFreed("ns/never-retained", 1);  // Nothing to record.
-    for (std::uint64_t number = 3; number <= 300; ++number) {  // Compacts.
+    ASSERT_OK(journal->RecordPublish("ns/deleted", TensorVersion{.number = 1}));
+    journal->RecordRemoval("ns/deleted", 1);
+    journal->RecordFreed("ns/deleted", 1);
+    journal->RecordFreed("ns/held", 2);       // Live: nothing to record.
+    journal->RecordFreed("ns/unknown", 1);    // Never journaled: nothing to record.
+    ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = 1}));
+    for (std::uint64_t number = 2; number <= 300; ++number) {  // Compacts.
       ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = number}));
+      journal->RecordFreed("ns/churn", number - 1);
     }
     EXPECT_EQ(journal->retained_version_count(), 1u);
     EXPECT_LT(journal->file_bytes(), 8192u);
@@ -298,6 +300,7 @@ TEST_F(JournalTest, CompactionKeepsOnlyLiveRecords) {
                             {}, {}));
   for (std::uint64_t number = 1; number <= 500; ++number) {
     ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = number}));
+    journal->RecordFreed("ns/churn", number - 1);  // As the registry reclaims it.
   }
   EXPECT_LT(journal->file_bytes(), 8192u);
   ASSERT_OK_AND_ASSIGN(const RecoveredJournal recovered, RecoverJournal(path()));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <cstddef>
 #include <type_traits>
 
 namespace hurray::daemon {
@@ -99,6 +100,14 @@ std::string EncodeJournalRecord(const JournalRecord& record) {
     out += segment.path;
   }
   return out;
+}
+
+void SetJournalRecordKind(std::string& payload, JournalRecord::Kind kind) {
+  const auto value = static_cast<std::uint32_t>(kind);
+  if (payload.size() >= sizeof(RecordHeader)) {
+    (void)std::string_view(reinterpret_cast<const char*>(&value), sizeof(value))
+        .copy(payload.data() + offsetof(RecordHeader, kind), sizeof(value));
+  }
 }
 
 Result<JournalRecord> DecodeJournalRecord(std::string_view payload) {

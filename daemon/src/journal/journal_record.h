@@ -30,12 +30,14 @@ struct JournalRecord {
     kPublish = 2,
     // Version `number` of tensor `name` was deleted.
     kRemoval = 3,
-    // Version `number` of tensor `name`, superseded or deleted, keeps its memory: a lease or
-    // lease page of this daemon, or a client of an earlier one, may still map it. The same
-    // fields as its kPublish (`info_without_name` holds its buffers' locations), so that a
-    // restarted daemon that adopts the segments keeps those ranges out of use.
+    // Version `number` of tensor `name`, superseded or deleted, whose memory has not been
+    // freed (kFreed) yet: a snapshot's form of a retired kPublish, with the same fields
+    // (`info_without_name` holds its buffers' locations), so that a restarted daemon that
+    // adopts the segments can keep those ranges out of use.
     kRetained = 4,
-    // The memory of version `number` of tensor `name` (a kRetained) went back to its pool.
+    // The memory of version `number` of tensor `name`, retired before, went back to its pool.
+    // Until this record, a retired version's memory counts as in use: a lease or lease page
+    // of the daemon, or a client of an earlier one, may map it.
     kFreed = 5,
   };
 
@@ -53,6 +55,9 @@ struct JournalRecord {
 
 // The record's bytes: a fixed-width little-endian header, the name, then the kind's part.
 [[nodiscard]] std::string EncodeJournalRecord(const JournalRecord& record);
+
+// Makes `payload`, the bytes of a kPublish or kRetained record, those of the other kind.
+void SetJournalRecordKind(std::string& payload, JournalRecord::Kind kind);
 
 // The record of `payload` (one that passed its checksum). DATA_LOSS naming what is wrong
 // for bytes EncodeJournalRecord did not make: an unknown kind, a length past the end,

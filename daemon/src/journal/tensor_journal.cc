@@ -12,9 +12,8 @@ namespace {
 constexpr std::chrono::milliseconds kBatchSyncInterval{100};
 constexpr std::uint64_t kFrameBytes = 16;
 
-JournalRecord VersionRecord(JournalRecord::Kind kind, const std::string& name,
-                            const TensorVersion& version) {
-  return JournalRecord{.kind = kind,
+JournalRecord PublishRecord(const std::string& name, const TensorVersion& version) {
+  return JournalRecord{.kind = JournalRecord::Kind::kPublish,
                        .name = name,
                        .number = version.number,
                        .publisher_uid = version.publisher_uid,
@@ -24,6 +23,13 @@ JournalRecord VersionRecord(JournalRecord::Kind kind, const std::string& name,
 }
 
 using RetainedRecords = std::map<std::pair<std::string, std::uint64_t>, JournalRecord>;
+
+// A version superseded or removed: its memory counts as in use until a kFreed names it.
+void Retire(JournalRecord record, RetainedRecords& retained) {
+  record.kind = JournalRecord::Kind::kRetained;
+  std::pair key(record.name, record.number);
+  retained.insert_or_assign(std::move(key), std::move(record));
+}
 
 // Applies one decoded record to what survives.
 void Replay(JournalRecord record, RecoveredJournal& state,
@@ -37,23 +43,22 @@ void Replay(JournalRecord record, RecoveredJournal& state,
       if (added) {
         state.versions.push_back(std::move(record));
       } else {
-        state.versions[found->second] = std::move(record);  // Supersedes.
+        Retire(std::exchange(state.versions[found->second], std::move(record)), retained);
       }
       return;
     }
     case JournalRecord::Kind::kRemoval: {
       auto found = latest.find(record.name);
       if (found != latest.end() && state.versions[found->second].number == record.number) {
-        state.versions[found->second].number = 0;  // Removed below.
+        Retire(std::exchange(state.versions[found->second], JournalRecord{.number = 0}),
+               retained);  // Number 0: removed below.
         latest.erase(found);
       }
       return;
     }
-    case JournalRecord::Kind::kRetained: {
-      std::pair key(record.name, record.number);
-      retained.insert_or_assign(std::move(key), std::move(record));
+    case JournalRecord::Kind::kRetained:
+      Retire(std::move(record), retained);
       return;
-    }
     case JournalRecord::Kind::kFreed:
       retained.erase(std::pair(record.name, record.number));
       return;
@@ -136,19 +141,24 @@ TensorJournal::TensorJournal(Options options, JournalFile file,
 
 Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion& version) {
   std::string payload =
-      EncodeJournalRecord(VersionRecord(JournalRecord::Kind::kPublish, name, version));
+      EncodeJournalRecord(PublishRecord(name, version));
   std::lock_guard lock(mutex_);
   if (Status appended = AppendLocked(payload); !appended) {
     return std::unexpected(appended.error().WithContext(
         fmt::format("the journal {} cannot record {} version {}", file_->path(),
                     std::string_view(name).substr(0, 200), version.number)));
   }
-  Live& entry = live_[name];
-  live_bytes_ -= entry.payload.empty() ? 0 : kFrameBytes + entry.payload.size();
   live_bytes_ += kFrameBytes + payload.size();
+  Live& entry = live_[name];
+  if (!entry.payload.empty()) RetireLocked(name, std::move(entry));  // Superseded.
   entry = Live{.number = version.number, .payload = std::move(payload)};
   CompactLocked();
   return {};
+}
+
+void TensorJournal::RetireLocked(const std::string& name, Live entry) {
+  SetJournalRecordKind(entry.payload, JournalRecord::Kind::kRetained);
+  retained_.insert_or_assign(RetainedKey(name, entry.number), std::move(entry.payload));
 }
 
 void TensorJournal::RecordRemoval(const std::string& name, std::uint64_t number) {
@@ -164,24 +174,8 @@ void TensorJournal::RecordRemoval(const std::string& name, std::uint64_t number)
         std::string_view(name).substr(0, 200), number, appended.error().message());
     return;
   }
-  live_bytes_ -= kFrameBytes + found->second.payload.size();
+  RetireLocked(name, std::move(found->second));
   live_.erase(found);
-  CompactLocked();
-}
-
-void TensorJournal::RecordRetained(const std::string& name, const TensorVersion& version) {
-  std::string payload =
-      EncodeJournalRecord(VersionRecord(JournalRecord::Kind::kRetained, name, version));
-  std::lock_guard lock(mutex_);
-  if (Status appended = AppendLocked(payload); !appended) {
-    spdlog::error(
-        "the journal cannot record that {} version {} keeps its memory: {}; a restarted daemon "
-        "may reuse it under a reader of this one",
-        std::string_view(name).substr(0, 200), version.number, appended.error().message());
-    return;
-  }
-  live_bytes_ += kFrameBytes + payload.size();
-  retained_.insert_or_assign(RetainedKey(name, version.number), std::move(payload));
   CompactLocked();
 }
 

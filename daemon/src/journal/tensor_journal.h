@@ -27,8 +27,8 @@ struct RecoveredJournal {
   std::map<std::string, std::vector<JournaledSegment>, std::less<>> segments;
   // The versions published and not deleted nor superseded since (kPublish), oldest first.
   std::vector<JournalRecord> versions;
-  // The versions superseded or deleted whose memory was still in use (kRetained, no kFreed
-  // since), by name then number: a daemon that adopts their segments keeps them out of use.
+  // The versions superseded or deleted whose memory no kFreed gave back (kRetained), by name
+  // then number: a daemon that adopts their segments may have to keep them out of use.
   std::vector<JournalRecord> retained;
   std::uint64_t record_count = 0;
   std::uint64_t ignored_bytes = 0;  // A torn tail (and with kSkip, damage), not read.
@@ -42,11 +42,10 @@ struct RecoveredJournal {
 [[nodiscard]] Result<RecoveredJournal> RecoverJournal(
     const std::string& path, JournalFile::Damage damage = JournalFile::Damage::kRefuse);
 
-// Appends a record for every publish, delete, retained version and freed one the registry
-// tells it of, to a JournalFile that starts as a snapshot (segments, retained versions, then
+// Appends a record for every publish, delete and freed retired version the registry tells it
+// of, to a JournalFile that starts as a snapshot (segments, retired versions not freed, then
 // live versions) and is compacted to a new snapshot (JournalFile::Replace) once it holds more
-// than twice the bytes of its live and retained records and at least
-// Options::compact_min_bytes.
+// than twice the bytes of those records and at least Options::compact_min_bytes.
 //
 // Thread-safe (one mutex); the registry calls RecordPublish and RecordRemoval with its own
 // mutex held, and Commit without it.
@@ -71,7 +70,6 @@ class TensorJournal final : public VersionJournal {
   [[nodiscard]] Status RecordPublish(const std::string& name,
                                      const TensorVersion& version) override;
   void RecordRemoval(const std::string& name, std::uint64_t number) override;
-  void RecordRetained(const std::string& name, const TensorVersion& version) override;
   void RecordFreed(const std::string& name, std::uint64_t number) override;
   // "always": one fdatasync for every record appended before it (group commit: callers that
   // come while one runs share the next); "batch": one when 100 ms have passed since the
@@ -86,7 +84,7 @@ class TensorJournal final : public VersionJournal {
 
   // Versions the journal would restore now.
   [[nodiscard]] std::size_t live_version_count() const;
-  // Versions whose memory a restarted daemon would keep out of use now.
+  // Retired versions whose memory was not freed yet.
   [[nodiscard]] std::size_t retained_version_count() const;
   [[nodiscard]] std::uint64_t file_bytes() const;
 
@@ -103,6 +101,8 @@ class TensorJournal final : public VersionJournal {
 
   // Appends (write(2): a kill -9 loses nothing). Needs mutex_.
   [[nodiscard]] Status AppendLocked(std::string_view payload);
+  // Moves the superseded or removed `entry` of `name` to retained_. Needs mutex_.
+  void RetireLocked(const std::string& name, Live entry);
   // Rewrites the file as a snapshot; on failure (logged) appends continue to the old file.
   void CompactLocked();
   // The records of a snapshot: segments, retained versions, live versions.
@@ -124,7 +124,7 @@ class TensorJournal final : public VersionJournal {
   std::uint64_t synced_ = 0;    // Guarded by mutex_: of those, the ones known on the disk.
   std::uint64_t syncs_ = 0;     // Guarded by mutex_.
   std::map<std::string, Live, std::less<>> live_;    // Guarded by mutex_: the latest of each name.
-  // Guarded by mutex_: the kRetained payloads not freed since.
+  // Guarded by mutex_: the retired versions not freed yet, as kRetained payloads.
   std::map<RetainedKey, std::string> retained_;
   std::uint64_t live_bytes_ = 0;  // Guarded by mutex_: of live_ and retained_, framed.
   std::chrono::steady_clock::time_point last_sync_;  // Guarded by mutex_.

@@ -28,11 +28,11 @@ class VersionJournal {
   // Failures are logged: the delete goes ahead.
   virtual void RecordRemoval(const std::string& name, std::uint64_t number) = 0;
 
-  // `version` of `name`, superseded or deleted, keeps its memory (a lease, a lease page, or
-  // a client of an earlier daemon may map it), until RecordFreed: a restarted daemon that
-  // adopts its segments must not reuse it. Failures are logged.
-  virtual void RecordRetained(const std::string& /*name*/, const TensorVersion& /*version*/) {}
-  // The memory of version `number` of `name`, retained before, went back to its pool.
+  // The memory of version `number` of `name` went back to its pool. Until then a version
+  // that RecordPublish superseded or RecordRemoval removed keeps its memory in the journal's
+  // eyes (a lease, a lease page or a client of an earlier daemon may map it), so that a
+  // restarted daemon that adopts the segments reuses none of it while such a client lives.
+  // Failures are logged.
   virtual void RecordFreed(const std::string& /*name*/, std::uint64_t /*number*/) {}
 
   // Makes what was recorded so far as durable as the journal's policy says (an fdatasync, or

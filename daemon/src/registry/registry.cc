@@ -267,13 +267,8 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
   // Under mutex_, as every reclaim is.
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
     uid_quotas_.RemovePublished(version.charged_uid(), version.charged_bytes);
-    if (version.retained && options_.journal != nullptr) {
-      options_.journal->RecordFreed(*version.name, version.number);
-    }
-  });
-  // A retired version that keeps its memory: a restarted daemon must not reuse it either.
-  versions_.set_retain_observer([this](const TensorVersion& version) {
-    if (options_.journal != nullptr) options_.journal->RecordRetained(*version.name, version);
+    // Until this, a restarted daemon would keep its memory out of use for earlier clients.
+    if (options_.journal != nullptr) options_.journal->RecordFreed(*version.name, version.number);
   });
   versions_.set_max_entries_per_uid(options_.fast_path.max_entries_per_uid);
   // A pinned version counts against its pinner, not its publisher.

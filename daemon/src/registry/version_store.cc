@@ -86,7 +86,6 @@ void VersionStore::PresenceChanged(const std::string& name, bool present) {
 void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   if (!(version->superseded || version->deleted)) return;
   if (version->lease_count != 0 || HeldByLeasePage(version) || HeldForEarlierEpochs(version)) {
-    Retain(version);
     return;
   }
   for (const PoolRange& buffer : version->buffers) {
@@ -148,7 +147,6 @@ void VersionStore::AddRetained(const std::string& name, std::shared_ptr<TensorVe
   version->name = &named->first;
   version->superseded = true;
   version->deleted = true;
-  version->retained = true;  // The journal it came from has its kRetained record.
   version->fast_path_id = 0;
   entry.next_version = std::max(entry.next_version, version->number + 1);
   published_bytes_ += version->byte_size;
@@ -177,12 +175,6 @@ bool VersionStore::HeldForEarlierEpochs(TensorVersion* version) {
   }
   if (earlier_held_.erase(version) != 0) earlier_held_bytes_ -= version->byte_size;
   return false;
-}
-
-void VersionStore::Retain(TensorVersion* version) {
-  if (version->retained) return;
-  version->retained = true;
-  if (retain_observer_) retain_observer_(*version);
 }
 
 bool VersionStore::HeldByLeasePage(TensorVersion* version) {

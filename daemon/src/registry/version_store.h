@@ -83,8 +83,6 @@ struct TensorVersion {
   // Its memory was granted by an earlier daemon on this state directory (Registry::Adopt),
   // whose clients may still map it: retired, it stays until VersionStore::ReleaseEarlierEpochs.
   bool from_earlier_epoch = false;
-  // Retired, it kept its memory, and the retain observer was told (once).
-  bool retained = false;
 
   // The TensorInfo of this version under `name`, from its stored bytes. Needs no lock.
   void FillTensorInfo(const std::string& tensor_name, v1::TensorInfo& info) const;
@@ -159,11 +157,6 @@ class VersionStore {
   // No earlier daemon's client maps anything any more: clears the flag and reclaims what it
   // held back (those without a lease or pin of this daemon). Returns how many went.
   std::size_t ReleaseEarlierEpochs();
-  // Called once with each retired version that keeps its memory (a lease, a lease page or an
-  // earlier daemon's clients hold it), before ReclaimIfUnused returns.
-  void set_retain_observer(std::function<void(const TensorVersion&)> observer) {
-    retain_observer_ = std::move(observer);
-  }
   // Serves the fast path from `directory` (null: none; must outlive the store): `named`
   // tells the uid of a lease page that pins a version (one of its granted_uids), or nullopt.
   // Before the first Add.
@@ -250,8 +243,6 @@ class VersionStore {
   // Whether `version` must stay because an earlier daemon's clients may map it; tracks
   // earlier_held_.
   bool HeldForEarlierEpochs(TensorVersion* version);
-  // Tells the retain observer of `version`, once.
-  void Retain(TensorVersion* version);
 
   fast_path::DirectorySegment* directory_ = nullptr;
   Named named_;
@@ -261,7 +252,6 @@ class VersionStore {
   std::uint64_t refused_entries_ = 0;
   std::uint64_t max_entries_per_uid_ = 0;
   std::unordered_map<std::uint32_t, std::uint64_t> entries_of_uid_;  // Uids holding some.
-  std::function<void(const TensorVersion&)> retain_observer_;
   bool earlier_epochs_held_ = false;
   std::set<TensorVersion*> earlier_held_;
   std::uint64_t earlier_held_bytes_ = 0;
