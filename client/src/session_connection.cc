@@ -95,10 +95,9 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const v1::SessionWelcome& welcome = message.welcome();
   const PeerCredentials credentials{
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
-  return std::unique_ptr<SessionConnection>(
-      new SessionConnection(std::move(*socket), std::move(reader), welcome.token(),
-                            welcome.session_id(), welcome.daemon_epoch(), credentials,
-                            std::move(reply->fd)));
+  return std::unique_ptr<SessionConnection>(new SessionConnection(
+      std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
+      welcome.daemon_epoch(), credentials, std::move(reply->fd)));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,

@@ -237,7 +237,7 @@ Status Daemon::StartParts() {
               .lease_slots = config_.fast_path.lease_slots,
               .rescan_interval = std::chrono::milliseconds(config_.fast_path.rescan_interval_ms),
               .max_entries_per_uid = config_.fast_path.max_entries_per_uid}});
-  const bool earlier_held = epoch_holds_->earlier_held();
+  const bool earlier_held = epoch_holds_.has_value() && epoch_holds_->earlier_held();
   const Registry::Adoption adoption =
       registry_->Adopt(std::move(journaled_versions_), retained_versions_, earlier_held);
   if (earlier_held) {
@@ -451,7 +451,7 @@ Status Daemon::StartSessions() {
                              .frame_timeout = std::chrono::milliseconds(config_.frame_timeout_ms),
                              .event_loops = config_.io_threads,
                              .reserved_descriptors = config_.reserved_descriptors},
-                            epoch_holds_->hold()));
+                            epoch_holds_ ? epoch_holds_->hold() : nullptr));
   return ApplySocketGroup(session_server_->socket_path());
 }
 
@@ -478,7 +478,7 @@ Status Daemon::StartMetrics() {
 void Daemon::StartIo() {
   signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
   WaitForSignal();
-  if (epoch_holds_->earlier_held()) {
+  if (epoch_holds_ && epoch_holds_->earlier_held()) {
     epoch_hold_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
     RecheckEarlierHoldsEvery(kEarlierHoldCheck);
   }

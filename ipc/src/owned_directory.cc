@@ -226,6 +226,7 @@ Result<std::vector<std::string>> OwnedDirectory::ListNames(std::string_view pref
   (void)listing.Release();  // closedir closes it.
   std::vector<std::string> names;
   errno = 0;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the stream is this call's own.
   while (const dirent* entry = ::readdir(directory)) {
     const std::string_view name(entry->d_name);
     if (name != "." && name != ".." && name.starts_with(prefix)) names.emplace_back(name);

@@ -364,6 +364,8 @@ class DaemonStats:
     lost_tensor_count: int
     adopted_tensor_count: int
     fast_path: FastPathStats
+    earlier_epoch_held_versions: int
+    earlier_epoch_held_bytes: int
 
 class WatchEvent:
     kind: Literal["published", "deleted", "evicted"]

@@ -139,7 +139,9 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("refused_connection_count", &DaemonStats::refused_connection_count)
       .def_readonly("lost_tensor_count", &DaemonStats::lost_tensor_count)
       .def_readonly("adopted_tensor_count", &DaemonStats::adopted_tensor_count)
-      .def_readonly("fast_path", &DaemonStats::fast_path);
+      .def_readonly("fast_path", &DaemonStats::fast_path)
+      .def_readonly("earlier_epoch_held_versions", &DaemonStats::earlier_epoch_held_versions)
+      .def_readonly("earlier_epoch_held_bytes", &DaemonStats::earlier_epoch_held_bytes);
   py::class_<FastPathStats>(module, "FastPathStats")
       .def_readonly("directory_entries_used", &FastPathStats::directory_entries_used)
       .def_readonly("directory_entries", &FastPathStats::directory_entries)

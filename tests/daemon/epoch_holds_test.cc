@@ -31,8 +31,8 @@ class EpochHoldsTest : public ::testing::Test {
 
   [[nodiscard]] bool HoldFileExists(std::uint64_t epoch) const {
     struct stat info{};
-    return ::lstat(state_->directory().PathOf("clients-" + std::to_string(epoch)).c_str(),
-                   &info) == 0;
+    return ::lstat(state_->directory().PathOf("clients-" + std::to_string(epoch)).c_str(), &info) ==
+           0;
   }
   // A client's copy of `holds`' hold, as a welcome carries it.
   static UniqueFd ClientCopy(const EpochHolds& holds) {
@@ -65,14 +65,18 @@ TEST_F(EpochHoldsTest, AnEarlierHoldCountsUntilItsLastClientCloses) {
 }
 
 TEST_F(EpochHoldsTest, AnEarlierDaemonWithoutClientsIsGoneAtOnce) {
-  { ASSERT_OK_AND_ASSIGN(const EpochHolds first, EpochHolds::Open(state_->directory(), 1)); }
+  {
+    ASSERT_OK_AND_ASSIGN(const EpochHolds first, EpochHolds::Open(state_->directory(), 1));
+  }
   ASSERT_OK_AND_ASSIGN(const EpochHolds next, EpochHolds::Open(state_->directory(), 2));
   EXPECT_FALSE(next.earlier_held());
   EXPECT_FALSE(HoldFileExists(1));
 }
 
 TEST_F(EpochHoldsTest, AnyOtherOpenDescriptionCountsAsHeld) {
-  { ASSERT_OK_AND_ASSIGN(const EpochHolds first, EpochHolds::Open(state_->directory(), 1)); }
+  {
+    ASSERT_OK_AND_ASSIGN(const EpochHolds first, EpochHolds::Open(state_->directory(), 1));
+  }
   // Only the daemon's user can open the file anew; whoever has it open, the answer errs on
   // the side of keeping the memory.
   ASSERT_OK_AND_ASSIGN(UniqueFd reopened, state_->directory().OpenFile("clients-1", O_RDONLY));

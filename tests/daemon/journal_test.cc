@@ -253,8 +253,8 @@ TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
   {
     ASSERT_OK_AND_ASSIGN(
         auto journal,
-        TensorJournal::Create({.path = path(), .sync = JournalSync::kNone, .compact_min_bytes = 4096},
-                              {}, {}));
+        TensorJournal::Create(
+            {.path = path(), .sync = JournalSync::kNone, .compact_min_bytes = 4096}, {}, {}));
     TensorVersion held{.number = 1, .publisher_uid = 1000};
     held.info_without_name = "v1";
     ASSERT_OK(journal->RecordPublish("ns/held", held));
@@ -262,8 +262,8 @@ TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
     ASSERT_OK(journal->RecordPublish("ns/deleted", TensorVersion{.number = 1}));
     journal->RecordRemoval("ns/deleted", 1);
     journal->RecordFreed("ns/deleted", 1);
-    journal->RecordFreed("ns/held", 2);       // Live: nothing to record.
-    journal->RecordFreed("ns/unknown", 1);    // Never journaled: nothing to record.
+    journal->RecordFreed("ns/held", 2);     // Live: nothing to record.
+    journal->RecordFreed("ns/unknown", 1);  // Never journaled: nothing to record.
     ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = 1}));
     for (std::uint64_t number = 2; number <= 300; ++number) {  // Compacts.
       ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = number}));

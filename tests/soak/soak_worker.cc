@@ -124,17 +124,14 @@ std::string CheckView(const TensorView& view) {
 }
 
 // A consumer's checks and what it has counted. Checks each view it is given, holds the last
-// kHeldViews of them and checks each again before it lets it go (its release). Views of an
-// earlier daemon epoch than the newest are let go unchecked: a superseded version that only
-// a lease (or a fast-path slot) of the killed daemon kept alive is not protected after a
-// restart (docs/reliability.md), and this consumer may hold one.
+// kHeldViews of them and checks each again before it lets it go (its release), across daemon
+// kills too: a restarted daemon reuses none of the memory a view of the killed one may read,
+// superseded or not (the epoch hold, docs/operations.md).
 class ViewChecker {
  public:
   void Take(TensorView view) {
     Check(view);
     if (view.fast_path()) ++fast_;
-    const std::uint64_t epoch = view.daemon_epoch();
-    std::erase_if(held_, [epoch](const TensorView& old) { return old.daemon_epoch() != epoch; });
     held_.push_back(std::move(view));
     if (held_.size() > kHeldViews) {
       Check(held_.front());

@@ -398,6 +398,12 @@ Status StatsCommand(const GlobalOptions& options) {
       stats->lease_count(), stats->tensor_count(), stats->version_count(),
       stats->pending_allocation_count());
   text += RenderFastPath(*stats);
+  if (stats->earlier_epoch_held_versions() != 0) {
+    text += fmt::format("held for earlier:     {} retired versions ({}) an earlier daemon's "
+                        "clients may still map\n",
+                        stats->earlier_epoch_held_versions(),
+                        FormatBytes(stats->earlier_epoch_held_bytes()));
+  }
   text += "pools:\n";
   text += RenderPoolTable(*stats, "  ");
   text += RenderCudaPools(*stats);

@@ -19,8 +19,7 @@ Result<EpochHolds> EpochHolds::Open(const OwnedDirectory& directory, std::uint64
   // Read-only: a client's descriptor can neither write the file nor grow it.
   HURRAY_ASSIGN_OR_RETURN(UniqueFd hold,
                           directory.OpenFile(own, O_RDONLY | O_CREAT | O_EXCL, 0600));
-  EpochHolds holds(directory, std::make_shared<const UniqueFd>(std::move(hold)),
-                   std::move(names));
+  EpochHolds holds(directory, std::make_shared<const UniqueFd>(std::move(hold)), std::move(names));
   holds.Recheck();
   return holds;
 }

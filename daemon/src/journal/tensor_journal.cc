@@ -118,8 +118,8 @@ Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
   for (const JournalRecord& version : retained) {
     kept.insert_or_assign(RetainedKey(version.name, version.number), EncodeJournalRecord(version));
   }
-  HURRAY_ASSIGN_OR_RETURN(JournalFile file,
-                          JournalFile::Replace(options.path, Snapshot(segment_records, kept, live)));
+  HURRAY_ASSIGN_OR_RETURN(
+      JournalFile file, JournalFile::Replace(options.path, Snapshot(segment_records, kept, live)));
   return std::unique_ptr<TensorJournal>(new TensorJournal(std::move(options), std::move(file),
                                                           std::move(segment_records),
                                                           std::move(live), std::move(kept)));
@@ -140,8 +140,7 @@ TensorJournal::TensorJournal(Options options, JournalFile file,
 }
 
 Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion& version) {
-  std::string payload =
-      EncodeJournalRecord(PublishRecord(name, version));
+  std::string payload = EncodeJournalRecord(PublishRecord(name, version));
   std::lock_guard lock(mutex_);
   if (Status appended = AppendLocked(payload); !appended) {
     return std::unexpected(appended.error().WithContext(

@@ -123,7 +123,7 @@ class TensorJournal final : public VersionJournal {
   std::uint64_t appended_ = 0;  // Guarded by mutex_: records appended.
   std::uint64_t synced_ = 0;    // Guarded by mutex_: of those, the ones known on the disk.
   std::uint64_t syncs_ = 0;     // Guarded by mutex_.
-  std::map<std::string, Live, std::less<>> live_;    // Guarded by mutex_: the latest of each name.
+  std::map<std::string, Live, std::less<>> live_;  // Guarded by mutex_: the latest of each name.
   // Guarded by mutex_: the retired versions not freed yet, as kRetained payloads.
   std::map<RetainedKey, std::string> retained_;
   std::uint64_t live_bytes_ = 0;  // Guarded by mutex_: of live_ and retained_, framed.

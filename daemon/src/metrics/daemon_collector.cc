@@ -143,6 +143,13 @@ constexpr DaemonFigure kDaemonFigures[] = {
      [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.evicted_tensor_count(); }},
     {"hurray_evicted_bytes_total", "Bytes of the versions evicted.", MetricType::Counter,
      [](const v1::StatsResponse& stats) -> std::uint64_t { return stats.evicted_bytes_total(); }},
+    {"hurray_earlier_epoch_held_bytes",
+     "Bytes of retired versions kept out of use while clients of an earlier daemon may still "
+     "map them.",
+     MetricType::Gauge,
+     [](const v1::StatsResponse& stats) -> std::uint64_t {
+       return stats.earlier_epoch_held_bytes();
+     }},
 };
 
 double Count(std::uint64_t value) { return static_cast<double>(value); }

@@ -238,7 +238,8 @@ class Registry final : public SessionHost {
   // (kRetained records: retired, but still mapped when that daemon ended) is taken from
   // their pools too and held, never served, and every adopted version keeps its memory when
   // retired, until ReleaseEarlierEpochs.
-  Adoption Adopt(std::vector<JournalRecord> versions, const std::vector<JournalRecord>& retained = {},
+  Adoption Adopt(std::vector<JournalRecord> versions,
+                 const std::vector<JournalRecord>& retained = {},
                  bool earlier_clients_may_map = false);
   // No client of an earlier daemon maps its memory any more: what Adopt held for them goes
   // back to the pools (unless this daemon's leases hold it). Returns the versions freed.
