@@ -399,10 +399,10 @@ Status StatsCommand(const GlobalOptions& options) {
       stats->pending_allocation_count());
   text += RenderFastPath(*stats);
   if (stats->earlier_epoch_held_versions() != 0) {
-    text += fmt::format("held for earlier:     {} retired versions ({}) an earlier daemon's "
-                        "clients may still map\n",
-                        stats->earlier_epoch_held_versions(),
-                        FormatBytes(stats->earlier_epoch_held_bytes()));
+    text += fmt::format(
+        "held for earlier:     {} retired versions ({}) an earlier daemon's "
+        "clients may still map\n",
+        stats->earlier_epoch_held_versions(), FormatBytes(stats->earlier_epoch_held_bytes()));
   }
   text += "pools:\n";
   text += RenderPoolTable(*stats, "  ");
