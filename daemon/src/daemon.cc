@@ -237,7 +237,10 @@ Status Daemon::StartParts() {
               .lease_slots = config_.fast_path.lease_slots,
               .rescan_interval = std::chrono::milliseconds(config_.fast_path.rescan_interval_ms),
               .max_entries_per_uid = config_.fast_path.max_entries_per_uid}});
-  const bool earlier_held = epoch_holds_.has_value() && epoch_holds_->earlier_held();
+  // Only memory of adopted segments can be under an earlier client's view; new segments are
+  // new memory.
+  const bool earlier_held =
+      cpu_pool_adopted_ && epoch_holds_.has_value() && epoch_holds_->earlier_held();
   const Registry::Adoption adoption =
       registry_->Adopt(std::move(journaled_versions_), retained_versions_, earlier_held);
   if (earlier_held) {
@@ -316,6 +319,7 @@ Status Daemon::CreatePools() {
   journal_ = std::move(cpu_pool.journal);
   journaled_versions_ = std::move(cpu_pool.versions);
   retained_versions_ = std::move(cpu_pool.retained);
+  cpu_pool_adopted_ = cpu_pool.adopted;
   pools->Add(std::move(cpu_pool.pool));
   if (config_.sealed_pool.capacity_bytes != 0) {
     auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes,
@@ -478,7 +482,7 @@ Status Daemon::StartMetrics() {
 void Daemon::StartIo() {
   signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
   WaitForSignal();
-  if (epoch_holds_ && epoch_holds_->earlier_held()) {
+  if (cpu_pool_adopted_ && epoch_holds_ && epoch_holds_->earlier_held()) {
     epoch_hold_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
     RecheckEarlierHoldsEvery(kEarlierHoldCheck);
   }
