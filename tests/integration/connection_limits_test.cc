@@ -108,7 +108,11 @@ class CappedConnectionsTest : public ConnectionLimitsTest {
 };
 
 TEST_F(CappedConnectionsTest, ConnectionsBeyondThePerUidCapAreRefusedAndCounted) {
-  // The fixture's client holds one of the uid's 50.
+  // The fixture's client holds one of the uid's 50, once the daemon has seen the start's
+  // readiness client go (it closes its connection as it notices the hang-up; counted until
+  // then, it would take the place of one of the 49).
+  ASSERT_TRUE(Eventually([&] { return RawStats().session_count() == 1; }))
+      << RawStats().session_count() << " sessions";
   std::vector<UniqueFd> idle = ConnectIdle(49);
   ASSERT_EQ(idle.size(), 49u);
   auto refused = RawSession::Connect(daemon().session_socket_path());

@@ -227,7 +227,17 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   void OnListenerReady(const boost::system::error_code& error);
   // Accepts what is queued; false when accepting must pause (the retry timer resumes it).
   [[nodiscard]] bool AcceptQueuedLocked(std::vector<UniqueFd>& accepted);
-  void AddConnection(UniqueFd socket);
+  // A connection just accepted, admitted or refused against the caps, in the order accepted.
+  struct Admission {
+    std::shared_ptr<Connection> connection;  // Admitted: start it.
+    UniqueFd refused;                        // Refused: answer `why` and close it.
+    PeerCredentials peer;
+    std::optional<Error> why;
+  };
+  // Counts `socket` against the caps (or refuses it) under the mutex that accepted it, so
+  // that connections are counted in the order the kernel queued them whichever thread runs
+  // the next accept; nullopt when it was dropped (logged).
+  [[nodiscard]] std::optional<Admission> AdmitLocked(UniqueFd socket);
   // RESOURCE_EXHAUSTED naming the cap a new connection of `peer` would exceed, if any.
   [[nodiscard]] std::optional<Error> CapExceededLocked(const PeerCredentials& peer) const;
   void Refuse(int socket, const PeerCredentials& peer, const Error& error);
@@ -491,11 +501,12 @@ void SessionServer::Core::OnListenerReady(const boost::system::error_code& error
   if (error == boost::asio::error::operation_aborted) return;
   HandlerScope scope(*this);
   if (!scope.entered()) return;
-  std::vector<UniqueFd> accepted;
+  std::vector<Admission> admissions;
   {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
     bool keep_accepting = true;
+    std::vector<UniqueFd> accepted;
     if (error) {
       spdlog::warn("session server on {}: waiting for connections failed: {}", socket_path_,
                    error.message());
@@ -503,13 +514,25 @@ void SessionServer::Core::OnListenerReady(const boost::system::error_code& error
     } else {
       keep_accepting = AcceptQueuedLocked(accepted);
     }
+    for (UniqueFd& socket : accepted) {
+      if (std::optional<Admission> admission = AdmitLocked(std::move(socket))) {
+        admissions.push_back(std::move(*admission));
+      }
+    }
     if (keep_accepting) {
       ArmAcceptLocked();
     } else {
       ArmRetryLocked();
     }
   }
-  for (UniqueFd& socket : accepted) AddConnection(std::move(socket));
+  // Outside mutex_: a connection's handlers may run (and finish) at once, on any thread.
+  for (Admission& admission : admissions) {
+    if (admission.connection) {
+      admission.connection->Start();
+    } else if (admission.why) {
+      Refuse(admission.refused.get(), admission.peer, *admission.why);
+    }
+  }
 }
 
 bool SessionServer::Core::AcceptQueuedLocked(std::vector<UniqueFd>& accepted) {
@@ -578,41 +601,33 @@ void SessionServer::Core::Refuse(int socket, const PeerCredentials& peer, const 
   SendParting(socket, error);
 }
 
-void SessionServer::Core::AddConnection(UniqueFd socket) {
+std::optional<SessionServer::Core::Admission> SessionServer::Core::AdmitLocked(UniqueFd socket) {
   auto peer = ReadPeerCredentials(socket.get());
   if (!peer) {
     spdlog::warn("session server on {}: dropped a connection: {}", socket_path_,
                  peer.error().ToString());
-    return;
+    return std::nullopt;
   }
-  std::shared_ptr<Connection> connection;
-  std::optional<Error> exceeded;
-  UniqueFd refused;  // Answered and closed outside mutex_.
-  {
-    std::lock_guard lock(mutex_);
-    if (stopped_) return;  // `socket` closes.
-    exceeded = CapExceededLocked(*peer);
-    if (!exceeded) exceeded = DescriptorReserveRefusal(socket.get(), limits_.reserved_descriptors);
-    if (exceeded) {
-      refused = std::move(socket);
-    } else {
-      connection = std::make_shared<Connection>(shared_from_this(), loops_.Next(),
-                                                next_connection_id_++, *peer);
-      if (auto assigned = connection->Assign(std::move(socket)); !assigned) {
-        spdlog::warn("session server on {}: dropped a connection (pid {}): {}", socket_path_,
-                     peer->pid, assigned.error().ToString());
-        return;
-      }
-      connections_.emplace(connection->id(), connection);
-      ++connections_per_uid_[peer->uid];
-    }
+  Admission admission{.connection = nullptr, .refused = {}, .peer = *peer, .why = std::nullopt};
+  admission.why = CapExceededLocked(*peer);
+  if (!admission.why) {
+    admission.why = DescriptorReserveRefusal(socket.get(), limits_.reserved_descriptors);
   }
-  if (exceeded) {
-    Refuse(refused.get(), *peer, *exceeded);
-    return;
+  if (admission.why) {
+    admission.refused = std::move(socket);
+    return admission;
   }
-  // Outside mutex_: its handlers may run (and finish) at once, on any thread.
-  connection->Start();
+  auto connection =
+      std::make_shared<Connection>(shared_from_this(), loops_.Next(), next_connection_id_++, *peer);
+  if (auto assigned = connection->Assign(std::move(socket)); !assigned) {
+    spdlog::warn("session server on {}: dropped a connection (pid {}): {}", socket_path_, peer->pid,
+                 assigned.error().ToString());
+    return std::nullopt;
+  }
+  connections_.emplace(connection->id(), connection);
+  ++connections_per_uid_[peer->uid];
+  admission.connection = std::move(connection);
+  return admission;
 }
 
 void SessionServer::Core::RemoveSocketFile() const {
