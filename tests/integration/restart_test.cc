@@ -5,6 +5,7 @@
 // allocates, until its holder lets go.
 #include <gmock/gmock.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 
@@ -131,6 +132,13 @@ TEST_F(RestartTest, ViewsHeldAcrossAKillStayIntactUntilTheirHolderLetsGo) {
   EXPECT_EQ(held.earlier_epoch_held_bytes, early->descriptor().buffers()[0].byte_size() +
                                                late->descriptor().buffers()[0].byte_size() +
                                                late->descriptor().buffers()[1].byte_size());
+  // Held memory still counts against its publisher (this process's uid), as it did when the
+  // version was retired: both held versions and both live ones.
+  std::uint64_t charged = 0;
+  for (const UidUsage& usage : held.uids) {
+    if (usage.uid == ::geteuid()) charged = usage.published_bytes;
+  }
+  EXPECT_GE(charged, 2 * held.earlier_epoch_held_bytes);
   std::vector<WritableTensor> everything = AllocateEverythingFree();
   EXPECT_FALSE(everything.empty());
   ExpectIntact(*early, 31);

@@ -1374,6 +1374,8 @@ Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions,
                    Shown(record.name), record.number, version.error().message());
       continue;
     }
+    // Charged as it was when retired, and uncharged as it is freed (the reclaim observer).
+    uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->charged_bytes);
     versions_.AddRetained(record.name, std::move(*version));
   }
   for (JournalRecord& record : versions) {
