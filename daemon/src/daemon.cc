@@ -237,13 +237,9 @@ Status Daemon::StartParts() {
               .lease_slots = config_.fast_path.lease_slots,
               .rescan_interval = std::chrono::milliseconds(config_.fast_path.rescan_interval_ms),
               .max_entries_per_uid = config_.fast_path.max_entries_per_uid}});
-  // Only memory of adopted segments can be under an earlier client's view; new segments are
-  // new memory.
-  const bool earlier_held =
-      cpu_pool_adopted_ && epoch_holds_.has_value() && epoch_holds_->earlier_held();
-  const Registry::Adoption adoption =
-      registry_->Adopt(std::move(journaled_versions_), retained_versions_, earlier_held);
-  if (earlier_held) {
+  const Registry::Adoption adoption = registry_->Adopt(
+      std::move(journaled_versions_), retained_versions_, holding_for_earlier_clients_);
+  if (holding_for_earlier_clients_) {
     spdlog::info(
         "restart: clients of an earlier hurrayd may still map its memory: {} retired tensor "
         "versions, and the adopted ones as they retire, keep their memory until they let go",
@@ -319,7 +315,9 @@ Status Daemon::CreatePools() {
   journal_ = std::move(cpu_pool.journal);
   journaled_versions_ = std::move(cpu_pool.versions);
   retained_versions_ = std::move(cpu_pool.retained);
-  cpu_pool_adopted_ = cpu_pool.adopted;
+  // Only memory of adopted segments can be under an earlier client's view; new segments are
+  // new memory.
+  holding_for_earlier_clients_ = cpu_pool.adopted && epoch_holds_->earlier_held();
   pools->Add(std::move(cpu_pool.pool));
   if (config_.sealed_pool.capacity_bytes != 0) {
     auto sealed_pool = SealedPool::Create({.capacity_bytes = config_.sealed_pool.capacity_bytes,
@@ -482,7 +480,7 @@ Status Daemon::StartMetrics() {
 void Daemon::StartIo() {
   signals_ = std::make_unique<boost::asio::signal_set>(io_, SIGINT, SIGTERM, SIGHUP);
   WaitForSignal();
-  if (cpu_pool_adopted_ && epoch_holds_ && epoch_holds_->earlier_held()) {
+  if (holding_for_earlier_clients_) {
     epoch_hold_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
     RecheckEarlierHoldsEvery(kEarlierHoldCheck);
   }

@@ -162,7 +162,8 @@ class Daemon {
   std::unique_ptr<TensorJournal> journal_;         // Outlives registry_, which writes to it.
   std::vector<JournalRecord> journaled_versions_;  // For Registry::Adopt, once at start.
   std::vector<JournalRecord> retained_versions_;   // For Registry::Adopt, once at start.
-  bool cpu_pool_adopted_ = false;                  // The CPU pool is an earlier daemon's.
+  // The CPU pool is an earlier daemon's and one of its holds was open at start.
+  bool holding_for_earlier_clients_ = false;
   // This daemon's hold for its clients, and the earlier daemons' files still held.
   std::optional<EpochHolds> epoch_holds_;
   // Rechecks the earlier daemons' holds while some are held (with them: Registry::Adopt held
