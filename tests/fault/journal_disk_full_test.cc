@@ -6,16 +6,14 @@
 // once the tmpfs is made larger, the same allocation publishes, and after a kill -9 and a
 // restart every acknowledged tensor is served again.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "integration_test.h"
+#include "private_mount_namespace.h"
 #include "test_tensors.h"
 #include "testing/host_facilities.h"
 #include "testing/status_matchers.h"
@@ -24,7 +22,6 @@ namespace hurray::fault {
 namespace {
 
 using namespace std::chrono_literals;
-using ::hurray::testing::ChildProcess;
 using ::hurray::testing::DaemonProcess;
 using ::hurray::testing::TempDir;
 using integration::IntegrationTest;
@@ -47,17 +44,10 @@ class JournalDiskFullTest : public IntegrationTest {
     ASSERT_OK_AND_ASSIGN(directory_, TempDir::Create("hurray-fault-journal"));
     state_directory_ = directory_->path() + "/state";
     std::filesystem::create_directory(state_directory_);
-    ASSERT_OK_AND_ASSIGN(
-        holder_, ChildProcess::Start({"/usr/bin/unshare", "--mount", "--propagation", "private",
-                                      "/bin/sh", "-c", kHoldNamespace, "sh", state_directory_}));
-    const std::optional<std::string> mounted = holder_->ReadLine(60s);
-    ASSERT_EQ(mounted, "mounted") << "could not mount the tmpfs";
-    // hurrayd itself, in the holder's mount namespace (nsenter execs it: its pid is the
-    // daemon's).
+    ASSERT_OK_AND_ASSIGN(namespace_,
+                         PrivateMountNamespace::Start(kHoldNamespace, {state_directory_}));
     wrapper_ = directory_->path() + "/hurrayd-in-namespace";
-    std::ofstream(wrapper_) << "#!/bin/sh\nexec /usr/bin/nsenter --mount=/proc/" << holder_->pid()
-                            << "/ns/mnt " << HURRAYD_PATH << " \"$@\"\n";
-    std::filesystem::permissions(wrapper_, std::filesystem::perms::owner_all);
+    ASSERT_OK(namespace_->WriteWrapper(wrapper_, HURRAYD_PATH));
     IntegrationTest::SetUp();
   }
 
@@ -66,18 +56,6 @@ class JournalDiskFullTest : public IntegrationTest {
     options.binary = wrapper_;
     options.state_directory = state_directory_;
     return options;
-  }
-
-  // Runs `command...` in the holder's mount namespace; expects it to exit 0.
-  void RunInNamespace(const std::vector<std::string>& command) {
-    std::vector<std::string> argv{"/usr/bin/nsenter",
-                                  "--mount=/proc/" + std::to_string(holder_->pid()) + "/ns/mnt"};
-    argv.insert(argv.end(), command.begin(), command.end());
-    ASSERT_OK_AND_ASSIGN(ChildProcess process, ChildProcess::Start(argv));
-    const std::optional<int> status = process.Wait(60s);
-    ASSERT_TRUE(status.has_value()) << process.command_line() << " did not end";
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-        << process.command_line() << ": " << testing::DescribeWaitStatus(*status);
   }
 
   // Every name of `published` (name i filled from seed i) is served, byte for byte.
@@ -92,7 +70,7 @@ class JournalDiskFullTest : public IntegrationTest {
   std::optional<TempDir> directory_;
   std::string state_directory_;
   std::string wrapper_;
-  std::optional<ChildProcess> holder_;
+  std::optional<PrivateMountNamespace> namespace_;
 };
 
 TEST_F(JournalDiskFullTest, PublishRefusedWhenTheJournalIsFullKeepsTheAllocationAndLosesNothing) {
@@ -126,8 +104,7 @@ TEST_F(JournalDiskFullTest, PublishRefusedWhenTheJournalIsFullKeepsTheAllocation
   ASSERT_NO_FATAL_FAILURE(ExpectAllServed(published));
 
   // Room made: the same allocation publishes.
-  ASSERT_NO_FATAL_FAILURE(
-      RunInNamespace({"/bin/mount", "-o", "remount,size=4m", state_directory_}));
+  ASSERT_OK(namespace_->Run({"/bin/mount", "-o", "remount,size=4m", state_directory_}));
   const std::string last = "full/t" + std::to_string(published.size());
   ASSERT_OK_AND_ASSIGN(const PublishedTensor after_room, refused->Publish(last));
   EXPECT_EQ(after_room.version, 1u);

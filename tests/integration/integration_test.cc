@@ -55,6 +55,15 @@ void IntegrationTest::TearDown() {
 void IntegrationTest::KillAndRestartDaemon() {
   client_.reset();
   ASSERT_OK(daemon_->Kill());
+  ASSERT_NO_FATAL_FAILURE(RestartDaemon());
+}
+
+void IntegrationTest::StopDaemon() {
+  client_.reset();
+  ASSERT_OK(daemon_->Stop());
+}
+
+void IntegrationTest::RestartDaemon() {
   DaemonProcess::Options options = daemon_options();
   options.directory = daemon_->directory();
   options.shm_prefix = daemon_->shm_prefix();

@@ -89,6 +89,13 @@ class IntegrationTest : public ::testing::Test {
   // kill -9 of the daemon, then a new one on the same directory, state directory and
   // shared-memory prefix (it adopts the tensors); client() is a new client of it.
   void KillAndRestartDaemon();
+  // A clean stop (SIGTERM) of the daemon, which must succeed, keeping its state; then
+  // RestartDaemon.
+  void StopDaemon();
+  // A new daemon on the same directory, state directory and shared-memory prefix as the
+  // stopped or killed one; client() is a new client of it. Its log (daemon().Log()) goes
+  // on from the old one's.
+  void RestartDaemon();
 
  private:
   std::unique_ptr<DaemonProcess> daemon_;

@@ -1,7 +1,6 @@
 #include "testing/daemon_process.h"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,17 +84,20 @@ Result<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(const Options& optio
   const std::string config_path = directory + "/hurrayd.toml";
   HURRAY_RETURN_IF_ERROR(WriteConfig(config_path, shm_prefix, state_directory, options));
   const std::string log_path = directory + "/hurrayd.log";
+  std::vector<std::string> argv{options.binary, "--socket",        directory + "/d.sock",
+                                "--log-level",  options.log_level, "--config",
+                                config_path};
+  if (options.pool_capacity_bytes != 0) {
+    argv.insert(argv.end(), {"--cpu-pool-capacity", std::to_string(options.pool_capacity_bytes)});
+  }
   HURRAY_ASSIGN_OR_RETURN(
       ChildProcess process,
-      ChildProcess::Start({options.binary, "--socket", directory + "/d.sock", "--cpu-pool-capacity",
-                           std::to_string(options.pool_capacity_bytes), "--log-level",
-                           options.log_level, "--config", config_path},
-                          ChildProcess::Options{.stdout_path = log_path,
-                                                .stderr_path = log_path,
-                                                .cpus = options.cpus,
-                                                // Shuts down cleanly (segments removed) if
-                                                // the parent dies.
-                                                .parent_death_signal = SIGTERM}));
+      ChildProcess::Start(argv, ChildProcess::Options{.stdout_path = log_path,
+                                                      .stderr_path = log_path,
+                                                      .cpus = options.cpus,
+                                                      // Shuts down cleanly (segments removed) if
+                                                      // the parent dies.
+                                                      .parent_death_signal = SIGTERM}));
   std::unique_ptr<DaemonProcess> daemon(
       new DaemonProcess(options, std::move(temp_dir), directory, shm_prefix, std::move(process)));
   HURRAY_RETURN_IF_ERROR(daemon->WaitUntilServing());
@@ -130,19 +132,21 @@ Status DaemonProcess::WaitUntilServing() {
 DaemonProcess::~DaemonProcess() {
   if (!stopped()) (void)Stop();
   process_.Kill();
-  for (const std::string& segment : Segments()) ::shm_unlink(("/" + segment).c_str());
-  // The fast path's directory of a killed daemon that no later one removed.
+  // Its segments, and the fast path's directory of a killed daemon that no later one
+  // removed.
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(options_.shm_directory, error)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("fast-path." + shm_prefix_ + "-")) ::shm_unlink(("/" + name).c_str());
+    if (name.starts_with(shm_prefix_ + "-") || name.starts_with("fast-path." + shm_prefix_ + "-")) {
+      std::filesystem::remove(entry.path(), error);
+    }
   }
 }
 
 std::vector<std::string> DaemonProcess::Segments() const {
   std::vector<std::string> segments;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(options_.shm_directory, error)) {
     const std::string name = entry.path().filename().string();
     if (name.starts_with(shm_prefix_ + "-")) segments.push_back(name);
   }

@@ -37,7 +37,8 @@ class DaemonProcess {
     // Empty: a fresh TempDir (/tmp/<name>-XXXXXX), removed with the daemon. Otherwise this
     // directory, created when missing and left in place.
     std::string directory;
-    // --cpu-pool-capacity, in bytes.
+    // --cpu-pool-capacity, in bytes; 0: none (the embedded default, which follows the
+    // machine's RAM and free /dev/shm).
     std::uint64_t pool_capacity_bytes = std::uint64_t{64} << 20;
     // --log-level.
     std::string log_level = "warn";
@@ -52,6 +53,9 @@ class DaemonProcess {
     std::string state_directory;
     // The shared-memory prefix; empty: "<name>-<parent pid>-<n>", unique to this daemon.
     std::string shm_prefix;
+    // Where this process sees the daemon's /dev/shm (Segments, and the cleanup): another
+    // path for a daemon in a mount namespace of its own (/proc/<pid>/root/dev/shm).
+    std::string shm_directory = "/dev/shm";
   };
 
   // Starts hurrayd and waits (polling, up to 60 s: reserving a large pool takes a while)
@@ -76,7 +80,7 @@ class DaemonProcess {
   // Whether Stop has been called.
   [[nodiscard]] bool stopped() const { return stop_result_.has_value(); }
 
-  // Names of this daemon's segments in /dev/shm ("<prefix>-<hex>").
+  // Names of this daemon's segments in its shm_directory ("<prefix>-<hex>").
   [[nodiscard]] std::vector<std::string> Segments() const;
 
   // The daemon's stdout and stderr so far; only the last `max_bytes`, after "...", when
