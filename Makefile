@@ -78,7 +78,7 @@ bench: deps
 	cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
 	  -DHURRAY_BUILD_TESTS=OFF -DHURRAY_BUILD_BENCH=ON
-	cmake --build build-bench -j $(JOBS) --target hurrayd hurray_bench _hurray
+	cmake --build build-bench -j $(JOBS) --target hurrayd hurray_bench hurray_attack_agent _hurray
 	./build-bench/bench/hurray_bench --hurrayd build-bench/daemon/hurrayd \
 	  --json build-bench/bench.json $(BENCH_FLAGS)
 	# The Python section (bench/python): hurray against what Python users use today.

@@ -69,13 +69,16 @@ int RunBenchmark(const Options& options) {
   report.SetSectionTitle(10,
                          "Sealed pool: cost per tensor of a memfd sealed at publish vs the "
                          "shared-segment cpu pool (issue 14), sealed / cpu per size");
+  report.SetSectionTitle(11,
+                         "Under attack: a victim's publish and acquire while another uid runs "
+                         "each attack of the security audit (issue 24)");
 
   struct Step {
     int section;
     std::function<Status()> run;
   };
   // Sections 1-4 and 10 share one daemon; 6 restarts it with huge pages; 5, 7 and 8 need
-  // fresh ones; 9 starts its own.
+  // fresh ones; 9 starts its own, 11 one per attack.
   const Step steps[] = {
       {1, [&] { return RunSizeIndependence(harness, SectionRun{.section = 1}); }},
       {2, [&] { return RunGettingTheBytes(harness, SectionRun{.section = 2}); }},
@@ -87,6 +90,7 @@ int RunBenchmark(const Options& options) {
       {7, [&] { return RunGpu(harness); }},
       {8, [&] { return RunModelFiles(harness); }},
       {9, [&] { return RunTimeToServing(harness); }},
+      {11, [&] { return RunUnderAttack(harness); }},
   };
   int failures = 0;
   for (const Step& step : steps) {

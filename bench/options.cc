@@ -21,8 +21,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
   app.add_option("--huge-pages-mode", options.huge_pages_mode,
                  "cpu_pool.huge_pages mode for --huge-pages (default auto)");
   app.add_option("--pin-cpu", options.pin_cpu, "CPU of the pinned placement (default: the last)");
-  app.add_option("--sections", options.sections, "Sections to run, e.g. --sections 1 3 (1-10)")
-      ->check(CLI::Range(1, 10));
+  app.add_option("--sections", options.sections, "Sections to run, e.g. --sections 1 3 (1-11)")
+      ->check(CLI::Range(1, 11));
   app.add_option("--pool-capacity-mib", options.pool_capacity_bytes,
                  "CPU pool of the benchmark's hurrayd in MiB (default 4096, less when /dev/shm "
                  "is smaller)");
@@ -60,7 +60,8 @@ Scale ScaleFor(bool quick) {
                  .file_bytes = 128 * kMiB,
                  .file_tensor_count = 100,
                  .file_repetitions = 2,
-                 .sealed_sizes = {4 * kKiB, 1 * kMiB, 64 * kMiB}};
+                 .sealed_sizes = {4 * kKiB, 1 * kMiB, 64 * kMiB},
+                 .attack_rounds = 200};
   }
   return Scale{.tensor_sizes = {4 * kKiB, 1 * kMiB, 64 * kMiB, 1 * kGiB},
                .processes_per_size = 10,
@@ -79,7 +80,8 @@ Scale ScaleFor(bool quick) {
                .file_bytes = 2 * kGiB,
                .file_tensor_count = 500,
                .file_repetitions = 3,
-               .sealed_sizes = {4 * kKiB, 1 * kMiB, 64 * kMiB}};
+               .sealed_sizes = {4 * kKiB, 1 * kMiB, 64 * kMiB},
+               .attack_rounds = 2000};
 }
 
 }  // namespace hurray::bench

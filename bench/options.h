@@ -23,7 +23,7 @@ struct Options {
   std::string huge_pages_mode = "auto";
   // The CPU of the pinned placement; -1: the last CPU the harness may use.
   int pin_cpu = -1;
-  // Sections to run (1-7); empty: all.
+  // Sections to run (1-11); empty: all.
   std::set<int> sections;
   // The CPU pool of the harness's hurrayd; 0: 4 GiB, less when /dev/shm is smaller.
   std::uint64_t pool_capacity_bytes = 0;
@@ -69,6 +69,8 @@ struct Scale {
   // Section 10: tensor sizes compared between the sealed pool and the cpu pool (steady
   // repetitions as section 1's).
   std::vector<std::uint64_t> sealed_sizes;
+  // Section 11: the victim's handover rounds with no attack and under each attack.
+  int attack_rounds = 0;
 };
 
 [[nodiscard]] Scale ScaleFor(bool quick);

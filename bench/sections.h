@@ -13,6 +13,7 @@
 //   8 section_files.cc       model files: safetensors import and .hrry load vs cat, naive
 //   9 section_startup.cc     time to serving: hurrayd with a 1, 8, 16 GiB pool vs fallocate
 //  10 section_sealed.cc      sealed pool vs cpu pool: cost per tensor, as a ratio per size
+//  11 section_attacks.cc     the victim under each attack of the security audit
 //   peer_reference.cc        Plasma's figures from issues 12 and 4 beside ours (constants)
 #pragma once
 
@@ -46,6 +47,8 @@ struct SectionRun {
 // Stops the harness's daemon first: each size starts one of its own.
 [[nodiscard]] Status RunTimeToServing(Harness& harness);
 [[nodiscard]] Status RunSealedPool(Harness& harness);
+// Stops the harness's daemon first: each attack gets a fresh one. Root only (a note otherwise).
+[[nodiscard]] Status RunUnderAttack(Harness& harness);
 
 // The TOML value that turns cpu_pool.huge_pages on, when `hurrayd_path --print-config`
 // shows that option: `"MODE"` (`mode`, e.g. "auto": whichever huge pages the host allows,
@@ -80,5 +83,6 @@ void AddPeerReferences(Harness& harness);
 [[nodiscard]] int FilesPopulateRole(const WorkerArgs& args);
 [[nodiscard]] int SealedProducerRole(const WorkerArgs& args);
 [[nodiscard]] int SealedConsumerRole(const WorkerArgs& args);
+[[nodiscard]] int AttackVictimRole(const WorkerArgs& args);
 
 }  // namespace hurray::bench

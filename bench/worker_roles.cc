@@ -43,6 +43,7 @@ constexpr Role kRoles[] = {
     {"files-populate", FilesPopulateRole},
     {"sealed-producer", SealedProducerRole},
     {"sealed-consumer", SealedConsumerRole},
+    {"attack-victim", AttackVictimRole},
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // hurray_attack_agent: one attack of the security audit on a real hurrayd, as another uid,
-// for the adversarial tests (adversarial_test.cc), which run it while a victim works.
+// for the adversarial tests (tests/integration/adversarial_test.cc) and the benchmark's
+// section 11 (bench/section_attacks.cc), which run it while a victim works.
 //
 //   hurray_attack_agent UID SOCKET ATTACK N
 //
@@ -13,7 +14,10 @@
 //   waits N           N Acquire calls waiting an hour for names never published;
 //   pins N            N clients each hold 60 views on the fast path (a lease-page slot
 //                     each) of names of their own, then publish each name again: 60 N
-//                     superseded versions stay pinned.
+//                     superseded versions stay pinned;
+//   grpc-connections N  N gRPC connections (channels of their own), each having made one
+//                     call;
+//   watchers N        N Watch streams of every name, never read.
 // Prints "READY <what it saw>" once the attack is in place, then holds it (keeps every
 // connection open) until its stdin closes or it is killed. Exits 2 for bad arguments, 3 when
 // a step the attack needs fails (the line says which).
@@ -39,7 +43,6 @@
 #include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "hurray/v1/session.pb.h"
-#include "test_tensors.h"
 
 namespace {
 
@@ -49,6 +52,15 @@ using ::hurray::UniqueFd;
   std::printf("FAILED %s\n", what.c_str());
   std::fflush(stdout);
   std::_Exit(3);
+}
+
+// A 64-byte tensor of the attacker's own, allocated through `client`.
+::hurray::WritableTensor AllocateSmall(::hurray::Client& client) {
+  auto descriptor = ::hurray::TensorDescriptor::Dense(::hurray::ElementType::kUint8, {64});
+  if (!descriptor) Fail("descriptor: " + descriptor.error().ToString());
+  auto tensor = client.Allocate(*descriptor);
+  if (!tensor) Fail("allocate: " + tensor.error().ToString());
+  return std::move(*tensor);
 }
 
 // A session socket connection that has said hello; its token in *token.
@@ -164,9 +176,8 @@ void DupBatchWait(const std::string& socket, int count) {
   if (!client) Fail("client: " + client.error().ToString());
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) {
-    auto tensor = (*client)->Allocate(::hurray::integration::MakeByteTensor(64));
-    if (!tensor) Fail("allocate: " + tensor.error().ToString());
-    if (auto published = tensor->Publish("atk/x"); !published) {
+    ::hurray::WritableTensor tensor = AllocateSmall(**client);
+    if (auto published = tensor.Publish("atk/x"); !published) {
       Fail("publish: " + published.error().ToString());
     }
   }
@@ -228,9 +239,8 @@ void Pins(const std::string& socket, int clients) {
         {.socket_path = socket, .client_name = "attacker-" + std::to_string(c)});
     if (!client) Fail("client: " + client.error().ToString());
     const auto publish = [&](const std::string& name) {
-      auto tensor = (*client)->Allocate(::hurray::integration::MakeByteTensor(64));
-      if (!tensor) Fail("allocate: " + tensor.error().ToString());
-      if (auto published = tensor->Publish(name); !published) {
+      ::hurray::WritableTensor tensor = AllocateSmall(**client);
+      if (auto published = tensor.Publish(name); !published) {
         Fail("publish: " + published.error().ToString());
       }
     };
@@ -250,6 +260,49 @@ void Pins(const std::string& socket, int clients) {
   }
   std::printf("READY %d clients hold %d superseded versions\n", clients, pinned);
   Hold();
+}
+
+void GrpcConnections(const std::string& socket, int count) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  int answered = 0;
+  int refused = 0;
+  for (int i = 0; i < count; ++i) {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt("hurray.attack.channel", i);  // A connection of its own.
+    channels.push_back(
+        grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), arguments));
+    auto stub = hurray::v1::Exchange::NewStub(channels.back());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    hurray::v1::StatsResponse response;
+    if (stub->Stats(&context, hurray::v1::StatsRequest(), &response).ok()) {
+      ++answered;
+    } else {
+      ++refused;
+    }
+  }
+  std::printf("READY %d connections: %d answered, %d refused\n", count, answered, refused);
+  Hold();
+}
+
+void Watchers(const std::string& socket, int count) {
+  auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
+  auto stub = hurray::v1::Exchange::NewStub(channel);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<hurray::v1::WatchEvent>>> streams;
+  int watching = 0;
+  for (int i = 0; i < count; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub->Watch(contexts.back().get(), hurray::v1::WatchRequest()));
+    hurray::v1::WatchEvent first;
+    if (streams.back()->Read(&first) && first.kind() == hurray::v1::WatchEvent::KIND_WATCHING) {
+      ++watching;
+    }
+  }
+  std::printf("READY %d watch streams of every name, never read (%d established)\n", count,
+              watching);
+  Hold();
+  for (auto& context : contexts) context->TryCancel();
 }
 
 }  // namespace
@@ -276,6 +329,10 @@ int main(int argc, char** argv) {
     Waits(socket, count);
   } else if (attack == "pins") {
     Pins(socket, count);
+  } else if (attack == "grpc-connections") {
+    GrpcConnections(socket, count);
+  } else if (attack == "watchers") {
+    Watchers(socket, count);
   } else {
     std::fprintf(stderr, "unknown attack %s\n", attack.c_str());
     return 2;
