@@ -78,12 +78,11 @@ struct VictimSamples {
 };
 
 Result<VictimSamples> RunVictim(Harness& harness, const std::string& socket) {
-  HURRAY_ASSIGN_OR_RETURN(
-      WorkerResults victim,
-      harness.RunWorker(Placement::kUnpinned,
-                        {"attack-victim", socket, "victim/t",
-                         std::to_string(harness.scale().attack_rounds)},
-                        kWorkerTimeout));
+  HURRAY_ASSIGN_OR_RETURN(WorkerResults victim,
+                          harness.RunWorker(Placement::kUnpinned,
+                                            {"attack-victim", socket, "victim/t",
+                                             std::to_string(harness.scale().attack_rounds)},
+                                            kWorkerTimeout));
   return VictimSamples{.publish_ns = victim.Values("publish_ns"),
                        .acquire_ns = victim.Values("acquire_ns")};
 }
@@ -153,17 +152,15 @@ Status RunUnderAttack(Harness& harness) {
     const std::string baseline_key = fmt::format("{}.no_attack", attack.key);
     AddVictimFigures(report, baseline_key, fmt::format("no attack (before {})", attack.label),
                      before);
-    HURRAY_ASSIGN_OR_RETURN(
-        testing::ChildProcess attacker,
-        testing::ChildProcess::Start({HURRAY_ATTACK_AGENT_PATH, kAttackerUid,
-                                      daemon->socket_path(), std::string(attack.agent_attack),
-                                      std::to_string(attack.count)},
-                                     {.stdin_pipe = true}));
+    HURRAY_ASSIGN_OR_RETURN(testing::ChildProcess attacker,
+                            testing::ChildProcess::Start(
+                                {HURRAY_ATTACK_AGENT_PATH, kAttackerUid, daemon->socket_path(),
+                                 std::string(attack.agent_attack), std::to_string(attack.count)},
+                                {.stdin_pipe = true}));
     const std::optional<std::string> ready = attacker.ReadLine(kAttackSetUp);
     if (!ready || !ready->starts_with("READY")) {
-      return InternalError(fmt::format("attack {} {} was not put in place: {}",
-                                       attack.agent_attack, attack.count,
-                                       ready.value_or("no line")));
+      return InternalError(fmt::format("attack {} {} was not put in place: {}", attack.agent_attack,
+                                       attack.count, ready.value_or("no line")));
     }
     HURRAY_ASSIGN_OR_RETURN(VictimSamples under, RunVictim(harness, daemon->socket_path()));
     AddVictimFigures(report, attack.key, attack.label, under);
@@ -172,13 +169,13 @@ Status RunUnderAttack(Harness& harness) {
     attacker.Kill();
     HURRAY_RETURN_IF_ERROR(daemon->Stop());
     for (std::string_view figure : {"publish", "acquire"}) {
-      report.AddRatio(RatioSpec{
-          .key = fmt::format("attacks.ratio.{}.{}", attack.key, figure),
-          .section = kSection,
-          .label = fmt::format("{} under attack / before, {}", figure, attack.label),
-          .numerator = fmt::format("attacks.{}.{}", attack.key, figure),
-          .denominator = fmt::format("attacks.{}.{}", baseline_key, figure),
-          .target = std::nullopt});
+      report.AddRatio(
+          RatioSpec{.key = fmt::format("attacks.ratio.{}.{}", attack.key, figure),
+                    .section = kSection,
+                    .label = fmt::format("{} under attack / before, {}", figure, attack.label),
+                    .numerator = fmt::format("attacks.{}.{}", attack.key, figure),
+                    .denominator = fmt::format("attacks.{}.{}", baseline_key, figure),
+                    .target = std::nullopt});
     }
   }
   report.AddNote(kSection,

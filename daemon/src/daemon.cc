@@ -246,6 +246,13 @@ Status Daemon::StartParts() {
         retained_versions_.size());
   }
   retained_versions_.clear();
+  // What was not adopted is free memory now: a later restart must not adopt it over what
+  // reuses it.
+  if (journal_ != nullptr) {
+    if (Status kept = journal_->KeepOnly(adoption.adopted, adoption.held); !kept) {
+      return std::unexpected(kept.error().WithContext("restart: journal"));
+    }
+  }
   if (!adoption.adopted.empty() || adoption.lost != 0) {
     spdlog::info("restart: {} tensors of the daemon before served again, {} lost",
                  adoption.adopted.size(), adoption.lost);

@@ -293,6 +293,45 @@ TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
   EXPECT_EQ(after.versions.size(), 2u);
 }
 
+// A restart keeps only what the registry adopted: the rest is free memory in the new daemon,
+// and neither a later record nor a later restart may name it.
+TEST_F(JournalTest, KeepOnlyForgetsWhatARestartDidNotAdopt) {
+  {
+    ASSERT_OK_AND_ASSIGN(auto journal, TensorJournal::Create({.path = path()}, {}, {}));
+    ASSERT_OK(journal->RecordPublish("ns/kept", TensorVersion{.number = 1}));
+    ASSERT_OK(journal->RecordPublish("ns/kept", TensorVersion{.number = 2}));  // v1 retained.
+    ASSERT_OK(journal->RecordPublish("ns/lost", TensorVersion{.number = 1}));
+    ASSERT_OK(journal->RecordPublish("ns/old", TensorVersion{.number = 1}));
+    journal->RecordRemoval("ns/old", 1);  // Retained.
+  }
+  ASSERT_OK_AND_ASSIGN(RecoveredJournal recovered, RecoverJournal(path()));
+  ASSERT_EQ(recovered.versions.size(), 2u);
+  ASSERT_EQ(recovered.retained.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(auto next, TensorJournal::Create({.path = path()}, {}, recovered.versions,
+                                                        recovered.retained));
+  // Adopted: ns/kept v2 (served) and ns/kept v1 (held); ns/lost and ns/old v1 were not.
+  std::vector<JournalRecord> adopted;
+  std::vector<JournalRecord> held;
+  for (const JournalRecord& record : recovered.versions) {
+    if (record.name == "ns/kept") adopted.push_back(record);
+  }
+  for (const JournalRecord& record : recovered.retained) {
+    if (record.name == "ns/kept") held.push_back(record);
+  }
+  ASSERT_OK(next->KeepOnly(adopted, held));
+  EXPECT_EQ(next->live_version_count(), 1u);
+  EXPECT_EQ(next->retained_version_count(), 1u);
+  ASSERT_OK_AND_ASSIGN(const RecoveredJournal kept, RecoverJournal(path()));
+  EXPECT_EQ(kept.versions, adopted);
+  EXPECT_EQ(kept.retained, held);
+  // Appends go on to the rewritten file.
+  next->RecordFreed("ns/kept", 1);
+  ASSERT_OK(next->RecordPublish("ns/new", TensorVersion{.number = 1}));
+  ASSERT_OK_AND_ASSIGN(const RecoveredJournal after, RecoverJournal(path()));
+  EXPECT_TRUE(after.retained.empty());
+  EXPECT_EQ(after.versions.size(), 2u);  // ns/kept v2, ns/new v1.
+}
+
 TEST_F(JournalTest, CompactionKeepsOnlyLiveRecords) {
   ASSERT_OK_AND_ASSIGN(
       auto journal,

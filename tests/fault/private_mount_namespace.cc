@@ -53,10 +53,11 @@ Result<std::string> PrivateMountNamespace::Run(const std::vector<std::string>& c
   HURRAY_ASSIGN_OR_RETURN(ChildProcess process, ChildProcess::Start(argv));
   const std::optional<std::string> output = process.ReadToEnd(60s);
   const std::optional<int> status = process.Wait(10s);
-  if (!output || !status) return InternalError(fmt::format("{} did not end", process.command_line()));
+  if (!output || !status)
+    return InternalError(fmt::format("{} did not end", process.command_line()));
   if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
-    return InternalError(fmt::format("{}: {}", process.command_line(),
-                                     testing::DescribeWaitStatus(*status)));
+    return InternalError(
+        fmt::format("{}: {}", process.command_line(), testing::DescribeWaitStatus(*status)));
   }
   return *output;
 }

@@ -81,7 +81,8 @@ class ShmNearlyFullRestartTest : public IntegrationTest {
   std::optional<PrivateMountNamespace> namespace_;
 };
 
-TEST_F(ShmNearlyFullRestartTest, KilledDaemonsSegmentsAreAdoptedAtTheirSizeAndAStopKeepsOnlyLivePages) {
+TEST_F(ShmNearlyFullRestartTest,
+       KilledDaemonsSegmentsAreAdoptedAtTheirSizeAndAStopKeepsOnlyLivePages) {
   // The embedded default followed the free space: at most half of the 256 MiB left.
   const std::uint64_t capacity = CpuPool().capacity_bytes;
   ASSERT_GT(capacity, 0u);

@@ -53,9 +53,13 @@ void IntegrationTest::TearDown() {
 }
 
 void IntegrationTest::KillAndRestartDaemon() {
+  ASSERT_NO_FATAL_FAILURE(KillDaemon());
+  ASSERT_NO_FATAL_FAILURE(RestartDaemon());
+}
+
+void IntegrationTest::KillDaemon() {
   client_.reset();
   ASSERT_OK(daemon_->Kill());
-  ASSERT_NO_FATAL_FAILURE(RestartDaemon());
 }
 
 void IntegrationTest::StopDaemon() {

@@ -92,6 +92,8 @@ class IntegrationTest : public ::testing::Test {
   // A clean stop (SIGTERM) of the daemon, which must succeed, keeping its state; then
   // RestartDaemon.
   void StopDaemon();
+  // kill -9 of the daemon (KillAndRestartDaemon's first half); then RestartDaemon.
+  void KillDaemon();
   // A new daemon on the same directory, state directory and shared-memory prefix as the
   // stopped or killed one; client() is a new client of it. Its log (daemon().Log()) goes
   // on from the old one's.

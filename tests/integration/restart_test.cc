@@ -181,5 +181,43 @@ TEST_F(RestartTest, MemoryHeldForAKilledHolderIsFreedWhenItDies) {
   ExpectEverythingReturned();
 }
 
+// A retired version that no earlier client holds at a restart is free memory in the new
+// daemon: once reused, a later restart (with an earlier client holding something else) must
+// not take it back over the tensor that reuses it.
+TEST_F(RestartTest, RetiredVersionNoOneHeldIsForgottenSoItsReuseSurvivesTheNextRestart) {
+  EXPECT_EQ(RunAgent({"produce", "rs/stays", "dense", "50"}), "version 1\n");
+  EXPECT_EQ(RunAgent({"produce", "rs/old", "dense", "51"}), "version 1\n");
+  ASSERT_OK_AND_ASSIGN(ChildProcess holder, StartAgent({"hold", "rs/old"}));
+  ExpectLine(holder, "holding 1");
+  ASSERT_OK(client().Delete("rs/old"));  // Retired, its memory held by the holder.
+  ASSERT_NO_FATAL_FAILURE(KillDaemon());
+  holder.Kill();  // Nobody of the killed daemon's epoch is left.
+  ASSERT_NO_FATAL_FAILURE(RestartDaemon());
+  EXPECT_EQ(Stats().earlier_epoch_held_versions, 0u);
+
+  // Every free byte, rs/old's range included, goes to new tensors, published.
+  std::vector<WritableTensor> everything = AllocateEverythingFree();
+  ASSERT_FALSE(everything.empty());
+  std::vector<std::string> reused;
+  for (WritableTensor& tensor : everything) {
+    reused.push_back("rs/reuse-" + std::to_string(reused.size()));
+    ASSERT_OK(tensor.Publish(reused.back()));
+  }
+  // A client of this daemon keeps a view across the next kill: an earlier epoch is held.
+  std::unique_ptr<Client> viewer = Connect("viewer");
+  ASSERT_NE(viewer, nullptr);
+  ASSERT_OK_AND_ASSIGN(TensorView view, viewer->Acquire("rs/stays"));
+  ASSERT_NO_FATAL_FAILURE(KillAndRestartDaemon());
+
+  EXPECT_EQ(Stats().tensor_count, reused.size() + 1) << Summary(Stats());
+  EXPECT_THAT(daemon().Log(), ::testing::Not(::testing::HasSubstr("is lost")));
+  ASSERT_OK_AND_ASSIGN(TensorView stays, client().Acquire("rs/stays"));
+  ExpectIntact(stays, 50);
+  for (const std::string& name : reused) {
+    ASSERT_OK_AND_ASSIGN(TensorView again, client().Acquire(name));
+    EXPECT_EQ(CheckBuffer(again.buffer(0), 99, 0), "") << name;
+  }
+}
+
 }  // namespace
 }  // namespace hurray::integration

@@ -307,8 +307,8 @@ Status Soak::CheckLedger() {
     for (const std::string& problem : problems) text += "\n  " + problem;
     return DataLossError(
         fmt::format("the daemon's tensors differ from the ledger in {} "
-                    "names:{}",
-                    problems.size(), text));
+                    "names:{}\nhurrayd log (the restarted daemon's, after the killed one's):\n{}",
+                    problems.size(), text, daemon_->Log(8000)));
   }
   for (const TensorSummary& tensor : listed) {
     HURRAY_ASSIGN_OR_RETURN(TensorView view, client_->Acquire(tensor.name));

@@ -109,15 +109,8 @@ Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
     segment_records.push_back(EncodeJournalRecord(
         {.kind = JournalRecord::Kind::kSegments, .name = pool, .segments = files}));
   }
-  std::map<std::string, Live, std::less<>> live;
-  for (const JournalRecord& version : versions) {
-    live.insert_or_assign(version.name,
-                          Live{.number = version.number, .payload = EncodeJournalRecord(version)});
-  }
-  std::map<RetainedKey, std::string> kept;
-  for (const JournalRecord& version : retained) {
-    kept.insert_or_assign(RetainedKey(version.name, version.number), EncodeJournalRecord(version));
-  }
+  std::map<std::string, Live, std::less<>> live = LiveOf(versions);
+  std::map<RetainedKey, std::string> kept = RetainedOf(retained);
   HURRAY_ASSIGN_OR_RETURN(
       JournalFile file, JournalFile::Replace(options.path, Snapshot(segment_records, kept, live)));
   return std::unique_ptr<TensorJournal>(new TensorJournal(std::move(options), std::move(file),
@@ -135,8 +128,48 @@ TensorJournal::TensorJournal(Options options, JournalFile file,
       live_(std::move(live)),
       retained_(std::move(retained)),
       last_sync_(std::chrono::steady_clock::now()) {
+  CountLiveBytesLocked();
+}
+
+std::map<std::string, TensorJournal::Live, std::less<>> TensorJournal::LiveOf(
+    const std::vector<JournalRecord>& versions) {
+  std::map<std::string, Live, std::less<>> live;
+  for (const JournalRecord& version : versions) {
+    live.insert_or_assign(version.name,
+                          Live{.number = version.number, .payload = EncodeJournalRecord(version)});
+  }
+  return live;
+}
+
+std::map<TensorJournal::RetainedKey, std::string> TensorJournal::RetainedOf(
+    const std::vector<JournalRecord>& retained) {
+  std::map<RetainedKey, std::string> kept;
+  for (const JournalRecord& version : retained) {
+    kept.insert_or_assign(RetainedKey(version.name, version.number), EncodeJournalRecord(version));
+  }
+  return kept;
+}
+
+void TensorJournal::CountLiveBytesLocked() {
+  live_bytes_ = 0;
   for (const auto& [name, entry] : live_) live_bytes_ += kFrameBytes + entry.payload.size();
   for (const auto& [key, payload] : retained_) live_bytes_ += kFrameBytes + payload.size();
+}
+
+Status TensorJournal::KeepOnly(const std::vector<JournalRecord>& versions,
+                               const std::vector<JournalRecord>& retained) {
+  std::map<std::string, Live, std::less<>> live = LiveOf(versions);
+  std::map<RetainedKey, std::string> kept = RetainedOf(retained);
+  std::lock_guard lock(mutex_);
+  HURRAY_ASSIGN_OR_RETURN(
+      JournalFile file,
+      JournalFile::Replace(options_.path, Snapshot(segment_records_, kept, live)));
+  file_ = std::make_shared<JournalFile>(std::move(file));
+  synced_ = appended_;  // Replace synced the new file.
+  live_ = std::move(live);
+  retained_ = std::move(kept);
+  CountLiveBytesLocked();
+  return {};
 }
 
 Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion& version) {

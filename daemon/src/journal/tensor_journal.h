@@ -65,6 +65,15 @@ class TensorJournal final : public VersionJournal {
       const std::map<std::string, std::vector<JournaledSegment>, std::less<>>& segments,
       const std::vector<JournalRecord>& versions, const std::vector<JournalRecord>& retained = {});
 
+  // At a restart, once the registry adopted what it could (Registry::Adopt): keeps only
+  // `versions` (served again) and `retained` (held for earlier clients), and rewrites the
+  // file as their snapshot. Every other version it started with (lost, or retired with no
+  // earlier client to hold it for) is forgotten: its memory is free in this daemon and
+  // will be reused, so a later restart must not adopt it. Errors of JournalFile::Replace
+  // (the journal then still names them).
+  [[nodiscard]] Status KeepOnly(const std::vector<JournalRecord>& versions,
+                                const std::vector<JournalRecord>& retained);
+
   // The append failed (RESOURCE_EXHAUSTED for a full disk): "the journal <path> cannot
   // record cpu tensor ns/x version 3: write <path>: No space left on device".
   [[nodiscard]] Status RecordPublish(const std::string& name,
@@ -98,6 +107,14 @@ class TensorJournal final : public VersionJournal {
   TensorJournal(Options options, JournalFile file, std::vector<std::string> segment_records,
                 std::map<std::string, Live, std::less<>> live,
                 std::map<RetainedKey, std::string> retained);
+
+  // The snapshot entries of kPublish `versions` and of kRetained `retained`.
+  [[nodiscard]] static std::map<std::string, Live, std::less<>> LiveOf(
+      const std::vector<JournalRecord>& versions);
+  [[nodiscard]] static std::map<RetainedKey, std::string> RetainedOf(
+      const std::vector<JournalRecord>& retained);
+  // Sets live_bytes_ from live_ and retained_. Needs mutex_ (or no other thread yet).
+  void CountLiveBytesLocked();
 
   // Appends (write(2): a kill -9 loses nothing). Needs mutex_.
   [[nodiscard]] Status AppendLocked(std::string_view payload);

@@ -829,9 +829,12 @@ Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id
     auto version =
         PrepareVersionLocked(session, request.items(i), *pending[static_cast<std::size_t>(i)]);
     if (!version) {
+      // Journaled but never published: their memory stays the pending allocations', so
+      // the journal must neither serve nor keep them.
       for (int j = 0; j < i; ++j) {
-        options_.journal->RecordRemoval(request.items(j).name(),
-                                        versions[static_cast<std::size_t>(j)]->number);
+        const std::uint64_t number = versions[static_cast<std::size_t>(j)]->number;
+        options_.journal->RecordRemoval(request.items(j).name(), number);
+        options_.journal->RecordFreed(request.items(j).name(), number);
       }
       return std::unexpected(version.error().WithContext(ItemContext(request, i)));
     }
@@ -1377,6 +1380,7 @@ Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions,
     // Charged as it was when retired, and uncharged as it is freed (the reclaim observer).
     uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->charged_bytes);
     versions_.AddRetained(record.name, std::move(*version));
+    adoption.held.push_back(record);
   }
   for (JournalRecord& record : versions) {
     Result<std::shared_ptr<TensorVersion>> version = AdoptVersion(record, pools_);

@@ -225,7 +225,8 @@ class Registry final : public SessionHost {
 
   // What Adopt restored: the records of the versions served again.
   struct Adoption {
-    std::vector<JournalRecord> adopted;
+    std::vector<JournalRecord> adopted;  // Served again.
+    std::vector<JournalRecord> held;     // Retained versions whose memory is held.
     std::uint64_t lost = 0;
   };
   // At start, before any session: publishes again the versions (kPublish records) an
@@ -238,6 +239,9 @@ class Registry final : public SessionHost {
   // (kRetained records: retired, but still mapped when that daemon ended) is taken from
   // their pools too and held, never served, and every adopted version keeps its memory when
   // retired, until ReleaseEarlierEpochs.
+  //
+  // The journal must then keep only `adopted` and `held` (TensorJournal::KeepOnly): the
+  // memory of every other version is free in this daemon.
   Adoption Adopt(std::vector<JournalRecord> versions,
                  const std::vector<JournalRecord>& retained = {},
                  bool earlier_clients_may_map = false);
