@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "hurray/errno_error.h"
 #include "memory_touch.h"
 #include "sections.h"
 #include "system_info.h"
@@ -66,7 +67,7 @@ Result<std::unique_ptr<testing::DaemonProcess>> StartOpenDaemon(const Harness& h
            .pool_capacity_bytes = kPoolBytes,
            .settings = {"socket_mode = \"0666\"", "session_socket_mode = \"0666\""}}));
   if (::chmod(daemon->directory().c_str(), 0755) != 0) {
-    return InternalError(fmt::format("chmod {}: {}", daemon->directory(), std::strerror(errno)));
+    return std::unexpected(ErrnoError("chmod", daemon->directory(), errno));
   }
   return daemon;
 }

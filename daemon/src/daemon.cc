@@ -237,6 +237,29 @@ Status Daemon::StartParts() {
               .lease_slots = config_.fast_path.lease_slots,
               .rescan_interval = std::chrono::milliseconds(config_.fast_path.rescan_interval_ms),
               .max_entries_per_uid = config_.fast_path.max_entries_per_uid}});
+  HURRAY_RETURN_IF_ERROR(AdoptJournaledVersions());
+  service_ = std::make_unique<ExchangeService>(
+      *registry_, ExchangeService::Options{
+                      .watch_queue_length = config_.watch_queue_length,
+                      .watch_queue_bytes = static_cast<std::size_t>(config_.watch_queue_bytes),
+                      .max_watchers = config_.max_watchers,
+                      .max_watchers_per_uid = config_.max_watchers_per_uid,
+                      // Calls come only while server_ runs, which grpc_listener_ outlives.
+                      .connection_peer = [this](std::string_view peer) -> std::optional<PeerKey> {
+                        return grpc_listener_ ? grpc_listener_->PeerOf(peer) : std::nullopt;
+                      },
+                      .request_metrics = request_metrics_.get()});
+  metered_host_ = std::make_unique<MeteredSessionHost>(*registry_, *request_metrics_);
+  HURRAY_RETURN_IF_ERROR(StartGrpc());
+  HURRAY_RETURN_IF_ERROR(StartSessions());
+  HURRAY_RETURN_IF_ERROR(StartMetrics());
+  StartIo();
+  Announce();
+  StartWatchdog();
+  return StartReserving();
+}
+
+Status Daemon::AdoptJournaledVersions() {
   const Registry::Adoption adoption = registry_->Adopt(
       std::move(journaled_versions_), retained_versions_, holding_for_earlier_clients_);
   if (holding_for_earlier_clients_) {
@@ -257,25 +280,7 @@ Status Daemon::StartParts() {
     spdlog::info("restart: {} tensors of the daemon before served again, {} lost",
                  adoption.adopted.size(), adoption.lost);
   }
-  service_ = std::make_unique<ExchangeService>(
-      *registry_, ExchangeService::Options{
-                      .watch_queue_length = config_.watch_queue_length,
-                      .watch_queue_bytes = static_cast<std::size_t>(config_.watch_queue_bytes),
-                      .max_watchers = config_.max_watchers,
-                      .max_watchers_per_uid = config_.max_watchers_per_uid,
-                      // Calls come only while server_ runs, which grpc_listener_ outlives.
-                      .connection_peer = [this](std::string_view peer) -> std::optional<PeerKey> {
-                        return grpc_listener_ ? grpc_listener_->PeerOf(peer) : std::nullopt;
-                      },
-                      .request_metrics = request_metrics_.get()});
-  metered_host_ = std::make_unique<MeteredSessionHost>(*registry_, *request_metrics_);
-  HURRAY_RETURN_IF_ERROR(StartGrpc());
-  HURRAY_RETURN_IF_ERROR(StartSessions());
-  HURRAY_RETURN_IF_ERROR(StartMetrics());
-  StartIo();
-  Announce();
-  StartWatchdog();
-  return StartReserving();
+  return {};
 }
 
 void Daemon::RaiseDescriptorLimit() {

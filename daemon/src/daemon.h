@@ -90,6 +90,9 @@ class Daemon {
   // then stops the parts already running with Shutdown(), which is their reverse order
   // (the io threads start last, once no step can fail).
   Status StartParts();
+  // The journal's versions published again (Registry::Adopt), and the journal left naming
+  // only what was adopted.
+  Status AdoptJournaledVersions();
   // RLIMIT_NOFILE's soft limit raised to the hard one (a warning when it cannot be).
   void RaiseDescriptorLimit();
   // Both socket paths checked, their directory made, stale sockets of a dead daemon removed,

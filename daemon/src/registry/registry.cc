@@ -745,6 +745,17 @@ Result<Allocation*> Registry::PendingForPublishLocked(std::uint64_t session_id,
   return pending;
 }
 
+void Registry::ForgetJournaledLocked(const v1::PublishBatchRequest& request,
+                                     const std::vector<std::shared_ptr<TensorVersion>>& versions) {
+  // Journaled but never published: their memory stays the pending allocations', so the
+  // journal must neither serve nor keep them.
+  for (std::size_t j = 0; j < versions.size(); ++j) {
+    const std::string& name = request.items(static_cast<int>(j)).name();
+    options_.journal->RecordRemoval(name, versions[j]->number);
+    options_.journal->RecordFreed(name, versions[j]->number);
+  }
+}
+
 Result<std::shared_ptr<TensorVersion>> Registry::PrepareVersionLocked(
     const Session& session, const v1::PublishRequest& request, const Allocation& pending) {
   std::shared_ptr<TensorVersion> version = MakeVersion(request.name(), pending, request.handoff());
@@ -829,13 +840,7 @@ Result<v1::PublishBatchResponse> Registry::PublishBatch(std::uint64_t session_id
     auto version =
         PrepareVersionLocked(session, request.items(i), *pending[static_cast<std::size_t>(i)]);
     if (!version) {
-      // Journaled but never published: their memory stays the pending allocations', so
-      // the journal must neither serve nor keep them.
-      for (int j = 0; j < i; ++j) {
-        const std::uint64_t number = versions[static_cast<std::size_t>(j)]->number;
-        options_.journal->RecordRemoval(request.items(j).name(), number);
-        options_.journal->RecordFreed(request.items(j).name(), number);
-      }
+      ForgetJournaledLocked(request, versions);
       return std::unexpected(version.error().WithContext(ItemContext(request, i)));
     }
     versions.push_back(std::move(*version));

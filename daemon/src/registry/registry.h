@@ -307,6 +307,10 @@ class Registry final : public SessionHost {
   // and a journal error refuses the publish.
   [[nodiscard]] Result<std::shared_ptr<TensorVersion>> PrepareVersionLocked(
       const Session& session, const v1::PublishRequest& request, const Allocation& pending);
+  // A PublishBatch refused after PrepareVersionLocked journaled `versions` (its first items):
+  // the journal forgets them (a removal, then their memory freed).
+  void ForgetJournaledLocked(const v1::PublishBatchRequest& request,
+                             const std::vector<std::shared_ptr<TensorVersion>>& versions);
   std::uint64_t CommitPublishLocked(Session& session, const v1::PublishRequest& request,
                                     Allocation& pending, std::shared_ptr<TensorVersion> version);
   // The version Publish makes of `allocation` under `name`, numbered next, without its
