@@ -5,7 +5,8 @@
 // the version is mapped), the session socket with the fast path off (release one-way), and
 // gRPC. DESIGN §9 and issue 12: acquire+release beats Plasma's get+release in the same
 // placement (peer_reference.cc); on the session socket <= 1.5x the raw round trip; on the
-// fast path <= 1 us.
+// fast path <= 1 us. And the handoff (issue 25): publish -> a waiting consumer has the
+// view, 4 KiB, <= 3x the raw round trip.
 //
 // Worker role:
 //   control-acquire-release SOCKET NAME N PATH   N timed acquire+release pairs of NAME
@@ -16,7 +17,20 @@
 //                                                timed views were TensorView::fast_path()).
 //                                                A one-way release's refusal (SyncReleases
 //                                                after the loop) fails the worker.
+//   handoff-producer SOCKET NAME N GAP_US        after "go", N + 1 times: allocate a 4 KiB
+//                                                tensor, write the clock (NowNanoseconds) in
+//                                                its first 8 bytes, publish it under NAME
+//                                                (versions 1 ... N + 1), sleep GAP_US.
+//   handoff-consumer SOCKET NAME N               after "go", acquires NAME's versions 1 ...
+//                                                N + 1, each waiting for it to be published
+//                                                (AcquireOptions::wait), reads the clock the
+//                                                producer wrote and prints "handoff_ns":
+//                                                now minus it, for all but the first.
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
 
 #include "client_transport.h"
 #include "grpc_baseline.h"
@@ -35,6 +49,10 @@ constexpr double kNanosecondsToMicroseconds = 1e-3;
 constexpr double kFastPathTargetMicroseconds = 1.0;  // Issue 12.
 const std::string kTensorName = "bench/control/tensor";
 constexpr std::uint64_t kTensorBytes = 4096;
+const std::string kHandoffName = "bench/control/handoff";
+// Between two publishes: long enough that the consumer waits for each version.
+constexpr int kHandoffGapMicroseconds = 2000;
+constexpr auto kHandoffWait = std::chrono::seconds(30);
 
 // One path's figures: "control.acquire_release" + suffix, and with `halves`
 // "control.acquire" / "control.release" + suffix.
@@ -137,6 +155,9 @@ void AddRatios(Report& report) {
         Target{.kind = Target::Kind::kAtMost, .value = 1.5});
   ratio("acquire_release_over_grpc_over_raw_uds", "acquire+release, gRPC / raw round trip",
         "control.acquire_release_over_grpc", "control.raw_uds_round_trip");
+  ratio("handoff_over_raw_uds", "publish -> waiting consumer has the view / raw round trip",
+        "control.handoff", "control.raw_uds_round_trip",
+        Target{.kind = Target::Kind::kAtMost, .value = 3.0});
 }
 
 // Issue 12's absolute target for the fast path, and a check of the transport from the
@@ -201,6 +222,64 @@ int ControlAcquireReleaseRole(const WorkerArgs& args) {
   return 0;
 }
 
+int HandoffProducerRole(const WorkerArgs& args) {
+  const std::string& socket = Arg(args, 0, "SOCKET");
+  const std::string& name = Arg(args, 1, "NAME");
+  const auto count = static_cast<int>(ArgNumber(args, 2, "N"));
+  const auto gap = std::chrono::microseconds(ArgNumber(args, 3, "GAP_US"));
+  auto client = ConnectWarm(socket, "handoff-producer");
+  const TensorDescriptor descriptor = BytesTensor(kTensorBytes);
+  ReadyThenWaitForGo();
+  for (int i = 0; i <= count; ++i) {
+    WritableTensor tensor = CheckOk(client->Allocate(descriptor), "Allocate");
+    const std::int64_t now = NowNanoseconds();
+    std::memcpy(tensor.buffer(0).data(), &now, sizeof now);
+    (void)CheckOk(tensor.Publish(name), "Publish");
+    std::this_thread::sleep_for(gap);
+  }
+  return 0;
+}
+
+int HandoffConsumerRole(const WorkerArgs& args) {
+  const std::string& socket = Arg(args, 0, "SOCKET");
+  const std::string& name = Arg(args, 1, "NAME");
+  const auto count = static_cast<int>(ArgNumber(args, 2, "N"));
+  auto client = ConnectWarm(socket, "handoff-consumer");
+  std::vector<std::int64_t> handoffs;
+  handoffs.reserve(static_cast<std::size_t>(count));
+  ReadyThenWaitForGo();
+  for (int i = 0; i <= count; ++i) {
+    TensorView view = CheckOk(
+        client->Acquire(name, {.version = static_cast<std::uint64_t>(i) + 1, .wait = kHandoffWait}),
+        "Acquire");
+    std::int64_t published = 0;
+    std::memcpy(&published, view.buffer(0).data(), sizeof published);
+    const std::int64_t now = NowNanoseconds();
+    if (i > 0) handoffs.push_back(now - published);
+    CheckOk(view.Release(), "Release");
+  }
+  EmitSamples("handoff_ns", handoffs);
+  return 0;
+}
+
+// Publish -> a waiting consumer has the view, in `placement`.
+Status MeasureHandoff(Harness& harness, Placement placement, const std::string& socket) {
+  const std::string count = std::to_string(std::max(harness.scale().round_trips / 10, 100));
+  harness.DeleteTensors({kHandoffName});
+  HURRAY_ASSIGN_OR_RETURN(
+      std::vector<WorkerResults> results,
+      harness.RunWorkersTogether(placement,
+                                 {{"handoff-consumer", socket, kHandoffName, count},
+                                  {"handoff-producer", socket, kHandoffName, count,
+                                   std::to_string(kHandoffGapMicroseconds)}},
+                                 kWorkerTimeout));
+  harness.DeleteTensors({kHandoffName});
+  AddMicroseconds(harness.report(), "control.handoff",
+                  "publish -> waiting consumer has the view, 4 KiB", placement,
+                  results[0].Values("handoff_ns"));
+  return {};
+}
+
 Status RunControlPlane(Harness& harness) {
   Report& report = harness.report();
   const std::string count = std::to_string(harness.scale().round_trips);
@@ -227,6 +306,7 @@ Status RunControlPlane(Harness& harness) {
     auto counts = MeasurePaths(harness, placement, socket, count);
     if (!counts) return std::unexpected(counts.error());
     report.AddNote(kSection, *counts);
+    HURRAY_RETURN_IF_ERROR(MeasureHandoff(harness, placement, socket));
   }
   harness.DeleteTensors({kTensorName});
   AddRatios(report);

@@ -67,6 +67,8 @@ void AddPeerReferences(Harness& harness);
 [[nodiscard]] int BytesHurrayRole(const WorkerArgs& args);
 [[nodiscard]] int BytesLocalRole(const WorkerArgs& args);
 [[nodiscard]] int ControlAcquireReleaseRole(const WorkerArgs& args);
+[[nodiscard]] int HandoffProducerRole(const WorkerArgs& args);
+[[nodiscard]] int HandoffConsumerRole(const WorkerArgs& args);
 [[nodiscard]] int ThroughputAcquireRole(const WorkerArgs& args);
 [[nodiscard]] int ThroughputPublishRole(const WorkerArgs& args);
 [[nodiscard]] int ScalePublishRole(const WorkerArgs& args);

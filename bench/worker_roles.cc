@@ -27,6 +27,8 @@ constexpr Role kRoles[] = {
     {"bytes-hurray", BytesHurrayRole},
     {"bytes-local", BytesLocalRole},
     {"control-acquire-release", ControlAcquireReleaseRole},
+    {"handoff-producer", HandoffProducerRole},
+    {"handoff-consumer", HandoffConsumerRole},
     {"throughput-acquire", ThroughputAcquireRole},
     {"throughput-publish", ThroughputPublishRole},
     {"scale-publish", ScalePublishRole},
