@@ -309,6 +309,10 @@ TEST_F(JournalTest, KeepOnlyForgetsWhatARestartDidNotAdopt) {
   ASSERT_EQ(recovered.retained.size(), 2u);
   ASSERT_OK_AND_ASSIGN(auto next, TensorJournal::Create({.path = path()}, {}, recovered.versions,
                                                         recovered.retained));
+  // Everything adopted: nothing to forget.
+  ASSERT_OK(next->KeepOnly(recovered.versions, recovered.retained));
+  EXPECT_EQ(next->live_version_count(), 2u);
+  EXPECT_EQ(next->retained_version_count(), 2u);
   // Adopted: ns/kept v2 (served) and ns/kept v1 (held); ns/lost and ns/old v1 were not.
   std::vector<JournalRecord> adopted;
   std::vector<JournalRecord> held;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 namespace hurray::daemon {
@@ -109,8 +110,15 @@ Result<std::unique_ptr<TensorJournal>> TensorJournal::Create(
     segment_records.push_back(EncodeJournalRecord(
         {.kind = JournalRecord::Kind::kSegments, .name = pool, .segments = files}));
   }
-  std::map<std::string, Live, std::less<>> live = LiveOf(versions);
-  std::map<RetainedKey, std::string> kept = RetainedOf(retained);
+  std::map<std::string, Live, std::less<>> live;
+  for (const JournalRecord& version : versions) {
+    live.insert_or_assign(version.name,
+                          Live{.number = version.number, .payload = EncodeJournalRecord(version)});
+  }
+  std::map<RetainedKey, std::string> kept;
+  for (const JournalRecord& version : retained) {
+    kept.insert_or_assign(RetainedKey(version.name, version.number), EncodeJournalRecord(version));
+  }
   HURRAY_ASSIGN_OR_RETURN(
       JournalFile file, JournalFile::Replace(options.path, Snapshot(segment_records, kept, live)));
   return std::unique_ptr<TensorJournal>(new TensorJournal(std::move(options), std::move(file),
@@ -131,25 +139,6 @@ TensorJournal::TensorJournal(Options options, JournalFile file,
   CountLiveBytesLocked();
 }
 
-std::map<std::string, TensorJournal::Live, std::less<>> TensorJournal::LiveOf(
-    const std::vector<JournalRecord>& versions) {
-  std::map<std::string, Live, std::less<>> live;
-  for (const JournalRecord& version : versions) {
-    live.insert_or_assign(version.name,
-                          Live{.number = version.number, .payload = EncodeJournalRecord(version)});
-  }
-  return live;
-}
-
-std::map<TensorJournal::RetainedKey, std::string> TensorJournal::RetainedOf(
-    const std::vector<JournalRecord>& retained) {
-  std::map<RetainedKey, std::string> kept;
-  for (const JournalRecord& version : retained) {
-    kept.insert_or_assign(RetainedKey(version.name, version.number), EncodeJournalRecord(version));
-  }
-  return kept;
-}
-
 void TensorJournal::CountLiveBytesLocked() {
   live_bytes_ = 0;
   for (const auto& [name, entry] : live_) live_bytes_ += kFrameBytes + entry.payload.size();
@@ -158,17 +147,22 @@ void TensorJournal::CountLiveBytesLocked() {
 
 Status TensorJournal::KeepOnly(const std::vector<JournalRecord>& versions,
                                const std::vector<JournalRecord>& retained) {
-  std::map<std::string, Live, std::less<>> live = LiveOf(versions);
-  std::map<RetainedKey, std::string> kept = RetainedOf(retained);
+  std::set<RetainedKey> adopted;
+  for (const JournalRecord& version : versions) adopted.emplace(version.name, version.number);
+  std::set<RetainedKey> held;
+  for (const JournalRecord& version : retained) held.emplace(version.name, version.number);
   std::lock_guard lock(mutex_);
-  HURRAY_ASSIGN_OR_RETURN(
-      JournalFile file,
-      JournalFile::Replace(options_.path, Snapshot(segment_records_, kept, live)));
+  const std::size_t forgotten =
+      std::erase_if(live_,
+                    [&](const auto& entry) {
+                      return !adopted.contains(RetainedKey(entry.first, entry.second.number));
+                    }) +
+      std::erase_if(retained_, [&](const auto& entry) { return !held.contains(entry.first); });
+  if (forgotten == 0) return {};  // The file names just these already: no rewrite.
+  CountLiveBytesLocked();
+  HURRAY_ASSIGN_OR_RETURN(JournalFile file, JournalFile::Replace(options_.path, SnapshotLocked()));
   file_ = std::make_shared<JournalFile>(std::move(file));
   synced_ = appended_;  // Replace synced the new file.
-  live_ = std::move(live);
-  retained_ = std::move(kept);
-  CountLiveBytesLocked();
   return {};
 }
 

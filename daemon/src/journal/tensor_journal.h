@@ -69,8 +69,10 @@ class TensorJournal final : public VersionJournal {
   // `versions` (served again) and `retained` (held for earlier clients), and rewrites the
   // file as their snapshot. Every other version it started with (lost, or retired with no
   // earlier client to hold it for) is forgotten: its memory is free in this daemon and
-  // will be reused, so a later restart must not adopt it. Errors of JournalFile::Replace
-  // (the journal then still names them).
+  // will be reused, so a later restart must not adopt it. When nothing is forgotten (a first
+  // start, a restart that adopted everything) the file is left as Create wrote it. Errors
+  // of JournalFile::Replace: the file then still names the forgotten versions (a later
+  // restart may lose a tensor over them); this journal appends on to it.
   [[nodiscard]] Status KeepOnly(const std::vector<JournalRecord>& versions,
                                 const std::vector<JournalRecord>& retained);
 
@@ -108,11 +110,6 @@ class TensorJournal final : public VersionJournal {
                 std::map<std::string, Live, std::less<>> live,
                 std::map<RetainedKey, std::string> retained);
 
-  // The snapshot entries of kPublish `versions` and of kRetained `retained`.
-  [[nodiscard]] static std::map<std::string, Live, std::less<>> LiveOf(
-      const std::vector<JournalRecord>& versions);
-  [[nodiscard]] static std::map<RetainedKey, std::string> RetainedOf(
-      const std::vector<JournalRecord>& retained);
   // Sets live_bytes_ from live_ and retained_. Needs mutex_ (or no other thread yet).
   void CountLiveBytesLocked();
 
