@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <optional>
@@ -21,6 +22,7 @@ namespace hurray {
 
 using client_internal::Connection;
 using client_internal::DecodedTensor;
+using client_internal::DirectoryWait;
 using client_internal::FastPath;
 using client_internal::FastPathPin;
 using client_internal::FromGrpcStatus;
@@ -485,21 +487,64 @@ Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTens
   return published;
 }
 
-std::optional<TensorView> Client::AcquireFast(std::string_view name,
-                                              const AcquireOptions& options) {
+std::optional<TensorView> Client::AcquireIfFast(std::string_view name,
+                                                const AcquireOptions& options) {
+  return AcquireFast(name, options, /*may_open=*/false);
+}
+
+std::optional<TensorView> Client::AcquireFast(std::string_view name, const AcquireOptions& options,
+                                              bool may_open) {
   if (!fast_path_) return std::nullopt;
   std::shared_ptr<const DecodedTensor> tensor = cache_->Find(name);
   if (!tensor || (options.version != 0 && options.version != tensor->version)) {
     return std::nullopt;
   }
-  std::optional<FastPathPin> pin = fast_path_->TryPin(*tensor);
+  std::optional<FastPathPin> pin = fast_path_->TryPin(*tensor, may_open);
   if (!pin) return std::nullopt;
   if (options.populate) PopulateTensor(*tensor);
   return TensorViewAccess::FromPin(connection_, std::move(tensor), std::move(*pin));
 }
 
 Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options) {
-  if (std::optional<TensorView> view = AcquireFast(name, options)) return std::move(*view);
+  if (std::optional<TensorView> view = AcquireFast(name, options, /*may_open=*/true)) {
+    return std::move(*view);
+  }
+  if (options.wait.count() > 0) {
+    if (auto view = AcquireAfterDirectoryWait(name, options)) return std::move(*view);
+  }
+  return AcquireAsked(name, options);
+}
+
+std::optional<Result<TensorView>> Client::AcquireAfterDirectoryWait(std::string_view name,
+                                                                    AcquireOptions& options) {
+  if (!fast_path_ || options.wait.count() < 0) return std::nullopt;
+  const std::shared_ptr<const DecodedTensor> known = cache_->Find(name);
+  // Only a later version than one known is waited for here: the latest, or one published
+  // already, is answered at once.
+  if (!known || options.version == 0 || options.version <= known->version) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + options.wait;
+  const auto timed_out = [&]() -> Result<TensorView> {
+    return DeadlineExceededError(fmt::format("not published before the wait timed out: {}", name));
+  };
+  const DirectoryWait seen = fast_path_->AwaitVersion(*known, options.version, options.wait);
+  if (seen == DirectoryWait::kNotServed) return std::nullopt;
+  if (seen == DirectoryWait::kTimedOut) return timed_out();
+  if (seen == DirectoryWait::kShown) {
+    AcquireOptions at_once = options;
+    at_once.wait = std::chrono::milliseconds(0);
+    Result<TensorView> view = AcquireAsked(name, at_once);
+    if (view || view.error().code() != StatusCode::kNotFound) return view;
+  }
+  // What is left of the wait, in whole milliseconds rounded up (never above the wait
+  // asked for, which the daemon allows), goes to the daemon.
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return timed_out();
+  options.wait = left;
+  return std::nullopt;
+}
+
+Result<TensorView> Client::AcquireAsked(std::string_view name, const AcquireOptions& options) {
   v1::AcquireRequest request;
   request.set_name(std::string(name));
   request.set_version(options.version);
@@ -514,10 +559,14 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
     return std::unexpected(response.error());
   }
   cache_->ForgetOtherEpochs(response->daemon_epoch());
-  // Only a reply for the latest version replaces the cached one.
-  auto view =
-      TensorViewAccess::FromReply(connection_, *response, response->daemon_epoch(),
-                                  options.populate, options.version == 0 ? cache_.get() : nullptr);
+  // Only the latest version replaces the cached one: a reply for the latest, or for a
+  // version the directory shows as the latest.
+  const bool latest =
+      options.version == 0 ||
+      (fast_path_ && fast_path_->ShowsLatest(response->daemon_epoch(), response->directory_entry(),
+                                             response->version_id()));
+  auto view = TensorViewAccess::FromReply(connection_, *response, response->daemon_epoch(),
+                                          options.populate, latest ? cache_.get() : nullptr);
   if (!view) (void)ReleaseLease(*connection_, response->lease_id(), response->daemon_epoch());
   return view;
 }

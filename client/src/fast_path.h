@@ -3,6 +3,7 @@
 // with no system call and no message. Private to the client module.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,20 @@ class FastPathPin {
   std::uint32_t slot_ = 0;
 };
 
+// What FastPath::AwaitVersion saw in the directory.
+enum class DirectoryWait : std::uint8_t {
+  // The name's entry shows a version at or past the one waited for: ask the daemon for it.
+  kShown,
+  // The deadline passed with the entry still below the version waited for.
+  kTimedOut,
+  // The directory cannot serve this wait (no fast path for the session or the tensor, or
+  // a wait the daemon did not say it allows); nothing of the wait was spent.
+  kNotServed,
+  // The directory could no longer tell (the name deleted or its entry reused, the
+  // directory's daemon stopped, the session gone): wait what is left the daemon's way.
+  kUnknown,
+};
+
 // One Connection's fast path: for each session, on first use, the directory mapped
 // read-only and the session's lease page mapped read-write (map_directory and
 // map_lease_page), checked (sizes, magic, layout version, epoch); and which of the page's
@@ -51,12 +66,30 @@ class FastPath {
   // (version_id 0), is of another epoch than the session, its entry is outside the
   // directory, the fast path is off for the session, every slot is taken, the session has
   // ended, or the version is no longer the latest (or the directory's daemon stopped).
-  [[nodiscard]] std::optional<FastPathPin> TryPin(const DecodedTensor& tensor);
+  // With `may_open` false, nullopt also when the session's pages are not open yet (opening
+  // them asks the daemon): the pin then makes no system call at all.
+  [[nodiscard]] std::optional<FastPathPin> TryPin(const DecodedTensor& tensor,
+                                                  bool may_open = true);
+
+  // Sleeps until the directory entry of `tensor`'s name shows version `wanted` or a later
+  // one (kShown), or `wait` passes (kTimedOut), without a message: a futex on the entry,
+  // which the daemon wakes as it writes it (hurray/ipc/fast_path_layout.h). `tensor` must
+  // be a version of the name this process was granted, below `wanted`. kNotServed at once
+  // for a wait the daemon did not say it allows (SessionConnection::max_wait) or without a
+  // fast path; kUnknown whenever the entry can no longer be read as the name's.
+  [[nodiscard]] DirectoryWait AwaitVersion(const DecodedTensor& tensor, std::uint64_t wanted,
+                                           std::chrono::milliseconds wait);
+
+  // Whether entry `entry` of epoch `epoch`'s directory shows version identity `version_id`
+  // (AcquireResponse fields 4 and 5): the version is its name's latest live one. False when
+  // the fast path cannot tell.
+  [[nodiscard]] bool ShowsLatest(std::uint64_t epoch, std::uint64_t entry,
+                                 std::uint64_t version_id);
 
  private:
-  // The current session's pages, opened on first use; null when the fast path is off for
-  // it (or the session is gone).
-  std::shared_ptr<FastPathPages> Pages(std::uint64_t epoch);
+  // The current session's pages, opened on first use when `may_open`; null when the fast
+  // path is off for it (or the session is gone, or they are not open and may not be).
+  std::shared_ptr<FastPathPages> Pages(std::uint64_t epoch, bool may_open = true);
 
   Connection& connection_;
   std::mutex mutex_;

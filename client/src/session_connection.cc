@@ -95,17 +95,21 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const v1::SessionWelcome& welcome = message.welcome();
   const PeerCredentials credentials{
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
+  std::optional<std::chrono::milliseconds> max_wait;
+  if (welcome.has_max_wait_ms()) max_wait = std::chrono::milliseconds(welcome.max_wait_ms());
   return std::unique_ptr<SessionConnection>(new SessionConnection(
       std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
-      welcome.daemon_epoch(), credentials, std::move(reply->fd)));
+      welcome.daemon_epoch(), max_wait, credentials, std::move(reply->fd)));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                                      std::uint64_t session_id, std::uint64_t daemon_epoch,
+                                     std::optional<std::chrono::milliseconds> max_wait,
                                      PeerCredentials credentials, UniqueFd epoch_hold)
     : token_(std::move(token)),
       session_id_(session_id),
       daemon_epoch_(daemon_epoch),
+      max_wait_(max_wait),
       credentials_(credentials),
       epoch_hold_(epoch_hold ? std::make_shared<const UniqueFd>(std::move(epoch_hold)) : nullptr),
       socket_(std::move(socket)),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -93,6 +94,9 @@ class SessionConnection {
   [[nodiscard]] std::uint64_t session_id() const { return session_id_; }
   // Changes when the daemon restarts.
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
+  // The longest wait an acquire may ask for (SessionWelcome.max_wait_ms); nullopt when the
+  // daemon did not say.
+  [[nodiscard]] std::optional<std::chrono::milliseconds> max_wait() const { return max_wait_; }
   // This process as the daemon saw it (SO_PEERCRED).
   [[nodiscard]] const PeerCredentials& peer_credentials() const { return credentials_; }
   // The daemon's epoch hold (SessionHello.hold_epoch), or null when it sent none or the
@@ -162,11 +166,13 @@ class SessionConnection {
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                     std::uint64_t session_id, std::uint64_t daemon_epoch,
-                    PeerCredentials credentials, UniqueFd epoch_hold);
+                    std::optional<std::chrono::milliseconds> max_wait, PeerCredentials credentials,
+                    UniqueFd epoch_hold);
 
   const std::string token_;
   const std::uint64_t session_id_;
   const std::uint64_t daemon_epoch_;
+  const std::optional<std::chrono::milliseconds> max_wait_;
   const PeerCredentials credentials_;
   std::shared_ptr<const UniqueFd> epoch_hold_;  // Guarded by mutex_.
 

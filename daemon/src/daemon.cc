@@ -464,7 +464,8 @@ Status Daemon::StartSessions() {
                              .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
                              .frame_timeout = std::chrono::milliseconds(config_.frame_timeout_ms),
                              .event_loops = config_.io_threads,
-                             .reserved_descriptors = config_.reserved_descriptors},
+                             .reserved_descriptors = config_.reserved_descriptors,
+                             .max_wait_ms = config_.max_wait_ms},
                             epoch_holds_ ? epoch_holds_->hold() : nullptr));
   return ApplySocketGroup(session_server_->socket_path());
 }

@@ -1,6 +1,9 @@
 // The client's fast path (Client::Acquire, TensorView::fast_path): a version this process
 // acquired before is acquired again with no message to the daemon, pinned in the session's
 // lease page; anything the pin cannot vouch for goes the usual way, with the same results.
+#include <chrono>
+#include <future>
+#include <thread>
 #include <vector>
 
 #include "integration_test.h"
@@ -185,6 +188,100 @@ TEST_P(FastPathClientTest, BatchAcquireFillsTheCache) {
   ExpectEverythingReturned();
 }
 
+// A consumer waiting for a later version of a name it acquired before sleeps on the name's
+// directory entry (a futex the daemon wakes as it writes the entry), then asks for it.
+TEST_P(FastPathClientTest, WaitForTheNextVersionIsAnsweredWhenItIsPublished) {
+  auto consumer = ConnectWithHotPath("fast-wait");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_EQ(Produce(client(), "fp/w", 30), 1u);
+  // Asked for by number: the directory shows it as the latest, so it is cached all the same.
+  ASSERT_OK(consumer->Acquire("fp/w", {.version = 1}));
+  for (std::uint64_t version = 2; version <= 4; ++version) {
+    auto waiting = std::async(std::launch::async, [&] {
+      return consumer->Acquire("fp/w", {.version = version, .wait = std::chrono::seconds(60)});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(Produce(client(), "fp/w", 30 + version), version);
+    ASSERT_OK_AND_ASSIGN(TensorView view, waiting.get());
+    EXPECT_EQ(view.version(), version);
+    EXPECT_EQ(CheckBuffer(view.buffer(0), 30 + version, 0), "");
+    ASSERT_OK(view.Release());
+  }
+  // Several versions published while it waits for the last of them: that one, no other.
+  auto waiting = std::async(std::launch::async, [&] {
+    return consumer->Acquire("fp/w", {.version = 7, .wait = std::chrono::seconds(60)});
+  });
+  for (std::uint64_t version = 5; version <= 7; ++version) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(Produce(client(), "fp/w", 30 + version), version);
+  }
+  ASSERT_OK_AND_ASSIGN(TensorView seventh, waiting.get());
+  EXPECT_EQ(seventh.version(), 7u);
+  EXPECT_EQ(CheckBuffer(seventh.buffer(0), 37, 0), "");
+  ASSERT_OK(seventh.Release());
+  // Published already when asked: answered at once, as without a wait.
+  ASSERT_OK_AND_ASSIGN(TensorView again,
+                       consumer->Acquire("fp/w", {.version = 7, .wait = std::chrono::seconds(60)}));
+  EXPECT_EQ(CheckBuffer(again.buffer(0), 37, 0), "");
+  ASSERT_OK(again.Release());
+  ASSERT_OK(consumer->SyncReleases());
+  ASSERT_OK(client().Delete("fp/w"));
+  ExpectEverythingReturned();
+}
+
+TEST_P(FastPathClientTest, WaitForALaterVersionEndsAsTheDaemonsWaitWould) {
+  auto consumer = ConnectWithHotPath("fast-wait-end");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_EQ(Produce(client(), "fp/e", 40), 1u);
+  ASSERT_OK(consumer->Acquire("fp/e"));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_ERROR(consumer->Acquire("fp/e", {.version = 2, .wait = std::chrono::milliseconds(150)}),
+               StatusCode::kDeadlineExceeded, {"not published before the wait timed out", "fp/e"});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+  // A version published and gone since will not come again: NOT_FOUND at once, not a wait.
+  ASSERT_EQ(Produce(client(), "fp/e", 41), 2u);
+  EXPECT_ERROR(consumer->Acquire("fp/e", {.version = 1, .wait = std::chrono::minutes(10)}),
+               StatusCode::kNotFound,
+               {"fp/e version 1 is not published (no longer: the name's versions reached 2)"});
+  // Longer than the daemon's max_wait_ms (1 hour by default): refused, as the daemon does.
+  EXPECT_ERROR(
+      consumer->Acquire("fp/e", {.version = 3, .wait = std::chrono::milliseconds(3600001)}),
+      StatusCode::kInvalidArgument, {"wait_timeout_ms 3600001 is above the limit"});
+  ASSERT_OK(client().Delete("fp/e"));
+  ExpectEverythingReturned();
+}
+
+// While the consumer waits, its name is deleted and its directory entry goes to another
+// name, which publishes version after version: the consumer is never handed those, and
+// gets its own name's version once published anew.
+TEST_P(FastPathClientTest, WaitOutlivesItsNameLosingItsEntryToAnother) {
+  auto consumer = ConnectWithHotPath("fast-wait-reuse");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_EQ(Produce(client(), "fp/mine", 50), 1u);
+  ASSERT_OK(consumer->Acquire("fp/mine"));
+  auto waiting = std::async(std::launch::async, [&] {
+    return consumer->Acquire("fp/mine", {.version = 2, .wait = std::chrono::seconds(60)});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_OK(client().Delete("fp/mine"));
+  for (std::uint64_t version = 1; version <= 3; ++version) {
+    ASSERT_EQ(Produce(client(), "fp/other", 60 + version), version);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  ASSERT_EQ(Produce(client(), "fp/mine", 51), 1u);
+  ASSERT_EQ(Produce(client(), "fp/mine", 52), 2u);
+  ASSERT_OK_AND_ASSIGN(TensorView view, waiting.get());
+  EXPECT_EQ(view.name(), "fp/mine");
+  EXPECT_EQ(view.version(), 2u);
+  EXPECT_EQ(CheckBuffer(view.buffer(0), 52, 0), "");
+  ASSERT_OK(view.Release());
+  ASSERT_OK(consumer->SyncReleases());
+  ASSERT_OK(client().Delete("fp/mine"));
+  ASSERT_OK(client().Delete("fp/other"));
+  ExpectEverythingReturned();
+}
+
 HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS(FastPathClientTest);
 
 class FastPathRestartTest : public IntegrationTest {};
@@ -215,6 +312,29 @@ TEST_F(FastPathRestartTest, AcquireAfterADaemonKillWorksOnTheNewEpoch) {
   ASSERT_OK(fast.Release());
   EXPECT_EQ(RunAgent({"consume", "fp/r", "9"}), "OK dense v1\n");
   ASSERT_OK(client().Delete("fp/r"));
+  ExpectEverythingReturned();
+}
+
+// A daemon killed while a consumer waits on its directory wakes nobody: the consumer sees
+// the session end within its next look and answers as a wait held by the daemon would.
+TEST_F(FastPathRestartTest, DaemonKilledDuringADirectoryWaitEndsTheWait) {
+  auto consumer = Connect("fast-wait-kill");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_EQ(RunAgent({"produce", "fp/k", "dense", "3"}), "version 1\n");
+  ASSERT_OK(consumer->Acquire("fp/k"));
+  auto waiting = std::async(std::launch::async, [&] {
+    return consumer->Acquire("fp/k", {.version = 2, .wait = std::chrono::minutes(10)});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NO_FATAL_FAILURE(KillDaemon());
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the wait outlived its daemon";
+  EXPECT_ERROR(waiting.get(), StatusCode::kUnavailable, {});
+  // Its cached mapping of the killed daemon's memory would keep that memory held.
+  consumer.reset();
+  ASSERT_NO_FATAL_FAILURE(RestartDaemon());
+  EXPECT_EQ(RunAgent({"consume", "fp/k", "3"}), "OK dense v1\n");
+  ASSERT_OK(client().Delete("fp/k"));
   ExpectEverythingReturned();
 }
 

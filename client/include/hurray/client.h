@@ -364,9 +364,17 @@ class Client {
 
   // Leases a published tensor and maps it read-only (segments are mapped once per process
   // and cached). NOT_FOUND when the name (or options.version) is not published, or
-  // DEADLINE_EXCEEDED when it still is not after options.wait; INVALID_ARGUMENT for a bad
-  // name, or a wait below 0 or above the daemon's longest (max_wait_ms). No lease is held
-  // on error.
+  // DEADLINE_EXCEEDED when it still is not after options.wait (a version published before
+  // and gone since is NOT_FOUND at once: it will not come again); INVALID_ARGUMENT for a
+  // bad name, or a wait below 0 or above the daemon's longest (max_wait_ms). No lease is
+  // held on error.
+  //
+  // A wait for a later version of a name whose latest version this process acquired
+  // before (the loop "acquire version n + 1, waiting") sleeps, with Options::fast_path, on
+  // the name's entry in the daemon's fast path directory — a futex the daemon wakes as it
+  // writes the entry — and then asks for the version without a wait: the daemon holds no
+  // wait and no message is sent until the version is there. Otherwise the daemon holds
+  // the wait (over gRPC).
   //
   // The client keeps, per daemon epoch, the decoded descriptor and mappings of the latest
   // version it acquired of up to 1024 names (host memory of pools that are not sealed), so
@@ -380,6 +388,15 @@ class Client {
   // daemon stopped, a fast path the daemon does not serve — takes the usual way, a lease
   // asked of the daemon, with the same results and errors.
   [[nodiscard]] Result<TensorView> Acquire(std::string_view name, AcquireOptions options = {});
+
+  // Acquire's fast path alone: a view when the fast path serves `name` now (see Acquire),
+  // else nullopt, never an error. It never blocks: no message, and no system call unless
+  // options.populate asks for one; the session's first fast path acquire, which maps the
+  // directory and the lease page, is left to Acquire. options.wait is not looked at. For
+  // callers that must not give up a lock for a call that would block (the Python module
+  // keeps the GIL through it).
+  [[nodiscard]] std::optional<TensorView> AcquireIfFast(std::string_view name,
+                                                        const AcquireOptions& options = {});
 
   // Leases every listed name and every name under `prefix` (when not empty): all or none.
   // The leases end together when the batch is dropped (see TensorViewBatch). NOT_FOUND
@@ -454,9 +471,19 @@ class Client {
 
  private:
   Client(std::shared_ptr<client_internal::Connection> connection, bool fast_path);
-  // A view of `name` on the fast path, when it can be had now (see Acquire).
+  // A view of `name` on the fast path, when it can be had now (see Acquire); the pages
+  // are opened on first use when `may_open`.
   [[nodiscard]] std::optional<TensorView> AcquireFast(std::string_view name,
-                                                      const AcquireOptions& options);
+                                                      const AcquireOptions& options, bool may_open);
+  // A waiting acquire of a later version of a name this process acquired before: sleeps on
+  // the name's fast path directory entry until it shows the version, then asks the daemon
+  // without a wait. nullopt when the directory cannot tell; `options.wait` is then what is
+  // left of the wait.
+  [[nodiscard]] std::optional<Result<TensorView>> AcquireAfterDirectoryWait(
+      std::string_view name, AcquireOptions& options);
+  // Asks the daemon for a lease (the session socket, or gRPC with a wait).
+  [[nodiscard]] Result<TensorView> AcquireAsked(std::string_view name,
+                                                const AcquireOptions& options);
   std::shared_ptr<client_internal::Connection> connection_;
   std::unique_ptr<client_internal::TensorCache> cache_;
   // Null when Options::fast_path is false.

@@ -900,8 +900,12 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
   std::shared_ptr<TensorVersion> version = versions_.Find(name, version_number);
   if (version == nullptr) {
     if (version_number != 0) {
+      const std::uint64_t next = versions_.NextNumber(name);
       return NotFoundError(
-          fmt::format("{} version {} is not published", Shown(name), version_number));
+          fmt::format("{} version {} is not published{}", Shown(name), version_number,
+                      version_number < next
+                          ? fmt::format(" (no longer: the name's versions reached {})", next - 1)
+                          : ""));
     }
     if (auto lost = lost_.find(name); lost != lost_.end()) {
       return NotFoundError(fmt::format("{} is lost: {}", Shown(name), lost->second));
@@ -959,7 +963,10 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
   }
   std::unique_lock lock(mutex_);
   auto grant = AcquireLocked(session_id, request.name(), request.version());
-  if (!ShouldWait(grant, request.wait_timeout_ms())) {
+  // A version published and gone is not waited for: it will not be published again.
+  const bool gone =
+      request.version() != 0 && request.version() < versions_.NextNumber(request.name());
+  if (gone || !ShouldWait(grant, request.wait_timeout_ms())) {
     lock.unlock();
     done(AcquireReply(request.name(), std::move(grant)));
     return 0;

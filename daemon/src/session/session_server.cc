@@ -920,6 +920,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
   welcome.set_pid(static_cast<std::uint32_t>(peer_.pid));
   welcome.set_uid(peer_.uid);
   welcome.set_gid(peer_.gid);
+  welcome.set_max_wait_ms(core_->limits().max_wait_ms);
   if (hello.hold_epoch() && core_->epoch_hold() != nullptr) {
     reply.fd = UniqueFd(::fcntl(core_->epoch_hold()->get(), F_DUPFD_CLOEXEC, 0));
     // Without it the client maps all the same; only a restart may then reuse memory it reads.

@@ -32,6 +32,9 @@ struct SessionLimits {
   // Descriptors of RLIMIT_NOFILE no connection may take (descriptor_reserve.h): one that
   // gets one of the last `reserved_descriptors` is refused as the caps refuse; 0: none kept.
   std::uint32_t reserved_descriptors = 0;
+  // The longest wait an acquire may ask for (max_wait_ms), told to clients in the welcome:
+  // a client that waits on the fast path's directory keeps to it as the daemon would.
+  std::uint32_t max_wait_ms = 3600000;
 };
 
 // Listens on a unix stream socket (accepting on the caller's io_context) and serves every
