@@ -21,11 +21,14 @@
 //                                                tensor, write the clock (NowNanoseconds) in
 //                                                its first 8 bytes, publish it under NAME
 //                                                (versions 1 ... N + 1), sleep GAP_US.
-//   handoff-consumer SOCKET NAME N               after "go", acquires NAME's versions 1 ...
+//   handoff-consumer SOCKET NAME N PATH          after "go", acquires NAME's versions 1 ...
 //                                                N + 1, each waiting for it to be published
 //                                                (AcquireOptions::wait), reads the clock the
 //                                                producer wrote and prints "handoff_ns":
-//                                                now minus it, for all but the first.
+//                                                now minus it, for all but the first. PATH
+//                                                "default" (the wait on the fast path's
+//                                                directory) or "slow" (fast path off: the
+//                                                daemon holds the wait, over gRPC).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -158,6 +161,11 @@ void AddRatios(Report& report) {
   ratio("handoff_over_raw_uds", "publish -> waiting consumer has the view / raw round trip",
         "control.handoff", "control.raw_uds_round_trip",
         Target{.kind = Target::Kind::kAtMost, .value = 3.0});
+  ratio("handoff_daemon_wait_over_raw_uds",
+        "publish -> waiting consumer has the view, daemon's wait / raw round trip",
+        "control.handoff_daemon_wait", "control.raw_uds_round_trip");
+  ratio("handoff_over_daemon_wait", "handoff: directory wait / daemon's wait", "control.handoff",
+        "control.handoff_daemon_wait");
 }
 
 // Issue 12's absolute target for the fast path, and a check of the transport from the
@@ -244,7 +252,8 @@ int HandoffConsumerRole(const WorkerArgs& args) {
   const std::string& socket = Arg(args, 0, "SOCKET");
   const std::string& name = Arg(args, 1, "NAME");
   const auto count = static_cast<int>(ArgNumber(args, 2, "N"));
-  auto client = ConnectWarm(socket, "handoff-consumer");
+  const ClientPath path = CheckOk(ParseClientPath(Arg(args, 3, "PATH")), "PATH");
+  auto client = ConnectWarm(socket, "handoff-consumer", path);
   std::vector<std::int64_t> handoffs;
   handoffs.reserve(static_cast<std::size_t>(count));
   ReadyThenWaitForGo();
@@ -262,21 +271,34 @@ int HandoffConsumerRole(const WorkerArgs& args) {
   return 0;
 }
 
-// Publish -> a waiting consumer has the view, in `placement`.
+// Publish -> a waiting consumer has the view, in `placement`: the client's default (the
+// wait on the fast path's directory) and, side by side, the daemon holding the wait.
 Status MeasureHandoff(Harness& harness, Placement placement, const std::string& socket) {
   const std::string count = std::to_string(std::max(harness.scale().round_trips / 10, 100));
+  struct Variant {
+    ClientPath path;
+    std::string figure;
+    std::string label;
+  };
+  const Variant variants[] = {
+      {ClientPath::kDefault, "control.handoff",
+       "publish -> waiting consumer has the view, 4 KiB (directory wait)"},
+      {ClientPath::kSlowPath, "control.handoff_daemon_wait",
+       "publish -> waiting consumer has the view, 4 KiB, fast path off (daemon's wait)"}};
+  for (const Variant& variant : variants) {
+    harness.DeleteTensors({kHandoffName});
+    HURRAY_ASSIGN_OR_RETURN(
+        std::vector<WorkerResults> results,
+        harness.RunWorkersTogether(placement,
+                                   {{"handoff-consumer", socket, kHandoffName, count,
+                                     std::string(ClientPathName(variant.path))},
+                                    {"handoff-producer", socket, kHandoffName, count,
+                                     std::to_string(kHandoffGapMicroseconds)}},
+                                   kWorkerTimeout));
+    AddMicroseconds(harness.report(), variant.figure, variant.label, placement,
+                    results[0].Values("handoff_ns"));
+  }
   harness.DeleteTensors({kHandoffName});
-  HURRAY_ASSIGN_OR_RETURN(
-      std::vector<WorkerResults> results,
-      harness.RunWorkersTogether(placement,
-                                 {{"handoff-consumer", socket, kHandoffName, count},
-                                  {"handoff-producer", socket, kHandoffName, count,
-                                   std::to_string(kHandoffGapMicroseconds)}},
-                                 kWorkerTimeout));
-  harness.DeleteTensors({kHandoffName});
-  AddMicroseconds(harness.report(), "control.handoff",
-                  "publish -> waiting consumer has the view, 4 KiB", placement,
-                  results[0].Values("handoff_ns"));
   return {};
 }
 

@@ -6,6 +6,10 @@ Contenders, each a pair of fresh processes (a producer and a consumer, started w
 
   hurray          client.empty() + fill in place + publish(); the consumer acquire()s and
                   reads view.numpy() (zero-copy: the consumer maps the producer's pages).
+                  A new name each round: the daemon holds the consumer's wait.
+  hurray_stream   the same, each round the next version of one name (the loop "wait for
+                  the next weights / KV block"): after the first, the consumer waits on the
+                  name's fast path directory entry, woken by the daemon as it writes it.
   torch_mp        torch.multiprocessing: a CPU tensor in shared memory (share_memory_())
                   sent through a torch.multiprocessing Queue; the consumer reads .numpy().
   shared_memory   multiprocessing.shared_memory.SharedMemory + an ndarray over it; the name,
@@ -103,6 +107,40 @@ def hurray_consumer(setup, control, words, rounds):
             control.recv()
             control.send("waiting")
             with client.acquire(f"{setup['prefix']}/{round_index}", wait=WAIT_SECONDS) as view:
+                array = view.numpy()
+                t1 = now_ns()
+                checksum = read_every_byte(array)
+                t2 = now_ns()
+                del array
+            control.send((t1, t2, checksum))
+
+
+def hurray_stream_producer(setup, control, words, rounds):
+    import hurray
+    import numpy as np
+    name = f"{setup['prefix']}/stream"
+    with hurray.connect(socket=setup["socket"], name="bench-producer") as client:
+        control.send("ready")
+        for _ in range(rounds):
+            control.recv()
+            tensor = client.empty((words,), hurray.dtype(np.uint64))
+            fill_pattern(tensor.numpy())
+            t0 = now_ns()
+            tensor.publish(name)
+            control.send(t0)
+            control.recv()  # the consumer is done with it
+        client.delete(name)
+
+
+def hurray_stream_consumer(setup, control, words, rounds):
+    import hurray
+    name = f"{setup['prefix']}/stream"
+    with hurray.connect(socket=setup["socket"], name="bench-consumer") as client:
+        control.send("ready")
+        for round_index in range(rounds):
+            control.recv()
+            control.send("waiting")
+            with client.acquire(name, wait=WAIT_SECONDS, version=round_index + 1) as view:
                 array = view.numpy()
                 t1 = now_ns()
                 checksum = read_every_byte(array)
@@ -229,12 +267,14 @@ def pipe_setup(context, daemon, pair_index):
 
 CONTENDERS = {
     "hurray": (hurray_setup, hurray_producer, hurray_consumer),
+    "hurray_stream": (hurray_setup, hurray_stream_producer, hurray_stream_consumer),
     "torch_mp": (queue_setup, torch_mp_producer, torch_mp_consumer),
     "shared_memory": (pipe_setup, shared_memory_producer, shared_memory_consumer),
     "pickle_pipe": (pipe_setup, pickle_pipe_producer, pickle_pipe_consumer),
 }
 LABELS = {
     "hurray": "hurray publish -> acquire",
+    "hurray_stream": "hurray, next version of one name",
     "torch_mp": "torch.multiprocessing Queue",
     "shared_memory": "shared_memory + pickled metadata",
     "pickle_pipe": "pickle through a Pipe",
@@ -244,7 +284,7 @@ LABELS = {
 def unavailable_reason(contender, daemon):
     """Why a contender cannot run here, or None."""
     try:
-        if contender == "hurray":
+        if contender in ("hurray", "hurray_stream"):
             if daemon is None:
                 return "no hurrayd (--hurrayd)"
             import hurray
@@ -424,6 +464,9 @@ def add_ratios(report):
         ours = medians.get(("hurray", size, phase, figure))
         if contender != "hurray" and ours:
             report["ratios"][f"{contender}/hurray.{figure}.{phase}.{size}"] = value / ours
+        stream = medians.get(("hurray_stream", size, phase, figure))
+        if contender not in ("hurray", "hurray_stream") and stream:
+            report["ratios"][f"{contender}/hurray_stream.{figure}.{phase}.{size}"] = value / stream
     control = report.get("acquire_release")
     if control and "cpp" in control:
         report["ratios"]["acquire_release.python/cpp"] = (control["python"]["median_us"]
