@@ -82,6 +82,14 @@ def read_every_byte(array):
 # `control` a Pipe end to the coordinator: "go" per round, timings back.
 # ---------------------------------------------------------------------------------------
 
+def hurray_round(setup, round_index):
+    """The name and version a hurray round hands over: a new name each round (version
+    None: the latest), or with setup["stream"] version round_index + 1 of one name."""
+    if setup["stream"]:
+        return f"{setup['prefix']}/stream", round_index + 1
+    return f"{setup['prefix']}/{round_index}", None
+
+
 def hurray_producer(setup, control, words, rounds):
     import hurray
     import numpy as np
@@ -89,14 +97,17 @@ def hurray_producer(setup, control, words, rounds):
         control.send("ready")
         for round_index in range(rounds):
             control.recv()
-            name = f"{setup['prefix']}/{round_index}"
+            name, _ = hurray_round(setup, round_index)
             tensor = client.empty((words,), hurray.dtype(np.uint64))
             fill_pattern(tensor.numpy())
             t0 = now_ns()
             tensor.publish(name)
             control.send(t0)
             control.recv()  # the consumer is done with it
-            client.delete(name)
+            if not setup["stream"]:
+                client.delete(name)
+        if setup["stream"]:
+            client.delete(hurray_round(setup, 0)[0])
 
 
 def hurray_consumer(setup, control, words, rounds):
@@ -106,41 +117,8 @@ def hurray_consumer(setup, control, words, rounds):
         for round_index in range(rounds):
             control.recv()
             control.send("waiting")
-            with client.acquire(f"{setup['prefix']}/{round_index}", wait=WAIT_SECONDS) as view:
-                array = view.numpy()
-                t1 = now_ns()
-                checksum = read_every_byte(array)
-                t2 = now_ns()
-                del array
-            control.send((t1, t2, checksum))
-
-
-def hurray_stream_producer(setup, control, words, rounds):
-    import hurray
-    import numpy as np
-    name = f"{setup['prefix']}/stream"
-    with hurray.connect(socket=setup["socket"], name="bench-producer") as client:
-        control.send("ready")
-        for _ in range(rounds):
-            control.recv()
-            tensor = client.empty((words,), hurray.dtype(np.uint64))
-            fill_pattern(tensor.numpy())
-            t0 = now_ns()
-            tensor.publish(name)
-            control.send(t0)
-            control.recv()  # the consumer is done with it
-        client.delete(name)
-
-
-def hurray_stream_consumer(setup, control, words, rounds):
-    import hurray
-    name = f"{setup['prefix']}/stream"
-    with hurray.connect(socket=setup["socket"], name="bench-consumer") as client:
-        control.send("ready")
-        for round_index in range(rounds):
-            control.recv()
-            control.send("waiting")
-            with client.acquire(name, wait=WAIT_SECONDS, version=round_index + 1) as view:
+            name, version = hurray_round(setup, round_index)
+            with client.acquire(name, wait=WAIT_SECONDS, version=version) as view:
                 array = view.numpy()
                 t1 = now_ns()
                 checksum = read_every_byte(array)
@@ -252,7 +230,11 @@ def pickle_pipe_consumer(setup, control, words, rounds):
 
 
 def hurray_setup(context, daemon, pair_index):
-    return {"socket": daemon.socket, "prefix": f"bench/python/pair{pair_index}"}
+    return {"socket": daemon.socket, "prefix": f"bench/python/pair{pair_index}", "stream": False}
+
+
+def hurray_stream_setup(context, daemon, pair_index):
+    return dict(hurray_setup(context, daemon, pair_index), stream=True)
 
 
 def queue_setup(context, daemon, pair_index):
@@ -267,7 +249,7 @@ def pipe_setup(context, daemon, pair_index):
 
 CONTENDERS = {
     "hurray": (hurray_setup, hurray_producer, hurray_consumer),
-    "hurray_stream": (hurray_setup, hurray_stream_producer, hurray_stream_consumer),
+    "hurray_stream": (hurray_stream_setup, hurray_producer, hurray_consumer),
     "torch_mp": (queue_setup, torch_mp_producer, torch_mp_consumer),
     "shared_memory": (pipe_setup, shared_memory_producer, shared_memory_consumer),
     "pickle_pipe": (pipe_setup, pickle_pipe_producer, pickle_pipe_consumer),
