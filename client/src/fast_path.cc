@@ -272,7 +272,14 @@ bool FastPath::ShowsLatest(std::uint64_t epoch, std::uint64_t entry, std::uint64
 }
 
 std::shared_ptr<FastPathPages> FastPath::Pages(std::uint64_t epoch, bool may_open) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_, std::defer_lock);
+  // Another thread may hold the mutex while it opens the pages (messages to the daemon):
+  // a caller that must not block does without.
+  if (may_open) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return nullptr;
+  }
   if (pages_ && pages_->session_open()) return pages_->epoch() == epoch ? pages_ : nullptr;
   if (!may_open) return nullptr;
   // Once per session: a new session (after a restart, or after this one broke) asks again.

@@ -88,7 +88,8 @@ class FastPath {
 
  private:
   // The current session's pages, opened on first use when `may_open`; null when the fast
-  // path is off for it (or the session is gone, or they are not open and may not be).
+  // path is off for it (or the session is gone, or they are not open and may not be, or,
+  // without `may_open`, another thread holds the mutex).
   std::shared_ptr<FastPathPages> Pages(std::uint64_t epoch, bool may_open = true);
 
   Connection& connection_;
