@@ -210,8 +210,8 @@ DirectoryWait FastPathPages::AwaitVersion(std::uint64_t entry,
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return DirectoryWait::kTimedOut;
-    (void)FutexWait(word, static_cast<std::uint32_t>(seen->sequence),
-                    std::min<std::chrono::nanoseconds>(deadline - now, kLongestSleep));
+    FutexWait(word, static_cast<std::uint32_t>(seen->sequence),
+              std::min<std::chrono::nanoseconds>(deadline - now, kLongestSleep));
     const std::optional<fast_path::EntrySnapshot> next = Read(entry);
     if (!next || next->sequence == seen->sequence) continue;
     // One write from a version of the name shows its next version, or none (an entry

@@ -4,14 +4,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <climits>
 #include <ctime>
 
 namespace hurray {
 
-FutexWaitEnd FutexWait(const std::uint32_t* word, std::uint32_t expected,
-                       std::chrono::nanoseconds timeout) {
+void FutexWait(const std::uint32_t* word, std::uint32_t expected,
+               std::chrono::nanoseconds timeout) {
   if (timeout < std::chrono::nanoseconds::zero()) timeout = std::chrono::nanoseconds::zero();
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
   const timespec relative{
@@ -19,10 +18,9 @@ FutexWaitEnd FutexWait(const std::uint32_t* word, std::uint32_t expected,
       .tv_nsec = static_cast<decltype(timespec::tv_nsec)>((timeout - seconds).count())};
   // FUTEX_WAIT only reads the word, so a read-only mapping serves (the kernel takes the
   // page for reading when it may not write it).
-  const auto result = ::syscall(SYS_futex, word, FUTEX_WAIT, expected, &relative, nullptr, 0);
-  if (result != 0 && errno == ETIMEDOUT) return FutexWaitEnd::kTimedOut;
-  // 0 (woken), EAGAIN (the word changed before the wait), EINTR: the caller looks again.
-  return FutexWaitEnd::kWoken;
+  // 0 (woken), EAGAIN (the word changed before the wait), EINTR, ETIMEDOUT: the caller
+  // looks again either way.
+  (void)::syscall(SYS_futex, word, FUTEX_WAIT, expected, &relative, nullptr, 0);
 }
 
 void FutexWakeAll(const std::uint32_t* word) {

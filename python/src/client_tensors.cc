@@ -424,18 +424,15 @@ void PyTensorView::Release() {
   if (!lease) return;
   // The GIL guards every share of the lease: no other one can appear meanwhile.
   const bool last = lease.use_count() == 1;
-  // A fast path view's release clears its pin: no system call, so the GIL stays.
-  if (lease->fast_path()) {
-    const Status cleared = last ? lease->Release() : Status();
-    lease.reset();
-    OkOrRaise(cleared);
-    return;
-  }
-  const Status status = [&]() -> Status {
-    const py::gil_scoped_release release;
+  const auto end = [&]() -> Status {
     Status result = last ? lease->Release() : Status();
     lease.reset();
     return result;
+  };
+  // A fast path view's release clears its pin: no system call, so the GIL stays.
+  const Status status = lease->fast_path() ? end() : [&] {
+    const py::gil_scoped_release release;
+    return end();
   }();
   OkOrRaise(status);
 }

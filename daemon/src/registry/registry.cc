@@ -964,9 +964,10 @@ std::uint64_t Registry::Acquire(std::uint64_t session_id, const v1::AcquireReque
   std::unique_lock lock(mutex_);
   auto grant = AcquireLocked(session_id, request.name(), request.version());
   // A version published and gone is not waited for: it will not be published again.
-  const bool gone =
-      request.version() != 0 && request.version() < versions_.NextNumber(request.name());
-  if (gone || !ShouldWait(grant, request.wait_timeout_ms())) {
+  const bool wait =
+      ShouldWait(grant, request.wait_timeout_ms()) &&
+      !(request.version() != 0 && request.version() < versions_.NextNumber(request.name()));
+  if (!wait) {
     lock.unlock();
     done(AcquireReply(request.name(), std::move(grant)));
     return 0;

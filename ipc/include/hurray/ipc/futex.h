@@ -9,17 +9,11 @@
 
 namespace hurray {
 
-// How a FutexWait ended.
-enum class FutexWaitEnd : std::uint8_t {
-  kWoken,     // Woken, or the word no longer held `expected` (perhaps spuriously: look again).
-  kTimedOut,  // `timeout` passed.
-};
-
 // Sleeps while `*word` holds `expected`, at most `timeout` (below 0 counts as 0), until a
 // FutexWakeAll on the same word of the same file. Returns at once when the word holds
-// another value. A signal ends the wait early (kWoken). `word` must be 4-byte aligned.
-FutexWaitEnd FutexWait(const std::uint32_t* word, std::uint32_t expected,
-                       std::chrono::nanoseconds timeout);
+// another value; a signal, or a spurious wake-up, ends the wait early: the caller looks at
+// the word and its clock again. `word` must be 4-byte aligned.
+void FutexWait(const std::uint32_t* word, std::uint32_t expected, std::chrono::nanoseconds timeout);
 
 // Wakes every process and thread waiting on `word` (one system call; with nobody waiting,
 // the kernel looks up one hash bucket).
