@@ -209,11 +209,16 @@ Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatch
 }
 
 Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& request) {
-  // A wait would hold the session socket, which the whole process shares: gRPC serves it.
+  // A wait goes on the session socket when the daemon answers it there out of order (the
+  // socket serves the process's other calls meanwhile); otherwise gRPC serves it.
+  bool session_socket = use_session_socket_;
+  if (session_socket && request.wait_timeout_ms() != 0) {
+    std::lock_guard lock(session_mutex_);
+    session_socket = session_->acquire_waits();
+  }
   return Call(request, &v1::SessionMessage::mutable_acquire,
               &v1::SessionMessage::mutable_acquire_reply, v1::SessionMessage::kAcquireReply,
-              &v1::Exchange::Stub::Acquire, "Acquire",
-              use_session_socket_ && request.wait_timeout_ms() == 0, /*epoch=*/0);
+              &v1::Exchange::Stub::Acquire, "Acquire", session_socket, /*epoch=*/0);
 }
 
 Status Connection::Release(const v1::ReleaseRequest& request, std::uint64_t epoch) {

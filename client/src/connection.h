@@ -86,8 +86,9 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // The exchange's hot path, over the session socket or gRPC (see Open). Acquires that
-  // wait always go through gRPC. `epoch`: the epoch of the allocation or leases the
+  // The exchange's hot path, over the session socket or gRPC (see Open). An acquire that
+  // waits goes through gRPC unless the session's daemon serves it on the session socket
+  // (SessionConnection::acquire_waits). `epoch`: the epoch of the allocation or leases the
   // request names.
   [[nodiscard]] Result<v1::AllocateResponse> Allocate(const v1::AllocateRequest& request);
   [[nodiscard]] Result<v1::PublishResponse> Publish(const v1::PublishRequest& request,

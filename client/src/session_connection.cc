@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 
 #include <string>
 #include <utility>
@@ -35,16 +38,12 @@ Status Send(int socket, const v1::SessionMessage& message, std::vector<std::uint
   return SendFrame(socket, buffer);
 }
 
-// The next message and the descriptor that came with it, if any.
-struct Reply {
-  v1::SessionMessage message;
-  UniqueFd fd;
-};
+}  // namespace
 
-// Reads the next frame into `frame` (its memory reused) and parses it. `context()` names the
-// request in an error; it is called only on the error path.
 template <typename Context>
-Result<Reply> Receive(int socket, FrameReader& reader, Frame& frame, const Context& context) {
+Result<SessionConnection::Reply> SessionConnection::ReceiveReply(int socket, FrameReader& reader,
+                                                                 Frame& frame,
+                                                                 const Context& context) {
   HURRAY_RETURN_IF_ERROR(reader.NextInto(socket, frame));
   Reply reply;
   if (!reply.message.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
@@ -52,11 +51,10 @@ Result<Reply> Receive(int socket, FrameReader& reader, Frame& frame, const Conte
         "{}: the daemon's reply of {} bytes does not parse as a hurray.v1.SessionMessage",
         context(), frame.payload.size()));
   }
+  reply.request_id = reply.message.request_id();
   reply.fd = std::move(frame.fd);
   return reply;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
     const std::string& socket_path, std::string_view client_name) {
@@ -79,7 +77,7 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   }
   FrameReader reader;
   Frame frame;
-  auto reply = Receive(socket->get(), reader, frame, [] { return std::string("session hello"); });
+  auto reply = ReceiveReply(socket->get(), reader, frame, [] { return std::string("session hello"); });
   // A daemon that refuses the connection (a session cap) sends why and closes without
   // reading the hello, which then meets a broken pipe: the reason is the answer.
   if (!sent && !(reply && reply->message.has_error())) {
@@ -99,34 +97,44 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   if (welcome.has_max_wait_ms()) max_wait = std::chrono::milliseconds(welcome.max_wait_ms());
   return std::unique_ptr<SessionConnection>(new SessionConnection(
       std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
-      welcome.daemon_epoch(), max_wait, credentials, std::move(reply->fd)));
+      welcome.daemon_epoch(), max_wait, welcome.acquire_waits(), credentials,
+      std::move(reply->fd)));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                                      std::uint64_t session_id, std::uint64_t daemon_epoch,
                                      std::optional<std::chrono::milliseconds> max_wait,
-                                     PeerCredentials credentials, UniqueFd epoch_hold)
+                                     bool acquire_waits, PeerCredentials credentials,
+                                     UniqueFd epoch_hold)
     : token_(std::move(token)),
       session_id_(session_id),
       daemon_epoch_(daemon_epoch),
       max_wait_(max_wait),
+      acquire_waits_(acquire_waits),
       credentials_(credentials),
       epoch_hold_(epoch_hold ? std::make_shared<const UniqueFd>(std::move(epoch_hold)) : nullptr),
       socket_(std::move(socket)),
       reader_(std::move(reader)) {}
 
 Error SessionConnection::BreakLocked(Error cause) {
-  socket_.Reset();
+  // A thread reading the socket meets the end of stream, and closes it once it returns.
+  if (reading_) {
+    (void)::shutdown(socket_.get(), SHUT_RDWR);
+  } else {
+    socket_.Reset();
+  }
   epoch_hold_.reset();
   broken_ = cause;
   open_.store(false, std::memory_order_release);
+  replied_.notify_all();
   return cause;
 }
 
 bool SessionConnection::StillOpen(bool probe) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (broken_) return false;
-  if (!probe) return true;
+  // A reply is awaited: it may be what is readable, and the thread reading it will see an end.
+  if (!probe || !awaited_.empty()) return true;
   pollfd watched{.fd = socket_.get(), .events = POLLIN, .revents = 0};
   if (::poll(&watched, 1, 0) == 0) return true;
   (void)BreakLocked(
@@ -136,8 +144,9 @@ bool SessionConnection::StillOpen(bool probe) {
 }
 
 Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
-    v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, UniqueFd* fd,
-    std::string_view context, bool* sent) {
+    std::unique_lock<std::mutex>& lock, v1::SessionMessage& request,
+    v1::SessionMessage::BodyCase reply_case, UniqueFd* fd, std::string_view context,
+    bool* sent) {
   if (sent != nullptr) *sent = false;
   if (broken_) {
     return UnavailableError(
@@ -153,25 +162,10 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   }
   const std::uint64_t request_id = request.request_id();
   if (sent != nullptr) *sent = true;
-  auto reply = Receive(socket_.get(), reader_, received_, describe);
-  if (!reply && reply.error().code() == StatusCode::kUnavailable) {
-    return std::unexpected(BreakLocked(Error(
-        StatusCode::kUnavailable,
-        fmt::format("{}: the daemon ended the session before replying (it stopped or "
-                    "restarted); whether the request took effect is unknown, and the next call "
-                    "opens a new session: {}",
-                    describe(), reply.error().message()))));
-  }
-  if (!reply) return std::unexpected(BreakLocked(reply.error()));
+  awaited_.push_back(request_id);
+  auto reply = AwaitReplyLocked(lock, request_id, describe);
+  if (!reply) return std::unexpected(reply.error());
   v1::SessionMessage& message = reply->message;
-  if (message.request_id() != request_id) {
-    return std::unexpected(BreakLocked(
-        Error(StatusCode::kInternal, fmt::format("{}: the reply carries request_id {}, expected {}",
-                                                 describe(), message.request_id(), request_id))));
-  }
-  // A reply: every earlier request, one-way releases included, has been served.
-  releases_unanswered_ = false;
-  if (message.release_failures_size() > 0) TakeReleaseFailuresLocked(message);
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
   if (message.body_case() != reply_case) {
     return std::unexpected(BreakLocked(
@@ -183,14 +177,74 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   return std::move(message);
 }
 
+template <typename Describe>
+Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
+    std::unique_lock<std::mutex>& lock, std::uint64_t request_id, const Describe& describe) {
+  while (true) {
+    if (auto it = std::ranges::find(arrived_, request_id, &Reply::request_id);
+        it != arrived_.end()) {
+      Reply reply = std::move(*it);
+      arrived_.erase(it);
+      return reply;
+    }
+    if (broken_) {
+      return UnavailableError(
+          fmt::format("{}: the session connection closed before the daemon replied; whether the "
+                      "request took effect is unknown: {}",
+                      describe(), broken_->ToString()));
+    }
+    if (reading_) {
+      replied_.wait(lock);
+      continue;
+    }
+    // This thread reads the next reply, for itself or for another: the lock is let go
+    // meanwhile, so that other threads send their requests.
+    reading_ = true;
+    const int socket = socket_.get();
+    lock.unlock();
+    Result<Reply> received = ReceiveReply(socket, reader_, received_, describe);
+    lock.lock();
+    reading_ = false;
+    replied_.notify_all();
+    if (broken_) {
+      socket_.Reset();  // Shut down while this thread read it.
+      continue;
+    }
+    if (!received && received.error().code() == StatusCode::kUnavailable) {
+      return std::unexpected(BreakLocked(Error(
+          StatusCode::kUnavailable,
+          fmt::format("{}: the daemon ended the session before replying (it stopped or "
+                      "restarted); whether the request took effect is unknown, and the next call "
+                      "opens a new session: {}",
+                      describe(), received.error().message()))));
+    }
+    if (!received) return std::unexpected(BreakLocked(received.error()));
+    const std::uint64_t answered = received->request_id;
+    const auto awaited = std::ranges::find(awaited_, answered);
+    if (awaited == awaited_.end()) {
+      return std::unexpected(BreakLocked(Error(
+          StatusCode::kInternal,
+          fmt::format("{}: the daemon's reply carries request_id {}, which no request awaits",
+                      describe(), answered))));
+    }
+    awaited_.erase(awaited);
+    // Every earlier request, one-way releases included, has been served (acquires still
+    // waiting aside).
+    answered_through_ = std::max(answered_through_, answered);
+    if (received->message.release_failures_size() > 0) TakeReleaseFailuresLocked(received->message);
+    if (answered == request_id) return std::move(*received);
+    arrived_.push_back(std::move(*received));
+  }
+}
+
 Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, bool writable) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   const std::string context = fmt::format("map_segment {}", segment_id);
   v1::SessionMessage request;
   request.mutable_map_segment()->set_segment_id(segment_id);
   request.mutable_map_segment()->set_writable(writable);
   UniqueFd fd;
-  auto reply = RoundTripLocked(request, v1::SessionMessage::kSegmentGranted, &fd, context);
+  auto reply = RoundTripLocked(lock, request, v1::SessionMessage::kSegmentGranted, &fd, context);
   if (!reply) return std::unexpected(reply.error());
   v1::SegmentGranted& granted = *reply->mutable_segment_granted();
   const bool legacy = granted.kind() == v1::SEGMENT_KIND_CUDA_LEGACY_IPC;
@@ -216,20 +270,20 @@ Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, b
 }
 
 Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_only) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   v1::SessionMessage request;
   request.mutable_slab_mapped()->set_segment_id(segment_id);
   request.mutable_slab_mapped()->set_read_only(read_only);
-  auto reply = RoundTripLocked(request, v1::SessionMessage::kSlabMappedAck, nullptr,
+  auto reply = RoundTripLocked(lock, request, v1::SessionMessage::kSlabMappedAck, nullptr,
                                fmt::format("slab_mapped {}", segment_id));
   if (!reply) return std::unexpected(reply.error());
   return {};
 }
 
 Result<v1::SessionMessage> SessionConnection::RoundTripWithDescriptorLocked(
-    v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
+    std::unique_lock<std::mutex>& lock, v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
     UniqueFd& fd) {
-  auto reply = RoundTripLocked(request, reply_case, &fd, {});
+  auto reply = RoundTripLocked(lock, request, reply_case, &fd, {});
   if (reply && !fd) {
     return std::unexpected(BreakLocked(Error(
         StatusCode::kInternal, fmt::format("{}: the daemon granted the {} without a descriptor",
@@ -239,13 +293,13 @@ Result<v1::SessionMessage> SessionConnection::RoundTripWithDescriptorLocked(
 }
 
 Result<GrantedDirectory> SessionConnection::MapDirectory() {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   v1::SessionMessage request;
   request.mutable_map_directory();
   UniqueFd fd;
   HURRAY_ASSIGN_OR_RETURN(const v1::SessionMessage reply,
                           RoundTripWithDescriptorLocked(
-                              request, v1::SessionMessage::kDirectoryGranted, "directory", fd));
+                              lock, request, v1::SessionMessage::kDirectoryGranted, "directory", fd));
   const v1::DirectoryGranted& granted = reply.directory_granted();
   return GrantedDirectory{.fd = std::move(fd),
                           .size = granted.size(),
@@ -254,13 +308,13 @@ Result<GrantedDirectory> SessionConnection::MapDirectory() {
 }
 
 Result<GrantedLeasePage> SessionConnection::MapLeasePage() {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   v1::SessionMessage request;
   request.mutable_map_lease_page();
   UniqueFd fd;
   HURRAY_ASSIGN_OR_RETURN(
       const v1::SessionMessage reply,
-      RoundTripWithDescriptorLocked(request, v1::SessionMessage::kLeasePageGranted, "page", fd));
+      RoundTripWithDescriptorLocked(lock, request, v1::SessionMessage::kLeasePageGranted, "page", fd));
   const v1::LeasePageGranted& granted = reply.lease_page_granted();
   return GrantedLeasePage{
       .fd = std::move(fd), .size = granted.size(), .slot_count = granted.slot_count()};
@@ -269,8 +323,8 @@ Result<GrantedLeasePage> SessionConnection::MapLeasePage() {
 Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage& request,
                                                        v1::SessionMessage::BodyCase reply_case,
                                                        bool* sent) {
-  std::lock_guard lock(mutex_);
-  return RoundTripLocked(request, reply_case, nullptr, /*context=*/{}, sent);
+  std::unique_lock lock(mutex_);
+  return RoundTripLocked(lock, request, reply_case, nullptr, /*context=*/{}, sent);
 }
 
 Status SessionConnection::SendLocked(v1::SessionMessage& request) {
@@ -292,7 +346,7 @@ void SessionConnection::TakeReleaseFailuresLocked(const v1::SessionMessage& repl
 }
 
 Status SessionConnection::SendReleaseOneWay(const v1::ReleaseRequest& release, bool* sent) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (sent != nullptr) *sent = false;
   if (broken_) {
     return UnavailableError(
@@ -304,31 +358,31 @@ Status SessionConnection::SendReleaseOneWay(const v1::ReleaseRequest& release, b
     return std::unexpected(BreakLocked(written.error().WithContext("release_one_way")));
   }
   if (sent != nullptr) *sent = true;
-  releases_unanswered_ = true;
+  last_one_way_ = request.request_id();
   return {};
 }
 
 bool SessionConnection::ReleasesUnanswered() {
-  std::lock_guard lock(mutex_);
-  return releases_unanswered_ && !broken_;
+  std::unique_lock lock(mutex_);
+  return last_one_way_ > answered_through_ && !broken_;
 }
 
-Status SessionConnection::SyncLocked() {
+Status SessionConnection::SyncLocked(std::unique_lock<std::mutex>& lock) {
   v1::SessionMessage request;
   request.mutable_sync();
-  auto reply = RoundTripLocked(request, v1::SessionMessage::kSynced, nullptr, "sync");
+  auto reply = RoundTripLocked(lock, request, v1::SessionMessage::kSynced, nullptr, "sync");
   if (!reply) return std::unexpected(reply.error());
   return {};
 }
 
 Status SessionConnection::Sync() {
-  std::lock_guard lock(mutex_);
-  return SyncLocked();
+  std::unique_lock lock(mutex_);
+  return SyncLocked(lock);
 }
 
 Status SessionConnection::SyncReleases() {
-  std::lock_guard lock(mutex_);
-  HURRAY_RETURN_IF_ERROR(SyncLocked());
+  std::unique_lock lock(mutex_);
+  HURRAY_RETURN_IF_ERROR(SyncLocked(lock));
   std::optional<Error> refused = std::exchange(release_failure_, std::nullopt);
   if (!refused) return {};
   Error first = std::move(*refused);

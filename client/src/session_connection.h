@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,8 +66,11 @@ inline constexpr std::size_t kLegacyIpcHandleBytes = 64;
 // One-way releases (SendReleaseOneWay) get no reply: the daemon serves the session's
 // requests in order, so any later reply means they took effect, and it reports the ones it
 // refused in `release_failures` of that reply; they are kept here until SyncReleases.
-// Thread-safe: requests from several threads are serialized, one request and its reply at
-// a time. Calls block; nothing times out.
+// Thread-safe: several threads may each have a request out at once (an acquire that waits,
+// with a daemon that says acquire_waits, is answered whenever the version comes, between the
+// other replies): the requests are sent one at a time, and one of the threads that await a
+// reply reads the socket for all of them and hands each reply to the thread that awaits its
+// request_id. Calls block; nothing times out.
 class SessionConnection {
  public:
   // Connects to the daemon's session socket at `socket_path` and opens a session;
@@ -97,6 +101,8 @@ class SessionConnection {
   // The longest wait an acquire may ask for (SessionWelcome.max_wait_ms); nullopt when the
   // daemon did not say.
   [[nodiscard]] std::optional<std::chrono::milliseconds> max_wait() const { return max_wait_; }
+  // Whether the daemon serves an acquire that waits on this socket (SessionWelcome.acquire_waits).
+  [[nodiscard]] bool acquire_waits() const { return acquire_waits_; }
   // This process as the daemon saw it (SO_PEERCRED).
   [[nodiscard]] const PeerCredentials& peer_credentials() const { return credentials_; }
   // The daemon's epoch hold (SessionHello.hold_epoch), or null when it sent none or the
@@ -133,8 +139,9 @@ class SessionConnection {
   [[nodiscard]] Result<GrantedDirectory> MapDirectory();
   [[nodiscard]] Result<GrantedLeasePage> MapLeasePage();
 
-  // One exchange request on the session socket (allocate, publish, acquire without a wait,
-  // release, cancel_allocation; its request_id is set here) and its reply, which must have
+  // One exchange request on the session socket (allocate, publish, acquire — with a wait only
+  // when acquire_waits() —, release, cancel_allocation; its request_id is set here) and its
+  // reply, which must have
   // body `reply_case`. The daemon's error with its code when it refuses; the same failures
   // of the connection as MapSegment, and UNAVAILABLE naming the restart when the daemon
   // hung up after the request was sent (whether it took effect is unknown). `*sent`, when
@@ -166,13 +173,27 @@ class SessionConnection {
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                     std::uint64_t session_id, std::uint64_t daemon_epoch,
-                    std::optional<std::chrono::milliseconds> max_wait, PeerCredentials credentials,
-                    UniqueFd epoch_hold);
+                    std::optional<std::chrono::milliseconds> max_wait, bool acquire_waits,
+                    PeerCredentials credentials, UniqueFd epoch_hold);
+
+  // A message the daemon sent, and the descriptor that came with it, if any.
+  struct Reply {
+    std::uint64_t request_id = 0;
+    v1::SessionMessage message;
+    UniqueFd fd;
+  };
+
+  // Reads the next frame into `frame` (its memory reused) and parses it. `context()` names
+  // the request in an error; it is called only on the error path.
+  template <typename Context>
+  [[nodiscard]] static Result<Reply> ReceiveReply(int socket, FrameReader& reader, Frame& frame,
+                                                  const Context& context);
 
   const std::string token_;
   const std::uint64_t session_id_;
   const std::uint64_t daemon_epoch_;
   const std::optional<std::chrono::milliseconds> max_wait_;
+  const bool acquire_waits_;
   const PeerCredentials credentials_;
   std::shared_ptr<const UniqueFd> epoch_hold_;  // Guarded by mutex_.
 
@@ -184,33 +205,50 @@ class SessionConnection {
   // taking the descriptor that came with it into *fd when fd is not null. Errors name the
   // request by `context`, or, when it is empty, by the request's body ("acquire"). `*sent`
   // (when not null) as Exchange says.
-  [[nodiscard]] Result<v1::SessionMessage> RoundTripLocked(v1::SessionMessage& request,
+  [[nodiscard]] Result<v1::SessionMessage> RoundTripLocked(std::unique_lock<std::mutex>& lock,
+                                                           v1::SessionMessage& request,
                                                            v1::SessionMessage::BodyCase reply_case,
                                                            UniqueFd* fd, std::string_view context,
                                                            bool* sent = nullptr);
+  // The reply to `request_id` (sent, and in awaited_): taken from arrived_ when another
+  // thread read it, or read here while no other thread reads (the lock let go meanwhile),
+  // keeping the replies it reads for others in arrived_. A failure of the socket or of the
+  // protocol closes the connection.
+  template <typename Describe>
+  [[nodiscard]] Result<Reply> AwaitReplyLocked(std::unique_lock<std::mutex>& lock,
+                                               std::uint64_t request_id,
+                                               const Describe& describe);
   // RoundTripLocked for a request whose reply must carry a descriptor, taken into `fd`;
   // INTERNAL naming `what` (closing the connection) when none came.
   [[nodiscard]] Result<v1::SessionMessage> RoundTripWithDescriptorLocked(
-      v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
+      std::unique_lock<std::mutex>& lock, v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
       UniqueFd& fd);
 
   // Sends `request` (its request_id set here) as one frame through send_buffer_.
   [[nodiscard]] Status SendLocked(v1::SessionMessage& request);
   // A sync round trip (Sync) under the lock.
-  [[nodiscard]] Status SyncLocked();
+  [[nodiscard]] Status SyncLocked(std::unique_lock<std::mutex>& lock);
   // Keeps the release failures a reply reports (the first one and a count of the rest).
   void TakeReleaseFailuresLocked(const v1::SessionMessage& reply);
 
   std::mutex mutex_;
-  UniqueFd socket_;                        // Guarded by mutex_. Invalid once broken.
+  // Guarded by mutex_. Invalid once broken (shut down, and closed once no thread reads it).
+  UniqueFd socket_;
   std::vector<std::uint8_t> send_buffer_;  // Guarded by mutex_. Reused for every request.
-  Frame received_;                         // Guarded by mutex_. Reused for every reply.
-  bool releases_unanswered_ = false;       // Guarded by mutex_.
+  // A thread reads the socket, the lock let go (reader_ and received_ are its). Guarded by
+  // mutex_.
+  bool reading_ = false;
+  Frame received_;                        // Reused for every reply.
+  std::condition_variable replied_;       // A reply arrived, the reader left, or broken_.
+  std::vector<std::uint64_t> awaited_;    // Guarded by mutex_. Requests sent, not answered.
+  std::vector<Reply> arrived_;            // Guarded by mutex_. Read for a thread still waiting.
+  std::uint64_t last_one_way_ = 0;        // Guarded by mutex_. request_id of the last release_one_way.
+  std::uint64_t answered_through_ = 0;    // Guarded by mutex_. The highest request_id answered.
   // The first one-way release refused since SyncReleases last returned, and how many more
   // were. Guarded by mutex_.
   std::optional<Error> release_failure_;
   std::uint64_t more_release_failures_ = 0;
-  FrameReader reader_;                 // Guarded by mutex_. Reads socket_'s replies.
+  FrameReader reader_;                 // The reading thread's (reading_). Reads socket_'s replies.
   std::optional<Error> broken_;        // Guarded by mutex_. Why the socket was closed.
   std::atomic<bool> open_{true};       // False once broken_ is set.
   std::uint64_t next_request_id_ = 1;  // Guarded by mutex_.

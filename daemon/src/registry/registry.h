@@ -48,6 +48,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "access/access_policy.h"
@@ -170,7 +171,6 @@ class Registry final : public SessionHost {
   [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
       std::uint64_t session_id, const v1::PublishBatchRequest& request) override;
 
-  using AcquireDone = std::function<void(Result<v1::AcquireResponse>)>;
   using BatchAcquireDone = std::function<void(Result<v1::BatchAcquireResponse>)>;
 
   // Acquires now, or (with wait_timeout_ms) once the tensor is published. `done` runs
@@ -193,6 +193,12 @@ class Registry final : public SessionHost {
   // Drops a waiting acquire without running its `done`. False when it already completed
   // (or is completing): then `done` runs (or ran) as usual.
   bool CancelWait(std::uint64_t wait_id);
+  // The session socket's acquire that waits: Acquire (CloseSession ends its wait).
+  void AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
+                      AcquireDone done) override {
+    (void)Acquire(session_id, request, std::move(done));  // The wait's id: never cancelled.
+  }
+  [[nodiscard]] bool ServesAcquireWaits() const override { return true; }
 
   [[nodiscard]] Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                                     const v1::ReleaseRequest& request) override;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -92,6 +93,15 @@ class SessionHost {
   // AcquireNow's reply.
   virtual Status AcquireNowEncoded(std::uint64_t session_id, const v1::AcquireRequest& request,
                                    std::string& reply);
+  // An acquire that may wait (wait_timeout_ms): `done` runs exactly once, with the reply or
+  // the error, on this thread before returning or later on another thread (one that
+  // publishes, or the one that times waits out), never while the host holds a lock of its own.
+  // A wait still pending when the session closes ends with CANCELLED then. This default
+  // answers UNIMPLEMENTED; ServesAcquireWaits says whether the host overrides it.
+  using AcquireDone = std::function<void(Result<v1::AcquireResponse>)>;
+  virtual void AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
+                              AcquireDone done);
+  [[nodiscard]] virtual bool ServesAcquireWaits() const { return false; }
   virtual Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                               const v1::ReleaseRequest& request);
   virtual Result<v1::CancelAllocationResponse> CancelAllocation(
@@ -129,6 +139,10 @@ inline Status SessionHost::AcquireNowEncoded(std::uint64_t session_id,
   HURRAY_ASSIGN_OR_RETURN(const v1::AcquireResponse response, AcquireNow(session_id, request));
   response.AppendToString(&reply);
   return {};
+}
+inline void SessionHost::AcquireWaiting(std::uint64_t, const v1::AcquireRequest&,
+                                        AcquireDone done) {
+  done(UnimplementedError("an acquire that waits is not served on this socket"));
 }
 inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t, const v1::ReleaseRequest&) {
   return UnimplementedError("release is not served on this socket");

@@ -16,10 +16,12 @@
 #include <bit>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -311,6 +313,7 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
     std::optional<std::string> close_reason;  // Set: close the connection once it is sent.
   };
 
+  // Waits for the socket to be readable, unless a wait for that is armed already.
   void ArmRead();
   void OnReadable(const boost::system::error_code& error);
   void OnWritable(const boost::system::error_code& error);
@@ -350,6 +353,16 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   // into reply_payload_.
   [[nodiscard]] Reply HandleAcquireLocked(std::uint64_t session_id,
                                           const v1::SessionMessage& request);
+  // An acquire with a wait: handed to the host, whose answer (Answer) is sent between two
+  // other replies whenever it comes; later requests are served meanwhile.
+  void HandleWaitingAcquireLocked(std::uint64_t session_id, const v1::SessionMessage& request);
+  // The host's answer to the waiting acquire `request_id`, from whatever thread: queued in
+  // answers_ and sent as soon as no other reply is being sent (on this thread when the
+  // connection is free, otherwise by the handler that holds it or on the connection's loop).
+  void Answer(std::uint64_t request_id, Result<v1::AcquireResponse> result);
+  // Sends the queued answers while no other reply is being sent; false when one waits for
+  // the socket or the connection has closed.
+  [[nodiscard]] bool SendAnswersLocked();
   // A release_one_way: ends every lease it names that is the session's (the host stops a
   // release at the first lease it does not know; the rest then end one at a time), and
   // keeps the refusal, naming the request, for the next reply.
@@ -405,6 +418,14 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   // Refused one-way releases not yet reported. Guarded by mutex_.
   std::vector<v1::ReleaseFailure> release_failures_;
   std::optional<FrameSender> sender_;  // Guarded by mutex_. Writing reply_payload_.
+  // Guarded by mutex_. reply_ is being sent (or waits to be): no request is read, nor
+  // another reply started, until it is.
+  bool replying_ = false;
+  bool read_armed_ = false;  // Guarded by mutex_. A wait for readability is armed.
+  // The answers of waiting acquires (whole encoded SessionMessages), in the order they came,
+  // not yet sent. Guarded by answers_mutex_, which is taken after mutex_ when both are.
+  std::mutex answers_mutex_;
+  std::deque<std::vector<std::uint8_t>> answers_;
   std::chrono::milliseconds drain_delay_ = kFirstDrainDelay;  // Guarded by mutex_.
 };
 
@@ -644,6 +665,28 @@ void SessionServer::Core::RemoveSocketFile() const {
 
 // ---- Connection ----
 
+namespace {
+
+// The connection whose handler this thread runs (its mutex held) while a host call made by
+// that handler may answer a waiting acquire of the same connection: the answer is then left
+// for the handler to send, as the connection's mutex cannot be taken again.
+thread_local const void* t_serving_connection = nullptr;
+
+// Marks this thread as serving `connection` for its life.
+class ServingMark {
+ public:
+  explicit ServingMark(const void* connection)
+      : previous_(std::exchange(t_serving_connection, connection)) {}
+  ~ServingMark() { t_serving_connection = previous_; }
+  ServingMark(const ServingMark&) = delete;
+  ServingMark& operator=(const ServingMark&) = delete;
+
+ private:
+  const void* previous_;
+};
+
+}  // namespace
+
 Status SessionServer::Connection::Assign(UniqueFd socket) {
   std::lock_guard lock(mutex_);
   boost::system::error_code error;
@@ -673,6 +716,8 @@ void SessionServer::Connection::Shutdown() {
 }
 
 void SessionServer::Connection::ArmRead() {
+  if (read_armed_) return;
+  read_armed_ = true;
   socket_.async_wait(stream_protocol::socket::wait_read,
                      [self = shared_from_this()](const boost::system::error_code& error) {
                        self->OnReadable(error);
@@ -681,12 +726,14 @@ void SessionServer::Connection::ArmRead() {
 
 void SessionServer::Connection::OnReadable(const boost::system::error_code& error) {
   std::lock_guard lock(mutex_);
+  read_armed_ = false;
   if (closed_) return;
   if (error) {
     CloseLocked(fmt::format("waiting for a request failed: {}", error.message()));
     return;
   }
-  ServeLocked();
+  // An answer being sent: requests are read once it is (ContinueReplyLocked's caller).
+  if (!replying_) ServeLocked();
 }
 
 void SessionServer::Connection::OnWritable(const boost::system::error_code& error) {
@@ -758,6 +805,7 @@ void SessionServer::Connection::OnFrameDeadline(const boost::system::error_code&
 }
 
 void SessionServer::Connection::ServeLocked() {
+  if (!SendAnswersLocked()) return;
   while (!closed_) {
     auto complete = reader_.TryNextInto(socket_fd(), frame_);
     if (!complete) {
@@ -768,13 +816,20 @@ void SessionServer::Connection::ServeLocked() {
       ArmReadAndFrameDeadlineLocked();
       return;
     }
-    std::optional<Reply> reply = HandleLocked();
+    std::optional<Reply> reply;
+    {
+      const ServingMark serving(this);
+      reply = HandleLocked();
+    }
     if (frame_.payload.capacity() > kKeptBufferBytes)
       std::vector<std::uint8_t>().swap(frame_.payload);
     if (reply) {
       reply_ = std::move(*reply);
       if (!StartReplyLocked()) return;
     }
+    // An acquire answered while it was handled (or one of this session's waits its publish
+    // answered) goes before the connection waits for the next request.
+    if (!SendAnswersLocked()) return;
     // Bytes already read wait in the reader, where the socket's readiness cannot tell.
     if (!reader_.has_buffered_bytes()) {
       ArmReadAndFrameDeadlineLocked();
@@ -784,6 +839,7 @@ void SessionServer::Connection::ServeLocked() {
 }
 
 bool SessionServer::Connection::StartReplyLocked() {
+  replying_ = true;
   if (!reply_.encoded) {
     if (reply_payload_.capacity() > kKeptBufferBytes)
       std::vector<std::uint8_t>().swap(reply_payload_);
@@ -821,6 +877,7 @@ bool SessionServer::Connection::ContinueReplyLocked() {
     return false;
   }
   sender_.reset();
+  replying_ = false;
   reply_.fd.Reset();
   if (reply_.close_reason) {
     CloseLocked(*reply_.close_reason);
@@ -850,11 +907,20 @@ void SessionServer::Connection::CloseLocked(const std::string& reason) {
   const LogContext log_context(
       {.session = session_id_.value_or(0), .pid = peer_.pid, .uid = peer_.uid});
   spdlog::debug("session connection {} (pid {}): closed: {}", id_, peer_.pid, reason);
-  if (session_id_) core_->host().CloseSession(*session_id_);
+  if (session_id_) {
+    // Its waiting acquires end here (CANCELLED), answered to a connection that sends nothing.
+    const ServingMark serving(this);
+    core_->host().CloseSession(*session_id_);
+  }
+  {
+    std::lock_guard answers(answers_mutex_);
+    answers_.clear();
+  }
   (void)hello_deadline_.cancel();  // The count of handlers it cancelled.
   (void)frame_deadline_.cancel();
   (void)drain_timer_.cancel();
   sender_.reset();
+  replying_ = false;
   reply_.fd.Reset();
   boost::system::error_code ignored;
   (void)socket_.close(ignored);  // Returns `ignored`; waiting handlers see closed_.
@@ -921,6 +987,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
   welcome.set_uid(peer_.uid);
   welcome.set_gid(peer_.gid);
   welcome.set_max_wait_ms(core_->limits().max_wait_ms);
+  welcome.set_acquire_waits(core_->host().ServesAcquireWaits());
   if (hello.hold_epoch() && core_->epoch_hold() != nullptr) {
     reply.fd = UniqueFd(::fcntl(core_->epoch_hold()->get(), F_DUPFD_CLOEXEC, 0));
     // Without it the client maps all the same; only a restart may then reuse memory it reads.
@@ -951,6 +1018,10 @@ std::optional<SessionServer::Connection::Reply> SessionServer::Connection::Handl
     case v1::SessionMessage::kPublishBatch:
       return HandlePublishBatch(session_id, request);
     case v1::SessionMessage::kAcquire:
+      if (request.acquire().wait_timeout_ms() != 0) {
+        HandleWaitingAcquireLocked(session_id, request);
+        return std::nullopt;
+      }
       return HandleAcquireLocked(session_id, request);
     case v1::SessionMessage::kRelease:
       return ReplyWith(request.request_id(), host.Release(session_id, request.release()),
@@ -1004,6 +1075,69 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleAcquireLocked(
   Reply reply;
   reply.encoded = true;
   return reply;
+}
+
+void SessionServer::Connection::HandleWaitingAcquireLocked(std::uint64_t session_id,
+                                                           const v1::SessionMessage& request) {
+  core_->host().AcquireWaiting(
+      session_id, request.acquire(),
+      [weak = weak_from_this(), request_id = request.request_id()](
+          Result<v1::AcquireResponse> result) {
+        if (const std::shared_ptr<Connection> self = weak.lock()) {
+          self->Answer(request_id, std::move(result));
+        }
+      });
+}
+
+void SessionServer::Connection::Answer(std::uint64_t request_id,
+                                       Result<v1::AcquireResponse> result) {
+  Reply reply;
+  if (result) {
+    reply.message.set_request_id(request_id);
+    *reply.message.mutable_acquire_reply() = std::move(*result);
+  } else {
+    reply = ErrorReply(request_id, result.error(), /*close_after=*/false);
+  }
+  std::vector<std::uint8_t> encoded(reply.message.ByteSizeLong());
+  reply.message.SerializeWithCachedSizesToArray(encoded.data());
+  {
+    std::lock_guard answers(answers_mutex_);
+    answers_.push_back(std::move(encoded));
+  }
+  // This thread's handler of the connection sends it before it lets the connection go.
+  if (t_serving_connection == this) return;
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    (void)SendAnswersLocked();  // One left waiting for the socket continues in OnWritable.
+    return;
+  }
+  // A handler holds the connection and may have looked at answers_ already: look again on
+  // the connection's loop once it lets go.
+  boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    std::lock_guard posted(self->mutex_);
+    (void)self->SendAnswersLocked();
+  });
+}
+
+bool SessionServer::Connection::SendAnswersLocked() {
+  if (closed_) {
+    std::lock_guard answers(answers_mutex_);
+    answers_.clear();  // Came after the connection closed.
+    return false;
+  }
+  while (!closed_ && !replying_) {
+    std::vector<std::uint8_t> answer;
+    {
+      std::lock_guard answers(answers_mutex_);
+      if (answers_.empty()) return true;
+      answer = std::move(answers_.front());
+      answers_.pop_front();
+    }
+    reply_ = Reply{.encoded = true};
+    reply_payload_ = std::move(answer);
+    if (!StartReplyLocked()) return false;
+  }
+  return false;
 }
 
 void SessionServer::Connection::ReleaseOneWayLocked(std::uint64_t session_id,
