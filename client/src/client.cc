@@ -22,7 +22,6 @@ namespace hurray {
 
 using client_internal::Connection;
 using client_internal::DecodedTensor;
-using client_internal::DirectoryWait;
 using client_internal::FastPath;
 using client_internal::FastPathPin;
 using client_internal::FromGrpcStatus;
@@ -509,39 +508,7 @@ Result<TensorView> Client::Acquire(std::string_view name, AcquireOptions options
   if (std::optional<TensorView> view = AcquireFast(name, options, /*may_open=*/true)) {
     return std::move(*view);
   }
-  if (options.wait.count() > 0) {
-    if (auto view = AcquireAfterDirectoryWait(name, options)) return std::move(*view);
-  }
   return AcquireAsked(name, options);
-}
-
-std::optional<Result<TensorView>> Client::AcquireAfterDirectoryWait(std::string_view name,
-                                                                    AcquireOptions& options) {
-  if (!fast_path_ || options.wait.count() < 0) return std::nullopt;
-  const std::shared_ptr<const DecodedTensor> known = cache_->Find(name);
-  // Only a later version than one known is waited for here: the latest, or one published
-  // already, is answered at once.
-  if (!known || options.version == 0 || options.version <= known->version) return std::nullopt;
-  const auto deadline = std::chrono::steady_clock::now() + options.wait;
-  const auto timed_out = [&]() -> Result<TensorView> {
-    return DeadlineExceededError(fmt::format("not published before the wait timed out: {}", name));
-  };
-  const DirectoryWait seen = fast_path_->AwaitVersion(*known, options.version, options.wait);
-  if (seen == DirectoryWait::kNotServed) return std::nullopt;
-  if (seen == DirectoryWait::kTimedOut) return timed_out();
-  if (seen == DirectoryWait::kShown) {
-    AcquireOptions at_once = options;
-    at_once.wait = std::chrono::milliseconds(0);
-    Result<TensorView> view = AcquireAsked(name, at_once);
-    if (view || view.error().code() != StatusCode::kNotFound) return view;
-  }
-  // What is left of the wait, in whole milliseconds rounded up (never above the wait
-  // asked for, which the daemon allows), goes to the daemon.
-  const auto left =
-      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-  if (left.count() <= 0) return timed_out();
-  options.wait = left;
-  return std::nullopt;
 }
 
 Result<TensorView> Client::AcquireAsked(std::string_view name, const AcquireOptions& options) {

@@ -14,7 +14,6 @@
 
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/fast_path_layout.h"
-#include "hurray/ipc/futex.h"
 
 namespace hurray::client_internal {
 
@@ -31,20 +30,12 @@ class FastPathPages {
   // Whether the session still stands, as far as this process knows (no system call): once
   // it is closed, the daemon no longer reads its page.
   [[nodiscard]] bool session_open() const { return session_->open(); }
-  // Whether the session's daemon said it allows a wait of `wait`.
-  [[nodiscard]] bool allows(std::chrono::milliseconds wait) const {
-    const std::optional<std::chrono::milliseconds> longest = session_->max_wait();
-    return longest && wait <= *longest;
-  }
 
   // Pins `version_id` in entry `entry` in a free slot; nullopt when the entry is outside
   // the directory, no slot is free, or Pin says the version is not the latest.
   std::optional<std::uint32_t> Pin(std::uint64_t entry, std::uint64_t version_id);
   // Unpins `slot` and frees it for the next Pin.
   void Unpin(std::uint32_t slot);
-  // FastPath::AwaitVersion on entry `entry`, which showed version `known` of the name.
-  DirectoryWait AwaitVersion(std::uint64_t entry, const fast_path::EntrySnapshot& known,
-                             std::uint64_t wanted, std::chrono::steady_clock::time_point deadline);
   // What entry `entry` shows; nullopt outside the directory or while it is being written.
   [[nodiscard]] std::optional<fast_path::EntrySnapshot> Read(std::uint64_t entry) const;
 
@@ -187,42 +178,6 @@ std::optional<fast_path::EntrySnapshot> FastPathPages::Read(std::uint64_t entry)
   return fast_path::ReadEntry(entries_[entry]);
 }
 
-DirectoryWait FastPathPages::AwaitVersion(std::uint64_t entry,
-                                          const fast_path::EntrySnapshot& known,
-                                          std::uint64_t wanted,
-                                          std::chrono::steady_clock::time_point deadline) {
-  // The longest sleep between looks at the header and the session: a daemon killed wakes
-  // nobody, so its end is noticed within this.
-  constexpr auto kLongestSleep = std::chrono::milliseconds(50);
-  std::optional<fast_path::EntrySnapshot> seen = Read(entry);
-  if (!seen) return DirectoryWait::kUnknown;
-  const auto shown = [wanted](const fast_path::EntrySnapshot& now) {
-    return now.version_id != 0 && now.version_number >= wanted ? DirectoryWait::kShown
-                                                               : DirectoryWait::kUnknown;
-  };
-  // Moved on before this looked: the name's, if it is far enough; ask the daemon either way.
-  if (seen->version_id != known.version_id) return shown(*seen);
-  const std::uint32_t* word = fast_path::SequenceWord(entries_[entry]);
-  while (true) {
-    if (header_.state.load(std::memory_order_seq_cst) != fast_path::kServing ||
-        !session_->StillOpen(/*probe=*/true)) {
-      return DirectoryWait::kUnknown;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return DirectoryWait::kTimedOut;
-    FutexWait(word, static_cast<std::uint32_t>(seen->sequence),
-              std::min<std::chrono::nanoseconds>(deadline - now, kLongestSleep));
-    const std::optional<fast_path::EntrySnapshot> next = Read(entry);
-    if (!next || next->sequence == seen->sequence) continue;
-    // One write from a version of the name shows its next version, or none (an entry
-    // shows 0 before it changes names). Several writes may have given it to another name.
-    const bool one_write = next->sequence - seen->sequence == 2;
-    if (next->version_id == 0 || !one_write) return shown(*next);
-    if (next->version_number >= wanted) return DirectoryWait::kShown;
-    seen = next;
-  }
-}
-
 FastPathPin::FastPathPin(std::shared_ptr<FastPathPages> pages, std::uint32_t slot)
     : pages_(std::move(pages)), slot_(slot) {}
 FastPathPin::FastPathPin(FastPathPin&& other) noexcept
@@ -249,18 +204,6 @@ std::optional<FastPathPin> FastPath::TryPin(const DecodedTensor& tensor, bool ma
   const std::optional<std::uint32_t> slot = pages->Pin(tensor.directory_entry, tensor.version_id);
   if (!slot) return std::nullopt;
   return FastPathPin(std::move(pages), *slot);
-}
-
-DirectoryWait FastPath::AwaitVersion(const DecodedTensor& tensor, std::uint64_t wanted,
-                                     std::chrono::milliseconds wait) {
-  const auto deadline = std::chrono::steady_clock::now() + wait;
-  if (tensor.version_id == 0) return DirectoryWait::kNotServed;
-  std::shared_ptr<FastPathPages> pages = Pages(tensor.daemon_epoch);
-  if (!pages || !pages->allows(wait)) return DirectoryWait::kNotServed;
-  return pages->AwaitVersion(
-      tensor.directory_entry,
-      fast_path::EntrySnapshot{.version_id = tensor.version_id, .version_number = tensor.version},
-      wanted, deadline);
 }
 
 bool FastPath::ShowsLatest(std::uint64_t epoch, std::uint64_t entry, std::uint64_t version_id) {

@@ -36,20 +36,6 @@ class FastPathPin {
   std::uint32_t slot_ = 0;
 };
 
-// What FastPath::AwaitVersion saw in the directory.
-enum class DirectoryWait : std::uint8_t {
-  // The name's entry shows a version at or past the one waited for: ask the daemon for it.
-  kShown,
-  // The deadline passed with the entry still below the version waited for.
-  kTimedOut,
-  // The directory cannot serve this wait (no fast path for the session or the tensor, or
-  // a wait the daemon did not say it allows); nothing of the wait was spent.
-  kNotServed,
-  // The directory could no longer tell (the name deleted or its entry reused, the
-  // directory's daemon stopped, the session gone): wait what is left the daemon's way.
-  kUnknown,
-};
-
 // One Connection's fast path: for each session, on first use, the directory mapped
 // read-only and the session's lease page mapped read-write (map_directory and
 // map_lease_page), checked (sizes, magic, layout version, epoch); and which of the page's
@@ -70,15 +56,6 @@ class FastPath {
   // them asks the daemon): the pin then makes no system call at all.
   [[nodiscard]] std::optional<FastPathPin> TryPin(const DecodedTensor& tensor,
                                                   bool may_open = true);
-
-  // Sleeps until the directory entry of `tensor`'s name shows version `wanted` or a later
-  // one (kShown), or `wait` passes (kTimedOut), without a message: a futex on the entry,
-  // which the daemon wakes as it writes it (hurray/ipc/fast_path_layout.h). `tensor` must
-  // be a version of the name this process was granted, below `wanted`. kNotServed at once
-  // for a wait the daemon did not say it allows (SessionConnection::max_wait) or without a
-  // fast path; kUnknown whenever the entry can no longer be read as the name's.
-  [[nodiscard]] DirectoryWait AwaitVersion(const DecodedTensor& tensor, std::uint64_t wanted,
-                                           std::chrono::milliseconds wait);
 
   // Whether entry `entry` of epoch `epoch`'s directory shows version identity `version_id`
   // (AcquireResponse fields 4 and 5): the version is its name's latest live one. False when

@@ -93,23 +93,19 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const v1::SessionWelcome& welcome = message.welcome();
   const PeerCredentials credentials{
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
-  std::optional<std::chrono::milliseconds> max_wait;
-  if (welcome.has_max_wait_ms()) max_wait = std::chrono::milliseconds(welcome.max_wait_ms());
   return std::unique_ptr<SessionConnection>(new SessionConnection(
       std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
-      welcome.daemon_epoch(), max_wait, welcome.acquire_waits(), credentials,
+      welcome.daemon_epoch(), welcome.acquire_waits(), credentials,
       std::move(reply->fd)));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                                      std::uint64_t session_id, std::uint64_t daemon_epoch,
-                                     std::optional<std::chrono::milliseconds> max_wait,
                                      bool acquire_waits, PeerCredentials credentials,
                                      UniqueFd epoch_hold)
     : token_(std::move(token)),
       session_id_(session_id),
       daemon_epoch_(daemon_epoch),
-      max_wait_(max_wait),
       acquire_waits_(acquire_waits),
       credentials_(credentials),
       epoch_hold_(epoch_hold ? std::make_shared<const UniqueFd>(std::move(epoch_hold)) : nullptr),

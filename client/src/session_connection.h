@@ -98,9 +98,6 @@ class SessionConnection {
   [[nodiscard]] std::uint64_t session_id() const { return session_id_; }
   // Changes when the daemon restarts.
   [[nodiscard]] std::uint64_t daemon_epoch() const { return daemon_epoch_; }
-  // The longest wait an acquire may ask for (SessionWelcome.max_wait_ms); nullopt when the
-  // daemon did not say.
-  [[nodiscard]] std::optional<std::chrono::milliseconds> max_wait() const { return max_wait_; }
   // Whether the daemon serves an acquire that waits on this socket (SessionWelcome.acquire_waits).
   [[nodiscard]] bool acquire_waits() const { return acquire_waits_; }
   // This process as the daemon saw it (SO_PEERCRED).
@@ -173,8 +170,7 @@ class SessionConnection {
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                     std::uint64_t session_id, std::uint64_t daemon_epoch,
-                    std::optional<std::chrono::milliseconds> max_wait, bool acquire_waits,
-                    PeerCredentials credentials, UniqueFd epoch_hold);
+                    bool acquire_waits, PeerCredentials credentials, UniqueFd epoch_hold);
 
   // A message the daemon sent, and the descriptor that came with it, if any.
   struct Reply {
@@ -192,7 +188,6 @@ class SessionConnection {
   const std::string token_;
   const std::uint64_t session_id_;
   const std::uint64_t daemon_epoch_;
-  const std::optional<std::chrono::milliseconds> max_wait_;
   const bool acquire_waits_;
   const PeerCredentials credentials_;
   std::shared_ptr<const UniqueFd> epoch_hold_;  // Guarded by mutex_.

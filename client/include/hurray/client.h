@@ -309,8 +309,9 @@ class Client {
     std::string socket_path;
     // Shown in the daemon's logs.
     std::string client_name = "hurray-client";
-    // Which channel carries allocate, publish, acquire (without a wait), release and
-    // cancel: the session socket (the default: no gRPC round trip on the hot path) or gRPC.
+    // Which channel carries allocate, publish, acquire, release and cancel: the session
+    // socket (the default: no gRPC round trip on the hot path; an acquire that waits goes
+    // there when the daemon serves it there, as this release's does) or gRPC.
     // Both give the same results; everything else always uses gRPC.
     enum class HotPath : std::uint8_t { kSessionSocket, kGrpc };
     HotPath hot_path = HotPath::kSessionSocket;
@@ -369,12 +370,9 @@ class Client {
   // bad name, or a wait below 0 or above the daemon's longest (max_wait_ms). No lease is
   // held on error.
   //
-  // A wait for a later version of a name whose latest version this process acquired
-  // before (the loop "acquire version n + 1, waiting") sleeps, with Options::fast_path, on
-  // the name's entry in the daemon's fast path directory — a futex the daemon wakes as it
-  // writes the entry — and then asks for the version without a wait: the daemon holds no
-  // wait and no message is sent until the version is there. Otherwise the daemon holds
-  // the wait (over gRPC).
+  // A wait is held by the daemon, which answers it from the thread that publishes the
+  // version: on the session socket (the default hot path; the process's other calls go on
+  // meanwhile), or over gRPC.
   //
   // The client keeps, per daemon epoch, the decoded descriptor and mappings of the latest
   // version it acquired of up to 1024 names (host memory of pools that are not sealed), so
@@ -475,13 +473,7 @@ class Client {
   // are opened on first use when `may_open`.
   [[nodiscard]] std::optional<TensorView> AcquireFast(std::string_view name,
                                                       const AcquireOptions& options, bool may_open);
-  // A waiting acquire of a later version of a name this process acquired before: sleeps on
-  // the name's fast path directory entry until it shows the version, then asks the daemon
-  // without a wait. nullopt when the directory cannot tell; `options.wait` is then what is
-  // left of the wait.
-  [[nodiscard]] std::optional<Result<TensorView>> AcquireAfterDirectoryWait(
-      std::string_view name, AcquireOptions& options);
-  // Asks the daemon for a lease (the session socket, or gRPC with a wait).
+  // Asks the daemon for a lease (the session socket, or gRPC: see Options::hot_path).
   [[nodiscard]] Result<TensorView> AcquireAsked(std::string_view name,
                                                 const AcquireOptions& options);
   std::shared_ptr<client_internal::Connection> connection_;

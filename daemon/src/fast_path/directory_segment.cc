@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "hurray/ipc/errno_error.h"
-#include "hurray/ipc/futex.h"
 
 namespace hurray::daemon::fast_path {
 namespace {
@@ -124,19 +123,8 @@ void DirectorySegment::FreeEntry(std::uint64_t index) {
 void DirectorySegment::Show(std::uint64_t index, std::uint64_t version_id,
                             std::uint64_t version_number) {
   WriteEntry(entries_[index], version_id, version_number);
-  // Consumers waiting for the name's next version sleep on the entry's sequence.
-  FutexWakeAll(::hurray::fast_path::SequenceWord(entries_[index]));
 }
 
-void DirectorySegment::End() {
-  if (header_->state.exchange(kEnded, std::memory_order_seq_cst) == kEnded) return;
-  // Consumers waiting on an entry look at the header when woken, and ask the daemon's
-  // successor instead (at most a few milliseconds of system calls, once).
-  for (std::uint64_t index = 0; index < entry_count_; ++index) {
-    if (entries_[index].version_id.load(std::memory_order_relaxed) != 0) {
-      FutexWakeAll(::hurray::fast_path::SequenceWord(entries_[index]));
-    }
-  }
-}
+void DirectorySegment::End() { header_->state.store(kEnded, std::memory_order_seq_cst); }
 
 }  // namespace hurray::daemon::fast_path

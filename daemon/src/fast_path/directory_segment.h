@@ -90,11 +90,9 @@ class DirectorySegment {
   [[nodiscard]] std::optional<std::uint64_t> AllocateEntry();
   // Shows nothing (0) in entry `index` (one AllocateEntry gave) and returns it to the free list.
   void FreeEntry(std::uint64_t index);
-  // Shows `version_id` (0: none) numbered `version_number` in entry `index` (WriteEntry),
-  // and wakes the consumers waiting on the entry (FutexWakeAll on its SequenceWord).
+  // Shows `version_id` (0: none) numbered `version_number` in entry `index` (WriteEntry).
   void Show(std::uint64_t index, std::uint64_t version_id, std::uint64_t version_number);
-  // The header's state turns kEnded: no confirm succeeds from now on, and the consumers
-  // waiting on an entry are woken. Idempotent.
+  // The header's state turns kEnded: no confirm succeeds from now on. Idempotent.
   void End();
 
   // A new O_RDONLY descriptor on the segment (close-on-exec), for a client. Thread-safe.

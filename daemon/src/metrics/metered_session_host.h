@@ -46,6 +46,10 @@ class MeteredSessionHost final : public SessionHost {
   [[nodiscard]] Status AcquireNowEncoded(std::uint64_t session_id,
                                          const v1::AcquireRequest& request,
                                          std::string& reply) override;
+  // Timed from the request to the answer, the wait included (as gRPC's Acquire is).
+  void AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
+                      AcquireDone done) override;
+  [[nodiscard]] bool ServesAcquireWaits() const override { return inner_.ServesAcquireWaits(); }
   [[nodiscard]] Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                                     const v1::ReleaseRequest& request) override;
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(

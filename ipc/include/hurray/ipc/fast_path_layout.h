@@ -28,22 +28,12 @@
 // slots count against the uid's lease quota, and what it pins against the uid's
 // published_bytes quota.
 //
-// A consumer waiting for a name's next version watches its entry: it reads the entry's
-// sequence, and while the entry still shows the version it knows, sleeps on the sequence's
-// low 32 bits (SequenceWord, a futex; a read-only mapping serves) until the daemon, having
-// written the entry, wakes every waiter of that word. It then asks the daemon for the
-// version (a grant: what it read in the entry pins nothing). An entry passes through 0
-// whenever it changes names (FreeEntry shows 0 first), so a change of one write (the
-// sequence up by 2) from a version of the consumer's name shows that name's next version
-// or none.
-//
 // The header's `state` turns to kEnded when the daemon that wrote the directory stops, or,
 // after a crash, when the next daemon starts, before it frees anything: no confirm succeeds
 // on a directory whose daemon is gone.
 #pragma once
 
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -91,15 +81,6 @@ struct LeaseSlot {
 };
 static_assert(sizeof(LeaseSlot) == 8);
 
-// The word of `entry`'s sequence that futex waits and wakes use: its low 32 bits, which
-// change with every write of the entry.
-inline const std::uint32_t* SequenceWord(const DirectoryEntry& entry) {
-  static_assert(std::endian::native == std::endian::little ||
-                std::endian::native == std::endian::big);
-  constexpr std::size_t kLowHalf = std::endian::native == std::endian::little ? 0 : 1;
-  return reinterpret_cast<const std::uint32_t*>(&entry.sequence) + kLowHalf;
-}
-
 // Bytes of a directory of `entry_count` entries.
 constexpr std::size_t DirectoryBytes(std::size_t entry_count) {
   return sizeof(DirectoryHeader) + entry_count * sizeof(DirectoryEntry);
@@ -134,8 +115,6 @@ inline bool Names(const LeaseSlot* slots, std::size_t slot_count, std::uint64_t 
 struct EntrySnapshot {
   std::uint64_t version_id = 0;
   std::uint64_t version_number = 0;
-  // The entry's sequence then (even): up by 2 for every write since.
-  std::uint64_t sequence = 0;
 };
 
 // A consistent read of `entry`; nullopt when the daemon was writing it on every one of a
@@ -147,8 +126,7 @@ inline std::optional<EntrySnapshot> ReadEntry(const DirectoryEntry& entry) {
     if ((before & 1) != 0) continue;
     const EntrySnapshot snapshot{
         .version_id = entry.version_id.load(std::memory_order_relaxed),
-        .version_number = entry.version_number.load(std::memory_order_relaxed),
-        .sequence = before};
+        .version_number = entry.version_number.load(std::memory_order_relaxed)};
     std::atomic_thread_fence(std::memory_order_acquire);
     if (entry.sequence.load(std::memory_order_relaxed) == before) return snapshot;
   }
