@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "integration_test.h"
+#include "raw_session.h"
 #include "test_tensors.h"
 #include "testing/status_matchers.h"
 
@@ -284,6 +285,84 @@ TEST_P(FastPathClientTest, WaitOutlivesItsNameLosingItsEntryToAnother) {
 
 HURRAY_INSTANTIATE_FOR_BOTH_CHANNELS(FastPathClientTest);
 
+TEST_P(FastPathClientTest, OtherCallsOfTheProcessGoOnWhileOneOfItsAcquiresWaits) {
+  auto consumer = ConnectWithHotPath("wait-beside");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_EQ(Produce(client(), "fp/other", 60), 1u);
+  auto waiting = std::async(std::launch::async, [&] {
+    return consumer->Acquire("fp/later", {.wait = std::chrono::seconds(60)});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The same client, meanwhile: acquires of another name (the slow path first, then the fast
+  // path), a version it publishes itself, and one it waits for and publishes itself.
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_OK_AND_ASSIGN(TensorView view, consumer->Acquire("fp/other"));
+    ASSERT_EQ(CheckBuffer(view.buffer(0), 60, 0), "");
+    ASSERT_OK(view.Release());
+  }
+  ASSERT_EQ(Produce(*consumer, "fp/mine", 61), 1u);
+  auto own = std::async(std::launch::async, [&] {
+    return consumer->Acquire("fp/mine", {.version = 2, .wait = std::chrono::seconds(60)});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(Produce(*consumer, "fp/mine", 62), 2u);
+  ASSERT_OK_AND_ASSIGN(TensorView mine, own.get());
+  EXPECT_EQ(CheckBuffer(mine.buffer(0), 62, 0), "");
+  ASSERT_OK(mine.Release());
+  ASSERT_OK(consumer->SyncReleases());
+  EXPECT_EQ(waiting.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the first wait ended before its name was published";
+
+  ASSERT_EQ(Produce(client(), "fp/later", 63), 1u);
+  ASSERT_OK_AND_ASSIGN(TensorView later, waiting.get());
+  EXPECT_EQ(later.version(), 1u);
+  EXPECT_EQ(CheckBuffer(later.buffer(0), 63, 0), "");
+  ASSERT_OK(later.Release());
+  ASSERT_OK(consumer->SyncReleases());
+  for (const char* name : {"fp/other", "fp/mine", "fp/later"}) ASSERT_OK(client().Delete(name));
+  ExpectEverythingReturned();
+}
+
+// One wait per uid, so that the daemon's count of waits shows in what it allows.
+class OneWaitPerUidTest : public IntegrationTest {
+ protected:
+  [[nodiscard]] DaemonProcess::Options daemon_options() const override {
+    DaemonProcess::Options options = IntegrationTest::daemon_options();
+    options.settings.emplace_back("max_waits_per_uid = 1");
+    return options;
+  }
+
+  // The error of an acquire of `name` waiting 50 ms through the fixture's client.
+  StatusCode BriefWaitFor(const std::string& name) {
+    auto acquired = client().Acquire(name, {.wait = std::chrono::milliseconds(50)});
+    return acquired ? StatusCode::kOk : acquired.error().code();
+  }
+};
+
+TEST_F(OneWaitPerUidTest, ASessionThatEndsWhileItsAcquireWaitsLeavesNoWaitBehind) {
+  auto raw = RawSession::Open(daemon().session_socket_path());
+  ASSERT_TRUE(raw.has_value());
+  v1::SessionMessage wait;
+  wait.set_request_id(1);
+  wait.mutable_acquire()->set_name("fp/never");
+  wait.mutable_acquire()->set_wait_timeout_ms(600000);
+  ASSERT_OK(raw->Send(wait));
+  // Its wait holds the uid's one: another is refused at once.
+  ASSERT_TRUE(Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kResourceExhausted; }));
+  // The session's later requests are answered while the wait is held.
+  v1::SessionMessage sync;
+  sync.set_request_id(2);
+  sync.mutable_sync();
+  ASSERT_OK(raw->Send(sync));
+  ASSERT_OK_AND_ASSIGN(const v1::SessionMessage synced, raw->Receive());
+  EXPECT_EQ(synced.request_id(), 2u);
+  EXPECT_TRUE(synced.has_synced()) << synced.DebugString();
+
+  raw.reset();  // The session ends: its wait with it.
+  ASSERT_TRUE(Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kDeadlineExceeded; }));
+  ExpectEverythingReturned();
+}
+
 class FastPathRestartTest : public IntegrationTest {};
 
 TEST_F(FastPathRestartTest, AcquireAfterADaemonKillWorksOnTheNewEpoch) {
@@ -317,7 +396,7 @@ TEST_F(FastPathRestartTest, AcquireAfterADaemonKillWorksOnTheNewEpoch) {
 
 // A daemon killed while a consumer waits on its directory wakes nobody: the consumer sees
 // the session end within its next look and answers as a wait held by the daemon would.
-TEST_F(FastPathRestartTest, DaemonKilledDuringADirectoryWaitEndsTheWait) {
+TEST_F(FastPathRestartTest, DaemonKilledDuringAWaitEndsTheWait) {
   auto consumer = Connect("fast-wait-kill");
   ASSERT_NE(consumer, nullptr);
   ASSERT_EQ(RunAgent({"produce", "fp/k", "dense", "3"}), "version 1\n");

@@ -23,6 +23,8 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <numeric>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,10 +105,78 @@ class TestHost final : public SessionHost {
   }
 
   void CloseSession(std::uint64_t session_id) override {
-    std::lock_guard lock(mutex_);
-    if (!opened_.contains(session_id)) ++closes_of_unknown_sessions_;
-    ++closes_[session_id];
+    std::vector<AcquireDone> ended;
+    {
+      std::lock_guard lock(mutex_);
+      if (!opened_.contains(session_id)) ++closes_of_unknown_sessions_;
+      ++closes_[session_id];
+      for (auto it = waits_.begin(); it != waits_.end();) {
+        if (it->session_id != session_id) {
+          ++it;
+          continue;
+        }
+        ended.push_back(std::move(it->done));
+        it = waits_.erase(it);
+      }
+      changed_.notify_all();
+    }
+    // As the registry: the session's waits end with it, outside the host's lock.
+    for (AcquireDone& done : ended) done(CancelledError("the session ended while waiting"));
+  }
+
+  // Acquires of a name not published yet wait until PublishNow (or a publish on the socket)
+  // answers them, on the publishing thread; a published name is answered at once.
+  void AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
+                      AcquireDone done) override {
+    std::unique_lock lock(mutex_);
+    if (const auto found = published_.find(request.name()); found != published_.end()) {
+      v1::AcquireResponse response = AcquireAnswer(request.name(), found->second);
+      lock.unlock();
+      done(std::move(response));
+      return;
+    }
+    waits_.push_back(
+        Wait{.session_id = session_id, .name = request.name(), .done = std::move(done)});
     changed_.notify_all();
+  }
+  [[nodiscard]] bool ServesAcquireWaits() const override { return true; }
+
+  Result<v1::PublishResponse> Publish(std::uint64_t /*session_id*/,
+                                      const v1::PublishRequest& request) override {
+    PublishNow(request.name());
+    v1::PublishResponse response;
+    response.set_name(request.name());
+    response.set_version(1);
+    return response;
+  }
+
+  // Publishes `name`, its answers carrying a pool name of `padding` bytes: every acquire
+  // waiting for it is answered, on this thread.
+  void PublishNow(const std::string& name, std::size_t padding = 0) {
+    std::vector<std::pair<AcquireDone, v1::AcquireResponse>> answered;
+    {
+      std::lock_guard lock(mutex_);
+      published_[name] = padding;
+      for (auto it = waits_.begin(); it != waits_.end();) {
+        if (it->name != name) {
+          ++it;
+          continue;
+        }
+        answered.emplace_back(std::move(it->done), AcquireAnswer(name, padding));
+        it = waits_.erase(it);
+      }
+    }
+    for (auto& [done, response] : answered) done(std::move(response));
+  }
+
+  std::size_t waiting() const {
+    std::lock_guard lock(mutex_);
+    return waits_.size();
+  }
+  // Waits (at most kPatience) until `count` acquires wait.
+  bool WaitForWaiting(std::size_t count) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, kPatience, [&] { return waits_.size() >= count; });
   }
 
   Result<SegmentAccess> GrantSegment(std::uint64_t session_id, std::uint64_t segment_id,
@@ -233,6 +303,24 @@ class TestHost final : public SessionHost {
   int grants_outside_sessions_ = 0;
   std::vector<std::string> slab_reports_;  // "session:segment:ro|rw", in order.
   std::set<std::uint64_t> released_;
+
+  struct Wait {
+    std::uint64_t session_id;
+    std::string name;
+    AcquireDone done;
+  };
+  // An acquire's answer for `name`: a new lease, the name, a pool name of `padding` bytes.
+  v1::AcquireResponse AcquireAnswer(const std::string& name, std::size_t padding) {
+    v1::AcquireResponse response;
+    response.set_lease_id(next_lease_id_++);
+    response.mutable_tensor()->set_name(name);
+    response.mutable_tensor()->set_pool(std::string(padding, 'p'));
+    response.set_daemon_epoch(kDaemonEpoch);
+    return response;
+  }
+  std::vector<Wait> waits_;
+  std::map<std::string, std::size_t> published_;  // Name -> its answers' padding.
+  std::uint64_t next_lease_id_ = 1000;
 };
 
 Status SendMessage(int socket, const v1::SessionMessage& message) {
@@ -1153,6 +1241,134 @@ TEST_F(SessionServerTest, SyncReleasesReportsTheFirstRefusalAndHowManyMore) {
   EXPECT_ERROR(connection->SyncReleases(), StatusCode::kNotFound,
                {"lease_id 1 is not a lease of this session", "and 2 more"});
   EXPECT_OK(connection->SyncReleases());
+}
+
+// An acquire with a wait, as a session message.
+v1::SessionMessage WaitingAcquire(std::string name) {
+  v1::SessionMessage request;
+  request.mutable_acquire()->set_name(std::move(name));
+  request.mutable_acquire()->set_wait_timeout_ms(600000);
+  return request;
+}
+
+TEST_F(SessionServerTest, WaitingAcquireIsAnsweredWhenPublishedWhileOtherRequestsAreServed) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  EXPECT_TRUE(connection->acquire_waits());
+  v1::SessionMessage first = WaitingAcquire("w/first");
+  v1::SessionMessage second = WaitingAcquire("w/second");
+  auto waiting_first = std::async(std::launch::async, [&] {
+    return connection->Exchange(first, v1::SessionMessage::kAcquireReply);
+  });
+  auto waiting_second = std::async(std::launch::async, [&] {
+    return connection->Exchange(second, v1::SessionMessage::kAcquireReply);
+  });
+  ASSERT_TRUE(host_.WaitForWaiting(2));
+  // The same connection goes on meanwhile: replies with descriptors, a sync, a refusal.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(GrantedSegment granted, connection->MapSegment(1 + i % 2, false));
+    EXPECT_TRUE(granted.fd.valid());
+  }
+  ASSERT_OK(connection->Sync());
+  EXPECT_ERROR(connection->MapSegment(7, false), StatusCode::kNotFound);
+  EXPECT_EQ(waiting_first.wait_for(seconds(0)), std::future_status::timeout);
+  // Published from this thread (not the connection's): the second first.
+  host_.PublishNow("w/second");
+  ASSERT_OK_AND_ASSIGN(v1::SessionMessage second_reply, waiting_second.get());
+  EXPECT_EQ(second_reply.acquire_reply().tensor().name(), "w/second");
+  EXPECT_EQ(waiting_first.wait_for(seconds(0)), std::future_status::timeout);
+  host_.PublishNow("w/first");
+  ASSERT_OK_AND_ASSIGN(v1::SessionMessage first_reply, waiting_first.get());
+  EXPECT_EQ(first_reply.acquire_reply().tensor().name(), "w/first");
+  EXPECT_NE(first_reply.acquire_reply().lease_id(), second_reply.acquire_reply().lease_id());
+  EXPECT_TRUE(connection->StillOpen(/*probe=*/true));
+}
+
+TEST_F(SessionServerTest, APublishOfTheSessionAnswersItsOwnWaitAfterThePublishReply) {
+  UniqueFd socket = ConnectRaw();
+  ASSERT_NE(OpenRawSession(socket.get()), 0u);
+  v1::SessionMessage wait = WaitingAcquire("w/own");
+  wait.set_request_id(1);
+  ASSERT_OK(SendMessage(socket.get(), wait));
+  ASSERT_TRUE(host_.WaitForWaiting(1));
+  v1::SessionMessage publish;
+  publish.set_request_id(2);
+  publish.mutable_publish()->set_name("w/own");
+  ASSERT_OK(SendMessage(socket.get(), publish));
+  FrameReader reader;
+  std::vector<std::uint64_t> order;
+  for (int i = 0; i < 2; ++i) {
+    auto frame = reader.Next(socket.get());
+    ASSERT_OK(frame);
+    v1::SessionMessage reply;
+    ASSERT_TRUE(
+        reply.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size())));
+    order.push_back(reply.request_id());
+    if (reply.request_id() == 1) {
+      EXPECT_EQ(reply.acquire_reply().tensor().name(), "w/own") << reply.DebugString();
+    }
+    if (reply.request_id() == 2) {
+      EXPECT_TRUE(reply.has_publish_reply()) << reply.DebugString();
+    }
+  }
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{2, 1}));
+}
+
+TEST_F(SessionServerTest, AnswersToAClientThatDoesNotReadWaitAndArriveWholeInOrder) {
+  // 64 waits answered at once with 64 KiB each (4 MiB: far more than the socket holds),
+  // then a sync, while the client reads nothing; then it reads everything.
+  UniqueFd socket = ConnectRaw();
+  ASSERT_NE(OpenRawSession(socket.get()), 0u);
+  constexpr int kWaits = 64;
+  constexpr std::size_t kPadding = 64 << 10;
+  for (int i = 0; i < kWaits; ++i) {
+    v1::SessionMessage wait = WaitingAcquire("w/" + std::to_string(i));
+    wait.set_request_id(static_cast<std::uint64_t>(i) + 1);
+    ASSERT_OK(SendMessage(socket.get(), wait));
+  }
+  ASSERT_TRUE(host_.WaitForWaiting(kWaits));
+  for (int i = 0; i < kWaits; ++i) host_.PublishNow("w/" + std::to_string(i), kPadding);
+  v1::SessionMessage sync;
+  sync.set_request_id(kWaits + 1);
+  sync.mutable_sync();
+  ASSERT_OK(SendMessage(socket.get(), sync));
+  FrameReader reader;
+  std::vector<std::uint64_t> order;
+  for (int i = 0; i <= kWaits; ++i) {
+    auto frame = reader.Next(socket.get());
+    ASSERT_OK(frame);
+    v1::SessionMessage reply;
+    ASSERT_TRUE(
+        reply.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size())));
+    order.push_back(reply.request_id());
+    if (reply.request_id() <= kWaits) {
+      EXPECT_EQ(reply.acquire_reply().tensor().name(), "w/" + std::to_string(reply.request_id() - 1));
+      EXPECT_EQ(reply.acquire_reply().tensor().pool().size(), kPadding);
+    } else {
+      EXPECT_TRUE(reply.has_synced()) << reply.DebugString();
+    }
+  }
+  std::vector<std::uint64_t> expected(kWaits + 1);
+  std::iota(expected.begin(), expected.end(), 1);
+  EXPECT_EQ(order, expected);  // Published in request order, the sync read after them.
+  EXPECT_FALSE(HasPendingBytes(socket.get()));
+}
+
+TEST_F(SessionServerTest, ClosingWhileAcquiresWaitEndsThemAndTheSessionOnce) {
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  const std::uint64_t session_id = connection->session_id();
+  v1::SessionMessage wait = WaitingAcquire("w/closed");
+  auto waiting = std::async(std::launch::async, [&] {
+    return connection->Exchange(wait, v1::SessionMessage::kAcquireReply);
+  });
+  ASSERT_TRUE(host_.WaitForWaiting(1));
+  server_->Stop();  // The daemon's end goes: the waiting thread hears of it at once.
+  EXPECT_ERROR(waiting.get(), StatusCode::kUnavailable);
+  EXPECT_EQ(host_.close_count(session_id), 1);
+  EXPECT_EQ(host_.waiting(), 0u);
+  EXPECT_FALSE(connection->StillOpen(/*probe=*/true));
+  host_.PublishNow("w/closed");  // Nothing waits: nothing is answered, nothing breaks.
 }
 
 TEST_F(SessionServerCreateTest, RefusesSocketInUse) {
