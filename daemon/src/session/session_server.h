@@ -60,7 +60,12 @@ struct SessionLimits {
 //   - then gets each map_segment answered with segment_granted plus the descriptor
 //     (SCM_RIGHTS), and each hot-path request (allocate, publish, acquire, release,
 //     cancel_allocation) with the host's reply or error; an acquire's reply is encoded by
-//     the host (AcquireNowEncoded) and sent as it is; a release_one_way gets no reply: its
+//     the host (AcquireNowEncoded) and sent as it is; an acquire with a wait is handed to
+//     the host (AcquireWaiting, when ServesAcquireWaits: the welcome's acquire_waits), and
+//     its answer, from whatever thread the host gives it on, is sent between two other
+//     replies as soon as none is being sent, while the connection goes on serving later
+//     requests (a wait still pending when the session closes is ended by CloseSession and
+//     answered to nobody); a release_one_way gets no reply: its
 //     leases end before the next request is read, and a refusal (a ReleaseFailure naming
 //     its request_id and the host's error; at most 64 kept between replies) is attached to
 //     the connection's next reply, whatever it answers; a sync is answered with synced
@@ -72,8 +77,9 @@ struct SessionLimits {
 //     calls host.CloseSession exactly once for its session, if it had one, before the
 //     socket closes. No other host call for that session follows, and none runs
 //     concurrently with it.
-// A connection reads one request at a time and answers it before it reads the next, so a
-// client that does not read its replies stalls only itself; a reply that carries a
+// A connection reads one request at a time and answers it before it reads the next (the
+// answers of waiting acquires aside), so a client that does not read its replies stalls
+// only itself (answers queue for it: at most one per wait the host holds for it); a reply that carries a
 // descriptor waits until the client has read every earlier reply, so a client never holds
 // more than one descriptor in flight (they count against the daemon's descriptor limit).
 // When accept4 runs out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the server
