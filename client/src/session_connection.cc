@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,7 +76,8 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   }
   FrameReader reader;
   Frame frame;
-  auto reply = ReceiveReply(socket->get(), reader, frame, [] { return std::string("session hello"); });
+  auto reply =
+      ReceiveReply(socket->get(), reader, frame, [] { return std::string("session hello"); });
   // A daemon that refuses the connection (a session cap) sends why and closes without
   // reading the hello, which then meets a broken pipe: the reason is the answer.
   if (!sent && !(reply && reply->message.has_error())) {
@@ -95,8 +95,7 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
   return std::unique_ptr<SessionConnection>(new SessionConnection(
       std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
-      welcome.daemon_epoch(), welcome.acquire_waits(), credentials,
-      std::move(reply->fd)));
+      welcome.daemon_epoch(), welcome.acquire_waits(), credentials, std::move(reply->fd)));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
@@ -141,8 +140,7 @@ bool SessionConnection::StillOpen(bool probe) {
 
 Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
     std::unique_lock<std::mutex>& lock, v1::SessionMessage& request,
-    v1::SessionMessage::BodyCase reply_case, UniqueFd* fd, std::string_view context,
-    bool* sent) {
+    v1::SessionMessage::BodyCase reply_case, UniqueFd* fd, std::string_view context, bool* sent) {
   if (sent != nullptr) *sent = false;
   if (broken_) {
     return UnavailableError(
@@ -218,10 +216,10 @@ Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
     const std::uint64_t answered = received->request_id;
     const auto awaited = std::ranges::find(awaited_, answered);
     if (awaited == awaited_.end()) {
-      return std::unexpected(BreakLocked(Error(
-          StatusCode::kInternal,
-          fmt::format("{}: the daemon's reply carries request_id {}, which no request awaits",
-                      describe(), answered))));
+      return std::unexpected(BreakLocked(
+          Error(StatusCode::kInternal,
+                fmt::format("{}: the daemon's reply carries request_id {}, which no request awaits",
+                            describe(), answered))));
     }
     awaited_.erase(awaited);
     // Every earlier request, one-way releases included, has been served (acquires still
@@ -277,8 +275,8 @@ Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_o
 }
 
 Result<v1::SessionMessage> SessionConnection::RoundTripWithDescriptorLocked(
-    std::unique_lock<std::mutex>& lock, v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
-    UniqueFd& fd) {
+    std::unique_lock<std::mutex>& lock, v1::SessionMessage& request,
+    v1::SessionMessage::BodyCase reply_case, std::string_view what, UniqueFd& fd) {
   auto reply = RoundTripLocked(lock, request, reply_case, &fd, {});
   if (reply && !fd) {
     return std::unexpected(BreakLocked(Error(
@@ -293,9 +291,10 @@ Result<GrantedDirectory> SessionConnection::MapDirectory() {
   v1::SessionMessage request;
   request.mutable_map_directory();
   UniqueFd fd;
-  HURRAY_ASSIGN_OR_RETURN(const v1::SessionMessage reply,
-                          RoundTripWithDescriptorLocked(
-                              lock, request, v1::SessionMessage::kDirectoryGranted, "directory", fd));
+  HURRAY_ASSIGN_OR_RETURN(
+      const v1::SessionMessage reply,
+      RoundTripWithDescriptorLocked(lock, request, v1::SessionMessage::kDirectoryGranted,
+                                    "directory", fd));
   const v1::DirectoryGranted& granted = reply.directory_granted();
   return GrantedDirectory{.fd = std::move(fd),
                           .size = granted.size(),
@@ -308,9 +307,9 @@ Result<GrantedLeasePage> SessionConnection::MapLeasePage() {
   v1::SessionMessage request;
   request.mutable_map_lease_page();
   UniqueFd fd;
-  HURRAY_ASSIGN_OR_RETURN(
-      const v1::SessionMessage reply,
-      RoundTripWithDescriptorLocked(lock, request, v1::SessionMessage::kLeasePageGranted, "page", fd));
+  HURRAY_ASSIGN_OR_RETURN(const v1::SessionMessage reply,
+                          RoundTripWithDescriptorLocked(
+                              lock, request, v1::SessionMessage::kLeasePageGranted, "page", fd));
   const v1::LeasePageGranted& granted = reply.lease_page_granted();
   return GrantedLeasePage{
       .fd = std::move(fd), .size = granted.size(), .slot_count = granted.slot_count()};

@@ -169,8 +169,8 @@ class SessionConnection {
 
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
-                    std::uint64_t session_id, std::uint64_t daemon_epoch,
-                    bool acquire_waits, PeerCredentials credentials, UniqueFd epoch_hold);
+                    std::uint64_t session_id, std::uint64_t daemon_epoch, bool acquire_waits,
+                    PeerCredentials credentials, UniqueFd epoch_hold);
 
   // A message the daemon sent, and the descriptor that came with it, if any.
   struct Reply {
@@ -211,13 +211,12 @@ class SessionConnection {
   // protocol closes the connection.
   template <typename Describe>
   [[nodiscard]] Result<Reply> AwaitReplyLocked(std::unique_lock<std::mutex>& lock,
-                                               std::uint64_t request_id,
-                                               const Describe& describe);
+                                               std::uint64_t request_id, const Describe& describe);
   // RoundTripLocked for a request whose reply must carry a descriptor, taken into `fd`;
   // INTERNAL naming `what` (closing the connection) when none came.
   [[nodiscard]] Result<v1::SessionMessage> RoundTripWithDescriptorLocked(
-      std::unique_lock<std::mutex>& lock, v1::SessionMessage& request, v1::SessionMessage::BodyCase reply_case, std::string_view what,
-      UniqueFd& fd);
+      std::unique_lock<std::mutex>& lock, v1::SessionMessage& request,
+      v1::SessionMessage::BodyCase reply_case, std::string_view what, UniqueFd& fd);
 
   // Sends `request` (its request_id set here) as one frame through send_buffer_.
   [[nodiscard]] Status SendLocked(v1::SessionMessage& request);
@@ -233,12 +232,12 @@ class SessionConnection {
   // A thread reads the socket, the lock let go (reader_ and received_ are its). Guarded by
   // mutex_.
   bool reading_ = false;
-  Frame received_;                        // Reused for every reply.
-  std::condition_variable replied_;       // A reply arrived, the reader left, or broken_.
-  std::vector<std::uint64_t> awaited_;    // Guarded by mutex_. Requests sent, not answered.
-  std::vector<Reply> arrived_;            // Guarded by mutex_. Read for a thread still waiting.
-  std::uint64_t last_one_way_ = 0;        // Guarded by mutex_. request_id of the last release_one_way.
-  std::uint64_t answered_through_ = 0;    // Guarded by mutex_. The highest request_id answered.
+  Frame received_;                      // Reused for every reply.
+  std::condition_variable replied_;     // A reply arrived, the reader left, or broken_.
+  std::vector<std::uint64_t> awaited_;  // Guarded by mutex_. Requests sent, not answered.
+  std::vector<Reply> arrived_;          // Guarded by mutex_. Read for a thread still waiting.
+  std::uint64_t last_one_way_ = 0;  // Guarded by mutex_. request_id of the last release_one_way.
+  std::uint64_t answered_through_ = 0;  // Guarded by mutex_. The highest request_id answered.
   // The first one-way release refused since SyncReleases last returned, and how many more
   // were. Guarded by mutex_.
   std::optional<Error> release_failure_;

@@ -348,7 +348,8 @@ TEST_F(OneWaitPerUidTest, ASessionThatEndsWhileItsAcquireWaitsLeavesNoWaitBehind
   wait.mutable_acquire()->set_wait_timeout_ms(600000);
   ASSERT_OK(raw->Send(wait));
   // Its wait holds the uid's one: another is refused at once.
-  ASSERT_TRUE(Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kResourceExhausted; }));
+  ASSERT_TRUE(
+      Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kResourceExhausted; }));
   // The session's later requests are answered while the wait is held.
   v1::SessionMessage sync;
   sync.set_request_id(2);
@@ -359,7 +360,8 @@ TEST_F(OneWaitPerUidTest, ASessionThatEndsWhileItsAcquireWaitsLeavesNoWaitBehind
   EXPECT_TRUE(synced.has_synced()) << synced.DebugString();
 
   raw.reset();  // The session ends: its wait with it.
-  ASSERT_TRUE(Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kDeadlineExceeded; }));
+  ASSERT_TRUE(
+      Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kDeadlineExceeded; }));
   ExpectEverythingReturned();
 }
 

@@ -21,13 +21,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <initializer_list>
 #include <iterator>
-#include <numeric>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -1342,7 +1342,8 @@ TEST_F(SessionServerTest, AnswersToAClientThatDoesNotReadWaitAndArriveWholeInOrd
         reply.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size())));
     order.push_back(reply.request_id());
     if (reply.request_id() <= kWaits) {
-      EXPECT_EQ(reply.acquire_reply().tensor().name(), "w/" + std::to_string(reply.request_id() - 1));
+      EXPECT_EQ(reply.acquire_reply().tensor().name(),
+                "w/" + std::to_string(reply.request_id() - 1));
       EXPECT_EQ(reply.acquire_reply().tensor().pool().size(), kPadding);
     } else {
       EXPECT_TRUE(reply.has_synced()) << reply.DebugString();

@@ -52,8 +52,8 @@ Status MeteredSessionHost::AcquireNowEncoded(std::uint64_t session_id,
                [&] { return inner_.AcquireNowEncoded(session_id, request, reply); });
 }
 
-void MeteredSessionHost::AcquireWaiting(std::uint64_t session_id,
-                                        const v1::AcquireRequest& request, AcquireDone done) {
+void MeteredSessionHost::AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
+                                        AcquireDone done) {
   const RequestTimer timer(&metrics_, RequestChannel::kSession, RequestMethod::kAcquire);
   inner_.AcquireWaiting(session_id, request,
                         [timer, done = std::move(done)](Result<v1::AcquireResponse> result) {

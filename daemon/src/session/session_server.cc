@@ -1079,14 +1079,13 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleAcquireLocked(
 
 void SessionServer::Connection::HandleWaitingAcquireLocked(std::uint64_t session_id,
                                                            const v1::SessionMessage& request) {
-  core_->host().AcquireWaiting(
-      session_id, request.acquire(),
-      [weak = weak_from_this(), request_id = request.request_id()](
-          Result<v1::AcquireResponse> result) {
-        if (const std::shared_ptr<Connection> self = weak.lock()) {
-          self->Answer(request_id, std::move(result));
-        }
-      });
+  core_->host().AcquireWaiting(session_id, request.acquire(),
+                               [weak = weak_from_this(), request_id = request.request_id()](
+                                   Result<v1::AcquireResponse> result) {
+                                 if (const std::shared_ptr<Connection> self = weak.lock()) {
+                                   self->Answer(request_id, std::move(result));
+                                 }
+                               });
 }
 
 void SessionServer::Connection::Answer(std::uint64_t request_id,

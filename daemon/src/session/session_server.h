@@ -79,8 +79,8 @@ struct SessionLimits {
 //     concurrently with it.
 // A connection reads one request at a time and answers it before it reads the next (the
 // answers of waiting acquires aside), so a client that does not read its replies stalls
-// only itself (answers queue for it: at most one per wait the host holds for it); a reply that carries a
-// descriptor waits until the client has read every earlier reply, so a client never holds
+// only itself (answers queue for it: at most one per wait the host holds for it); a reply that
+// carries a descriptor waits until the client has read every earlier reply, so a client never holds
 // more than one descriptor in flight (they count against the daemon's descriptor limit).
 // When accept4 runs out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) the server
 // logs it once, retries every 100 ms, and serves the open connections meanwhile.
