@@ -27,7 +27,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -334,14 +333,22 @@ Status SendMessage(int socket, const v1::SessionMessage& message) {
 // the frame it returns).
 Result<Frame> ReceiveOneFrame(int socket) { return FrameReader().Next(socket); }
 
-Result<v1::SessionMessage> ReceiveMessage(int socket) {
-  auto frame = ReceiveOneFrame(socket);
+
+// The next message on `socket`, read by `reader`, which keeps what it read past it.
+Result<v1::SessionMessage> ReceiveMessageWith(FrameReader& reader, int socket) {
+  auto frame = reader.Next(socket);
   if (!frame) return std::unexpected(frame.error());
   v1::SessionMessage message;
   if (!message.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size()))) {
     return InternalError("reply does not parse");
   }
   return message;
+}
+
+// The next message on a raw socket, read as ReceiveOneFrame reads.
+Result<v1::SessionMessage> ReceiveMessage(int socket) {
+  FrameReader reader;
+  return ReceiveMessageWith(reader, socket);
 }
 
 // The Threads: line of /proc/self/status; -1 when it cannot be read.
@@ -1298,11 +1305,7 @@ TEST_F(SessionServerTest, APublishOfTheSessionAnswersItsOwnWaitAfterThePublishRe
   FrameReader reader;
   std::vector<std::uint64_t> order;
   for (int i = 0; i < 2; ++i) {
-    auto frame = reader.Next(socket.get());
-    ASSERT_OK(frame);
-    v1::SessionMessage reply;
-    ASSERT_TRUE(
-        reply.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size())));
+    ASSERT_OK_AND_ASSIGN(const v1::SessionMessage reply, ReceiveMessageWith(reader, socket.get()));
     order.push_back(reply.request_id());
     if (reply.request_id() == 1) {
       EXPECT_EQ(reply.acquire_reply().tensor().name(), "w/own") << reply.DebugString();
@@ -1335,11 +1338,7 @@ TEST_F(SessionServerTest, AnswersToAClientThatDoesNotReadWaitAndArriveWholeInOrd
   FrameReader reader;
   std::vector<std::uint64_t> order;
   for (int i = 0; i <= kWaits; ++i) {
-    auto frame = reader.Next(socket.get());
-    ASSERT_OK(frame);
-    v1::SessionMessage reply;
-    ASSERT_TRUE(
-        reply.ParseFromArray(frame->payload.data(), static_cast<int>(frame->payload.size())));
+    ASSERT_OK_AND_ASSIGN(const v1::SessionMessage reply, ReceiveMessageWith(reader, socket.get()));
     order.push_back(reply.request_id());
     if (reply.request_id() <= kWaits) {
       EXPECT_EQ(reply.acquire_reply().tensor().name(),
@@ -1349,8 +1348,8 @@ TEST_F(SessionServerTest, AnswersToAClientThatDoesNotReadWaitAndArriveWholeInOrd
       EXPECT_TRUE(reply.has_synced()) << reply.DebugString();
     }
   }
-  std::vector<std::uint64_t> expected(kWaits + 1);
-  std::iota(expected.begin(), expected.end(), 1);
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t id = 1; id <= kWaits + 1; ++id) expected.push_back(id);
   EXPECT_EQ(order, expected);  // Published in request order, the sync read after them.
   EXPECT_FALSE(HasPendingBytes(socket.get()));
 }

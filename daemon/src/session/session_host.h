@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "hurray/error.h"
 #include "hurray/ipc/peer_credentials.h"
@@ -142,7 +143,8 @@ inline Status SessionHost::AcquireNowEncoded(std::uint64_t session_id,
 }
 inline void SessionHost::AcquireWaiting(std::uint64_t, const v1::AcquireRequest&,
                                         AcquireDone done) {
-  done(UnimplementedError("an acquire that waits is not served on this socket"));
+  const AcquireDone answer = std::move(done);
+  answer(UnimplementedError("an acquire that waits is not served on this socket"));
 }
 inline Result<v1::ReleaseResponse> SessionHost::Release(std::uint64_t, const v1::ReleaseRequest&) {
   return UnimplementedError("release is not served on this socket");
