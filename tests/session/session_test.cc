@@ -333,7 +333,6 @@ Status SendMessage(int socket, const v1::SessionMessage& message) {
 // the frame it returns).
 Result<Frame> ReceiveOneFrame(int socket) { return FrameReader().Next(socket); }
 
-
 // The next message on `socket`, read by `reader`, which keeps what it read past it.
 Result<v1::SessionMessage> ReceiveMessageWith(FrameReader& reader, int socket) {
   auto frame = reader.Next(socket);
