@@ -1353,6 +1353,48 @@ TEST_F(SessionServerTest, AnswersToAClientThatDoesNotReadWaitAndArriveWholeInOrd
   EXPECT_FALSE(HasPendingBytes(socket.get()));
 }
 
+TEST_F(SessionServerTest, ThreadsSharingAConnectionEachGetTheirOwnReplies) {
+  // Four threads acquire 50 names each, waiting (a publisher thread publishes them in
+  // another order, some before they are asked for); four more map segments meanwhile.
+  auto connection = ConnectClient();
+  ASSERT_NE(connection, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kNames = 50;
+  const auto name_of = [](int thread, int index) {
+    return "m/" + std::to_string(thread) + "/" + std::to_string(index);
+  };
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kNames; ++i) {
+        v1::SessionMessage wait = WaitingAcquire(name_of(t, i));
+        auto reply = connection->Exchange(wait, v1::SessionMessage::kAcquireReply);
+        if (!reply || reply->acquire_reply().tensor().name() != name_of(t, i)) ++wrong;
+      }
+    });
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        const std::uint64_t segment = 1 + (t + i) % 2;
+        auto granted = connection->MapSegment(segment, false);
+        if (!granted || !granted->fd.valid()) ++wrong;
+      }
+    });
+  }
+  std::thread publisher([&] {
+    for (int i = kNames - 1; i >= 0; --i) {
+      for (int t = 0; t < kThreads; ++t) host_.PublishNow(name_of(t, i));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  publisher.join();
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(host_.waiting(), 0u);
+  EXPECT_TRUE(connection->StillOpen(/*probe=*/true));
+  EXPECT_OK(connection->Sync());
+}
+
 TEST_F(SessionServerTest, ClosingWhileAcquiresWaitEndsThemAndTheSessionOnce) {
   auto connection = ConnectClient();
   ASSERT_NE(connection, nullptr);
