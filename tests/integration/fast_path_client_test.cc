@@ -347,10 +347,8 @@ TEST_F(OneWaitPerUidTest, ASessionThatEndsWhileItsAcquireWaitsLeavesNoWaitBehind
   wait.mutable_acquire()->set_name("fp/never");
   wait.mutable_acquire()->set_wait_timeout_ms(600000);
   ASSERT_OK(raw->Send(wait));
-  // Its wait holds the uid's one: another is refused at once.
-  ASSERT_TRUE(
-      Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kResourceExhausted; }));
-  // The session's later requests are answered while the wait is held.
+  // The session's later requests are answered while the wait is held; once the sync is, the
+  // wait is in the daemon (requests are read in order), before any of the client's below.
   v1::SessionMessage sync;
   sync.set_request_id(2);
   sync.mutable_sync();
@@ -358,6 +356,9 @@ TEST_F(OneWaitPerUidTest, ASessionThatEndsWhileItsAcquireWaitsLeavesNoWaitBehind
   ASSERT_OK_AND_ASSIGN(const v1::SessionMessage synced, raw->Receive());
   EXPECT_EQ(synced.request_id(), 2u);
   EXPECT_TRUE(synced.has_synced()) << synced.DebugString();
+  // Its wait holds the uid's one: another is refused at once.
+  ASSERT_TRUE(
+      Eventually([&] { return BriefWaitFor("fp/other") == StatusCode::kResourceExhausted; }));
 
   raw.reset();  // The session ends: its wait with it.
   ASSERT_TRUE(
