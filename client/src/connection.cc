@@ -211,17 +211,14 @@ Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatch
 Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& request) {
   // A wait goes on the session socket when the daemon answers it there out of order (the
   // socket serves the process's other calls meanwhile); otherwise gRPC serves it.
-  const bool session_socket =
-      use_session_socket_ && (request.wait_timeout_ms() == 0 || WaitsOnSessionSocket());
+  bool session_socket = use_session_socket_;
+  if (session_socket && request.wait_timeout_ms() != 0) {
+    std::lock_guard lock(session_mutex_);
+    session_socket = session_->acquire_waits();
+  }
   return Call(request, &v1::SessionMessage::mutable_acquire,
               &v1::SessionMessage::mutable_acquire_reply, v1::SessionMessage::kAcquireReply,
               &v1::Exchange::Stub::Acquire, "Acquire", session_socket, /*epoch=*/0);
-}
-
-bool Connection::WaitsOnSessionSocket() {
-  if (!use_session_socket_) return false;
-  std::lock_guard lock(session_mutex_);
-  return session_->acquire_waits();
 }
 
 Status Connection::Release(const v1::ReleaseRequest& request, std::uint64_t epoch) {

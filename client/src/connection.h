@@ -99,10 +99,6 @@ class Connection {
   [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
       const v1::PublishBatchRequest& request, std::uint64_t epoch);
   [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
-  // Whether an acquire that waits goes on the session socket (the hot path goes there and
-  // the current session's daemon serves such waits): the daemon answers it from the thread
-  // that publishes, and the socket serves the process's other calls meanwhile.
-  [[nodiscard]] bool WaitsOnSessionSocket();
   // On the session socket a one-way release: OK once sent (refusals come from
   // SyncReleases); through gRPC the Release rpc's outcome.
   [[nodiscard]] Status Release(const v1::ReleaseRequest& request, std::uint64_t epoch);

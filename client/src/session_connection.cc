@@ -50,7 +50,6 @@ Result<SessionConnection::Reply> SessionConnection::ReceiveReply(int socket, Fra
         "{}: the daemon's reply of {} bytes does not parse as a hurray.v1.SessionMessage",
         context(), frame.payload.size()));
   }
-  reply.request_id = reply.message.request_id();
   reply.fd = std::move(frame.fd);
   return reply;
 }
@@ -126,7 +125,7 @@ Error SessionConnection::BreakLocked(Error cause) {
 }
 
 bool SessionConnection::StillOpen(bool probe) {
-  std::unique_lock lock(mutex_);
+  std::lock_guard lock(mutex_);
   if (broken_) return false;
   // A reply is awaited: it may be what is readable, and the thread reading it will see an end.
   if (!probe || !awaited_.empty()) return true;
@@ -175,7 +174,9 @@ template <typename Describe>
 Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
     std::unique_lock<std::mutex>& lock, std::uint64_t request_id, const Describe& describe) {
   while (true) {
-    if (auto it = std::ranges::find(arrived_, request_id, &Reply::request_id);
+    if (auto it = std::ranges::find_if(
+            arrived_,
+            [request_id](const Reply& reply) { return reply.message.request_id() == request_id; });
         it != arrived_.end()) {
       Reply reply = std::move(*it);
       arrived_.erase(it);
@@ -213,7 +214,7 @@ Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
                       describe(), received.error().message()))));
     }
     if (!received) return std::unexpected(BreakLocked(received.error()));
-    const std::uint64_t answered = received->request_id;
+    const std::uint64_t answered = received->message.request_id();
     const auto awaited = std::ranges::find(awaited_, answered);
     if (awaited == awaited_.end()) {
       return std::unexpected(BreakLocked(
@@ -341,7 +342,7 @@ void SessionConnection::TakeReleaseFailuresLocked(const v1::SessionMessage& repl
 }
 
 Status SessionConnection::SendReleaseOneWay(const v1::ReleaseRequest& release, bool* sent) {
-  std::unique_lock lock(mutex_);
+  std::lock_guard lock(mutex_);
   if (sent != nullptr) *sent = false;
   if (broken_) {
     return UnavailableError(
@@ -358,7 +359,7 @@ Status SessionConnection::SendReleaseOneWay(const v1::ReleaseRequest& release, b
 }
 
 bool SessionConnection::ReleasesUnanswered() {
-  std::unique_lock lock(mutex_);
+  std::lock_guard lock(mutex_);
   return last_one_way_ > answered_through_ && !broken_;
 }
 

@@ -138,10 +138,9 @@ class SessionConnection {
 
   // One exchange request on the session socket (allocate, publish, acquire — with a wait only
   // when acquire_waits() —, release, cancel_allocation; its request_id is set here) and its
-  // reply, which must have
-  // body `reply_case`. The daemon's error with its code when it refuses; the same failures
-  // of the connection as MapSegment, and UNAVAILABLE naming the restart when the daemon
-  // hung up after the request was sent (whether it took effect is unknown). `*sent`, when
+  // reply, which must have body `reply_case`. The daemon's error with its code when it refuses; the
+  // same failures of the connection as MapSegment, and UNAVAILABLE naming the restart when the
+  // daemon hung up after the request was sent (whether it took effect is unknown). `*sent`, when
   // given, says whether the whole request reached the socket: when it did not (the
   // connection was closed already, or the daemon had hung up before), the daemon never
   // saw it, and sending it again on a new session is safe.
@@ -174,7 +173,6 @@ class SessionConnection {
 
   // A message the daemon sent, and the descriptor that came with it, if any.
   struct Reply {
-    std::uint64_t request_id = 0;
     v1::SessionMessage message;
     UniqueFd fd;
   };
