@@ -22,6 +22,13 @@ ndarray over the data and t2 once it has read every byte (a checksum, verified).
 t2 are CLOCK_MONOTONIC, one clock for every process. "handoff" is t1 - t0, "handoff+read"
 t2 - t0. "first" is the first round of a fresh process pair (its first mapping, first
 page faults); "steady" every later round of the same pair. Ratios are taken within the run.
+For the hurray contenders two more lines split the handoff: "publish returned" (the
+producer's publish() call, t0 to its return) and "acquire returned" (t0 to the consumer's
+acquire() returning, before view.numpy()).
+
+--idle-ms N makes every producer sleep N ms between filling the tensor and t0, so that every
+process of the pair has been idle that long when the handoff starts (a large tensor's fill
+does the same): it shows what waking idle CPUs adds to each contender's handoff.
 
 A last part times Python `client.acquire(name).release()` against the C++ client's
 acquire+release of the same 4 KiB tensor on the same daemon, in the same run, through
@@ -90,6 +97,12 @@ def hurray_round(setup, round_index):
     return f"{setup['prefix']}/{round_index}", None
 
 
+def idle(setup):
+    """The pause of --idle-ms between filling and t0 (none by default)."""
+    if setup["idle_s"] > 0:
+        time.sleep(setup["idle_s"])
+
+
 def hurray_producer(setup, control, words, rounds):
     import hurray
     import numpy as np
@@ -100,9 +113,10 @@ def hurray_producer(setup, control, words, rounds):
             name, _ = hurray_round(setup, round_index)
             tensor = client.empty((words,), hurray.dtype(np.uint64))
             fill_pattern(tensor.numpy())
+            idle(setup)
             t0 = now_ns()
             tensor.publish(name)
-            control.send(t0)
+            control.send((t0, {"publish_returned": now_ns() - t0}))
             control.recv()  # the consumer is done with it
             if not setup["stream"]:
                 client.delete(name)
@@ -119,12 +133,13 @@ def hurray_consumer(setup, control, words, rounds):
             control.send("waiting")
             name, version = hurray_round(setup, round_index)
             with client.acquire(name, wait=WAIT_SECONDS, version=version) as view:
+                answered = now_ns()
                 array = view.numpy()
                 t1 = now_ns()
                 checksum = read_every_byte(array)
                 t2 = now_ns()
                 del array
-            control.send((t1, t2, checksum))
+            control.send((t1, t2, checksum, {"acquire_returned": answered}))
 
 
 def torch_mp_producer(setup, control, words, rounds):
@@ -136,6 +151,7 @@ def torch_mp_producer(setup, control, words, rounds):
         control.recv()
         tensor = torch.empty((words,), dtype=torch.int64).share_memory_()
         fill_pattern(tensor.numpy().view("uint64"))
+        idle(setup)
         t0 = now_ns()
         queue.put(tensor)
         control.send(t0)
@@ -169,6 +185,7 @@ def shared_memory_producer(setup, control, words, rounds):
         segment = shared_memory.SharedMemory(create=True, size=words * 8)
         array = np.ndarray((words,), dtype=np.uint64, buffer=segment.buf)
         fill_pattern(array)
+        idle(setup)
         t0 = now_ns()
         channel.send({"name": segment.name, "shape": array.shape, "dtype": array.dtype.str})
         control.send(t0)
@@ -207,6 +224,7 @@ def pickle_pipe_producer(setup, control, words, rounds):
         control.recv()
         array = np.empty((words,), dtype=np.uint64)
         fill_pattern(array)
+        idle(setup)
         t0 = now_ns()
         channel.send(array)
         control.send(t0)
@@ -285,10 +303,11 @@ def unavailable_reason(contender, daemon):
 # The coordinator.
 # ---------------------------------------------------------------------------------------
 
-def run_pair(context, daemon, contender, words, rounds, pair_index):
-    """One fresh producer/consumer pair handing `rounds` tensors; [(handoff, read)] in ns."""
+def run_pair(context, daemon, contender, words, rounds, pair_index, idle_ms):
+    """One fresh producer/consumer pair handing `rounds` tensors; [(handoff, read, parts)]
+    in ns, parts the contender's own split of the handoff (may be empty)."""
     setup_of, producer, consumer = CONTENDERS[contender]
-    setup = setup_of(context, daemon, pair_index)
+    setup = dict(setup_of(context, daemon, pair_index), idle_s=idle_ms / 1e3)
     producer_control, producer_end = context.Pipe()
     consumer_control, consumer_end = context.Pipe()
     processes = [context.Process(target=producer, args=(setup, producer_end, words, rounds)),
@@ -303,19 +322,29 @@ def run_pair(context, daemon, contender, words, rounds, pair_index):
             consumer_control.send("go")
             expect_reply(consumer_control, processes, "waiting")
             producer_control.send("go")
-            t0 = expect_reply(producer_control, processes)
-            t1, t2, checksum = expect_reply(consumer_control, processes)
+            t0, parts = split_parts(expect_reply(producer_control, processes))
+            (t1, t2, checksum), consumer_parts = split_parts(
+                expect_reply(consumer_control, processes))
+            parts.update({key: stamp - t0 for key, stamp in consumer_parts.items()})
             if checksum != pattern_checksum(words):
                 raise RuntimeError(f"{contender}: checksum {checksum:#x}, expected "
                                    f"{pattern_checksum(words):#x}: the bytes arrived wrong")
             producer_control.send("done")
-            samples.append((t1 - t0, t2 - t0))
+            samples.append((t1 - t0, t2 - t0, parts))
     finally:
         for process in processes:
             process.join(timeout=WAIT_SECONDS)
             if process.is_alive():
                 process.kill()
     return samples
+
+
+def split_parts(reply):
+    """A child's reply and the dict of parts it may end with (hurray's contenders)."""
+    if isinstance(reply, tuple) and reply and isinstance(reply[-1], dict):
+        values = reply[:-1]
+        return (values[0] if len(values) == 1 else values), dict(reply[-1])
+    return reply, {}
 
 
 def expect_reply(control, processes, expected=None):
@@ -329,10 +358,10 @@ def expect_reply(control, processes, expected=None):
     return reply
 
 
-def measure_handoffs(context, daemon, contender, size, pairs, rounds):
+def measure_handoffs(context, daemon, contender, size, pairs, rounds, idle_ms=0.0):
     first, steady = [], []
     for pair_index in range(pairs):
-        samples = run_pair(context, daemon, contender, size // 8, rounds, pair_index)
+        samples = run_pair(context, daemon, contender, size // 8, rounds, pair_index, idle_ms)
         first.append(samples[0])
         steady.extend(samples[1:])
     return first, steady
@@ -432,6 +461,9 @@ def print_table(report):
             print(f"  {LABELS[row['contender']]:36} {row['size']:>6} {phase:>7} "
                   f"{handoff['median_us']:>10.1f} {handoff['p90_us']:>10.1f} "
                   f"{read['median_us']:>10.1f} {read['p90_us']:>10.1f}   n={handoff['n']}")
+            for part, figure in row[phase].get("parts", {}).items():
+                print(f"    {PART_LABELS[part]:34} {row['size']:>6} {phase:>7} "
+                      f"{figure['median_us']:>10.1f} {figure['p90_us']:>10.1f}")
     for key, ratio in report["ratios"].items():
         print(f"  ratio {key:70} {ratio:10.2f}x")
     for line in report["skipped"]:
@@ -455,6 +487,21 @@ def add_ratios(report):
                                                           / control["cpp"]["median_us"])
 
 
+PART_LABELS = {"publish_returned": "t0 -> publish() returned",
+               "acquire_returned": "t0 -> acquire() returned"}
+
+
+def phase_figures(samples):
+    """Summaries of one phase's samples: the handoff, handoff+read and each part."""
+    figures = {"handoff": summary([h for h, _, _ in samples]),
+               "handoff_read": summary([r for _, r, _ in samples])}
+    parts = {key for _, _, sample_parts in samples for key in sample_parts}
+    if parts:
+        figures["parts"] = {key: summary([p[key] for _, _, p in samples if key in p])
+                            for key in sorted(parts, key=list(PART_LABELS).index)}
+    return figures
+
+
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hurrayd", help="the hurrayd binary (the hurray contender needs it)")
@@ -463,6 +510,8 @@ def parse_arguments():
     parser.add_argument("--quick", action="store_true", help="64 MiB instead of 1 GiB, fewer rounds")
     parser.add_argument("--contenders", nargs="+", choices=list(CONTENDERS),
                         default=list(CONTENDERS))
+    parser.add_argument("--idle-ms", type=float, default=0.0,
+                        help="producers sleep this long between filling and t0 (default 0)")
     arguments, ignored = parser.parse_known_args()
     if ignored:  # BENCH_FLAGS is shared with the C++ bench: --quick is the one both take.
         print(f"bench_python: ignoring {' '.join(ignored)}", file=sys.stderr)
@@ -479,6 +528,7 @@ def main():
     daemon = Daemon(arguments.hurrayd, 3 * large) if arguments.hurrayd else None
     report = {"sizes": {SIZE_NAMES[size]: size for size, _, _ in plan}, "handoffs": [],
               "ratios": {}, "skipped": [],
+              "idle_ms": arguments.idle_ms,
               "method": "t0 producer before handing, t1 consumer holds an ndarray, t2 it has "
                         "read every byte; CLOCK_MONOTONIC; first = round 0 of a fresh pair"}
     try:
@@ -489,11 +539,11 @@ def main():
                 report["skipped"].append(f"{contender}: {reason}")
                 continue
             for size, pairs, rounds in plan:
-                first, steady = measure_handoffs(context, daemon, contender, size, pairs, rounds)
+                first, steady = measure_handoffs(context, daemon, contender, size, pairs, rounds,
+                                                 arguments.idle_ms)
                 row = {"contender": contender, "size": SIZE_NAMES[size]}
                 for phase, samples in (("first", first), ("steady", steady)):
-                    row[phase] = {"handoff": summary([h for h, _ in samples]),
-                                  "handoff_read": summary([r for _, r in samples])}
+                    row[phase] = phase_figures(samples)
                 report["handoffs"].append(row)
                 print(f"{contender} {SIZE_NAMES[size]}: done", file=sys.stderr)
         if "hurray" in arguments.contenders and not unavailable_reason("hurray", daemon):
