@@ -13,6 +13,7 @@
 #include "decoded_tensor.h"
 #include "fast_path.h"
 #include "hurray/descriptor_codec.h"
+#include "hurray/ipc/fence_word.h"
 #include "inspection_calls.h"
 #include "inspection_codec.h"
 #include "mapped_buffers.h"
@@ -240,14 +241,15 @@ Result<bool> TensorView::Ready() const {
   HURRAY_ASSIGN_OR_RETURN(
       const std::uint64_t value,
       state_->connection->ReadFence(state_->tensor->fence, state_->tensor->daemon_epoch));
-  if (value == std::numeric_limits<std::uint64_t>::max()) {
+  if (value == kFencePoison) {
     return std::unexpected(Error(
         StatusCode::kDataLoss,
         fmt::format("{} version {}: the daemon gave up on the data (its producer ended, or the "
                     "daemon stopped, before it was ready)",
                     state_->tensor->name, state_->tensor->version)));
   }
-  return value >= state_->tensor->fence.value();
+  // The compare the waiting streams make (cyclic), so that Ready() and WaitOn agree.
+  return FenceWordReaches(value, state_->tensor->fence.value());
 }
 
 Result<std::shared_ptr<void>> TensorViewAccess::ReadyEvent(const TensorView& view) {

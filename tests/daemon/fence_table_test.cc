@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <utility>
 #include <vector>
@@ -100,6 +102,56 @@ TEST_F(FenceTableTest, UnreachedWordIsPoisonedAndRetired) {
   EXPECT_EQ(table_.counts().retired, 1u);
   EXPECT_EQ(table_.counts().in_use, 0u);
   EXPECT_EQ(table_.counts().free, 0u);
+  ReservedFence next = Reserve();
+  EXPECT_NE(next.slot().offset, slot.offset);
+}
+
+// A stream waits with cuStreamWaitValue64(GEQ), whose compare is cyclic: the wait ends once
+// (int64_t)(word - value) >= 0. The poison must end the wait of every value the table can
+// hand out (the old poison, 2^64 - 1, ended none: a stream waiting on a dead producer hung).
+bool GpuWaitEnds(std::uint64_t word, std::uint64_t value) {
+  return static_cast<std::int64_t>(word - value) >= 0;
+}
+
+TEST_F(FenceTableTest, ThePoisonEndsAGpuWaitForEveryValueTheTableHandsOut) {
+  ReservedFence fence = Reserve();
+  for (const std::uint64_t value :
+       {fence.slot().value, std::uint64_t{2}, std::uint64_t{1} << 32, std::uint64_t{1} << 61,
+        kFenceValueLimit - 2, kFenceValueLimit - 1}) {
+    EXPECT_TRUE(GpuWaitEnds(kFencePoison, value)) << value;
+    EXPECT_EQ(FenceWordReaches(kFencePoison, value), GpuWaitEnds(kFencePoison, value));
+  }
+  EXPECT_FALSE(GpuWaitEnds(std::numeric_limits<std::uint64_t>::max(), fence.slot().value));
+  FenceTable::Poison(fence.slot());
+  EXPECT_TRUE(GpuWaitEnds(*fence.slot().word, fence.slot().value));
+  EXPECT_EQ(fence.State(), FenceState::kFailed);
+}
+
+TEST_F(FenceTableTest, AWordTheGpuWouldNotCountAsReachedIsPendingAndRetiredAtFree) {
+  ReservedFence fence = Reserve();
+  const FenceSlot slot = fence.slot();
+  testing::SharedMapping producer = Map(slot, /*writable=*/true);
+  // Above the value unsigned, below it in the GPU's cyclic compare: a waiting stream would
+  // not move on, so the daemon does not call it ready either.
+  producer.WriteWord(slot.offset, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(fence.State(), FenceState::kPending);
+  fence.Reset();
+  EXPECT_EQ(producer.ReadWord(slot.offset), kFencePoison);
+  EXPECT_EQ(table_.counts().retired, 1u);
+  EXPECT_EQ(table_.counts().free, 0u);
+}
+
+TEST_F(FenceTableTest, AWordReachedAtTheValueLimitIsRetiredNotReused) {
+  ReservedFence fence = Reserve();
+  const FenceSlot slot = fence.slot();
+  testing::SharedMapping producer = Map(slot, /*writable=*/true);
+  // Reached, but a next value above it would not be below kFenceValueLimit.
+  producer.WriteWord(slot.offset, kFenceValueLimit - 1);
+  EXPECT_EQ(fence.State(), FenceState::kReady);
+  fence.Reset();
+  EXPECT_EQ(table_.counts().retired, 1u);
+  EXPECT_EQ(table_.counts().free, 0u);
+  EXPECT_EQ(producer.ReadWord(slot.offset), kFencePoison);
   ReservedFence next = Reserve();
   EXPECT_NE(next.slot().offset, slot.offset);
 }

@@ -67,8 +67,8 @@ struct BufferLocation {
 };
 
 // A fence (Event sync mode): one 64-bit word in a daemon's fence segment; the data is ready
-// once the word holds at least `value`, and lost when it holds 2^64 - 1 while the tensor was
-// not ready (see hurray.v1.Fence).
+// once the word reaches `value` in the GPU's cyclic compare, and lost when it holds the
+// poison 2^63 - 1 while the tensor was not ready (see hurray.v1.Fence).
 struct FenceLocation {
   // The fence segment; 0 when there is no fence.
   std::uint64_t segment_id = 0;

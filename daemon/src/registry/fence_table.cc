@@ -107,7 +107,7 @@ FenceState FenceTable::State(const FenceSlot& slot) {
   const std::uint64_t word =
       std::atomic_ref<std::uint64_t>(*slot.word).load(std::memory_order_acquire);
   if (word == kFencePoison) return FenceState::kFailed;
-  return word >= slot.value ? FenceState::kReady : FenceState::kPending;
+  return FenceWordReaches(word, slot.value) ? FenceState::kReady : FenceState::kPending;
 }
 
 void FenceTable::Poison(const FenceSlot& slot) {
@@ -126,8 +126,8 @@ void FenceTable::Free(const FenceSlot& slot) {
   in_use_.erase(found);
   const std::uint64_t word =
       std::atomic_ref<std::uint64_t>(*slot.word).load(std::memory_order_acquire);
-  // Reached, with room above for a next value: the producer's write has landed.
-  if (word >= slot.value && word < kFencePoison - 1) {
+  // Reached, with room below the limit for a next value: the producer's write has landed.
+  if (FenceWordReaches(word, slot.value) && word < kFenceValueLimit - 1) {
     free_.push_back(FreeWord{.segment_index = *index, .offset = slot.offset, .floor = word});
     return;
   }

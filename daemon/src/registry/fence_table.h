@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -12,13 +11,13 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "hurray/ipc/fence_word.h"
 #include "pool/pool.h"
 
 namespace hurray::daemon {
 
-// The word of a fence the daemon gave up on: at least any value, so that waiting streams
-// move on (see v1::Fence).
-inline constexpr std::uint64_t kFencePoison = std::numeric_limits<std::uint64_t>::max();
+// The fence word's poison, value limit and compare are hurray::kFencePoison,
+// kFenceValueLimit and FenceWordReaches (hurray/ipc/fence_word.h), shared with the client.
 // The fence segments of the k-th CUDA pool of a daemon (from 0, in pool name order) have ids
 // from kFirstFenceSegmentId + (k << 32), beside the CPU pool's (from 1) and the CUDA pools'
 // slabs (from (N + 1) << 32 for device ordinal N) in the daemon's one space of segment ids.
@@ -29,8 +28,8 @@ inline constexpr std::uint64_t kFenceWordBytes = 8;
 
 // What a fence word says of its fence.
 enum class FenceState : std::uint8_t {
-  kPending,  // Below the fence's value: the producer has not signalled it yet.
-  kReady,    // At or above the value (and not poison): the data is ready.
+  kPending,  // Short of the fence's value: the producer has not signalled it yet.
+  kReady,    // Reaches the value (FenceWordReaches) and is not poison: the data is ready.
   kFailed,   // Poison: the daemon gave up on the data.
 };
 
@@ -86,10 +85,12 @@ class ReservedFence {
 // live as long as the table: outstanding fences are bounded only by memory.
 //
 // A word is reused only when its fence was reached (the producer's write has landed), and
-// then with a value strictly larger than any the word held, so that a waiter of its old
-// value never waits again and a late write of it cannot reach the new one. A word freed
-// unreached may still receive a late write from a producer's GPU, which would undo a later
-// user's value: it is poisoned and retired for good.
+// then with a value strictly larger than any the word held and below kFenceValueLimit, so
+// that a waiter of its old value never waits again and a late write of it cannot reach the
+// new one; a word whose next value would not fit is retired. A word freed unreached may
+// still receive a late write from a producer's GPU, which would undo a later user's value:
+// it is poisoned and retired for good. Every compare of a word with a value is the GPU's
+// cyclic one (FenceWordReaches), so the daemon and a waiting stream never disagree.
 //
 // Destroying the table unmaps the segments and removes their names (clients' descriptors and
 // mappings stay valid until they close them).
@@ -130,8 +131,8 @@ class FenceTable {
   // slot must come from a table that still lives.
   [[nodiscard]] static FenceState State(const FenceSlot& slot);
 
-  // Writes kFencePoison to the word (a release store): the fence counts as reached, and
-  // failed. The slot stays reserved.
+  // Writes kFencePoison to the word (a release store): every stream waiting for the fence
+  // moves on, and the fence counts as failed. The slot stays reserved.
   static void Poison(const FenceSlot& slot);
 
   // Poisons every reserved word whose fence is not reached; returns how many. For the
