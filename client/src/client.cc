@@ -145,7 +145,8 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
                                     state_->device.device_ordinal, state_->daemon_epoch));
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
                           connection.DeviceSlabs(state_->daemon_epoch));
-  HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, fence, fence_location->value()));
+  HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, state_->device.device_ordinal, fence,
+                                                    fence_location->value()));
   return PublishWith(name, SyncMode::kEvent, options);
 }
 
@@ -232,7 +233,8 @@ Status TensorView::WaitOn(CudaStream stream) const {
                                                         state_->tensor->daemon_epoch));
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
                           connection.DeviceSlabs(state_->tensor->daemon_epoch));
-  return slabs->mapper().WaitValue(stream, fence, state_->tensor->fence.value());
+  return slabs->mapper().WaitValue(stream, state_->tensor->device.device_ordinal, fence,
+                                   state_->tensor->fence.value());
 }
 
 Result<bool> TensorView::Ready() const {

@@ -58,8 +58,8 @@ class FakeMapper final : public DeviceMemoryMapper {
     return reinterpret_cast<DeviceAddress>(host);
   }
   void UnregisterHostMemory(void*) override {}
-  Status WaitValue(void*, DeviceAddress, std::uint64_t) override { return {}; }
-  Status WriteValue(void*, DeviceAddress, std::uint64_t) override { return {}; }
+  Status WaitValue(void*, int, DeviceAddress, std::uint64_t) override { return {}; }
+  Status WriteValue(void*, int, DeviceAddress, std::uint64_t) override { return {}; }
   Result<void*> RecordEventAfterWait(int, DeviceAddress, std::uint64_t) override { return nullptr; }
   void DestroyEvent(void*) override {}
 

@@ -63,8 +63,10 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
   Result<DeviceAddress> RegisterHostMemory(void* host, std::uint64_t size, int device_ordinal,
                                            bool read_only) override;
   void UnregisterHostMemory(void* host) override;
-  Status WaitValue(void* stream, DeviceAddress address, std::uint64_t value) override;
-  Status WriteValue(void* stream, DeviceAddress address, std::uint64_t value) override;
+  Status WaitValue(void* stream, int device_ordinal, DeviceAddress address,
+                   std::uint64_t value) override;
+  Status WriteValue(void* stream, int device_ordinal, DeviceAddress address,
+                    std::uint64_t value) override;
   Result<void*> RecordEventAfterWait(int device_ordinal, DeviceAddress address,
                                      std::uint64_t value) override;
   void DestroyEvent(void* event) override;
@@ -77,12 +79,22 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
   };
   // Device `device_ordinal`, its primary context retained on first use.
   Result<Device*> DeviceAt(int device_ordinal);
+  // The context work on `stream` runs in: the stream's own (cuStreamGetCtx), or for the null
+  // stream and the other special handles device `device_ordinal`'s primary context.
+  Result<CUcontext> ContextOf(void* stream, int device_ordinal);
+  // The context `key` (a registered host address, an event) was made in, forgotten; null
+  // when it is not known.
+  CUcontext TakeContext(std::map<const void*, CUcontext>& contexts, const void* key);
   Result<MappedSlab> MapVmm(const SlabToImport& slab);
   Status SetAccess(CUdeviceptr address, std::uint64_t size, int device_ordinal, bool read_only);
 
   const cuda::DriverApi& api_;
   std::mutex mutex_;
   std::map<int, Device> devices_;  // Guarded by mutex_.
+  // The context of each live host registration and event: the driver ends them only in it
+  // (CUDA_ERROR_INVALID_CONTEXT without one). Guarded by mutex_.
+  std::map<const void*, CUcontext> registrations_;
+  std::map<const void*, CUcontext> events_;
 };
 
 CudaDeviceMemoryMapper::~CudaDeviceMemoryMapper() {
@@ -105,6 +117,31 @@ Result<CudaDeviceMemoryMapper::Device*> CudaDeviceMemoryMapper::DeviceAt(int dev
       cuda::CheckCuda(api_, "cuDevicePrimaryCtxRetain",
                       api_.DevicePrimaryCtxRetain(&device.context, device.device)));
   return &devices_.emplace(device_ordinal, device).first->second;
+}
+
+Result<CUcontext> CudaDeviceMemoryMapper::ContextOf(void* stream, int device_ordinal) {
+  // The special handles stand for a stream of whatever context is current (cuStreamGetCtx
+  // answers that one): the tensor's device's primary context is made current instead.
+  const bool special =
+      stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+  if (!special) {
+    CUcontext context = nullptr;
+    HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(
+        api_, "cuStreamGetCtx", api_.StreamGetCtx(static_cast<CUstream>(stream), &context)));
+    return context;
+  }
+  HURRAY_ASSIGN_OR_RETURN(const Device* device, DeviceAt(device_ordinal));
+  return device->context;
+}
+
+CUcontext CudaDeviceMemoryMapper::TakeContext(std::map<const void*, CUcontext>& contexts,
+                                              const void* key) {
+  std::lock_guard lock(mutex_);
+  auto found = contexts.find(key);
+  if (found == contexts.end()) return nullptr;
+  CUcontext context = found->second;
+  contexts.erase(found);
+  return context;
 }
 
 Result<int> CudaDeviceMemoryMapper::DeviceOrdinalOf(std::string_view device_uuid) {
@@ -255,21 +292,31 @@ Result<DeviceAddress> CudaDeviceMemoryMapper::RegisterHostMemory(void* host, std
     (void)api_.MemHostUnregister(host);
     return std::unexpected(found.error());
   }
+  std::lock_guard lock(mutex_);
+  registrations_[host] = device->context;
   return address;
 }
 
 void CudaDeviceMemoryMapper::UnregisterHostMemory(void* host) {
+  CUcontext context = TakeContext(registrations_, host);
+  if (context == nullptr) return;
+  ScopedDeviceContext current(api_, context);
   (void)api_.MemHostUnregister(host);
 }
 
-Status CudaDeviceMemoryMapper::WaitValue(void* stream, DeviceAddress address, std::uint64_t value) {
+Status CudaDeviceMemoryMapper::WaitValue(void* stream, int device_ordinal, DeviceAddress address,
+                                         std::uint64_t value) {
+  HURRAY_ASSIGN_OR_RETURN(CUcontext context, ContextOf(stream, device_ordinal));
+  ScopedDeviceContext current(api_, context);
   return cuda::CheckCuda(api_, "cuStreamWaitValue64",
                          api_.StreamWaitValue64(static_cast<CUstream>(stream), Pointer(address),
                                                 value, CU_STREAM_WAIT_VALUE_GEQ));
 }
 
-Status CudaDeviceMemoryMapper::WriteValue(void* stream, DeviceAddress address,
+Status CudaDeviceMemoryMapper::WriteValue(void* stream, int device_ordinal, DeviceAddress address,
                                           std::uint64_t value) {
+  HURRAY_ASSIGN_OR_RETURN(CUcontext context, ContextOf(stream, device_ordinal));
+  ScopedDeviceContext current(api_, context);
   return cuda::CheckCuda(api_, "cuStreamWriteValue64",
                          api_.StreamWriteValue64(static_cast<CUstream>(stream), Pointer(address),
                                                  value, CU_STREAM_WRITE_VALUE_DEFAULT));
@@ -289,7 +336,7 @@ Result<void*> CudaDeviceMemoryMapper::RecordEventAfterWait(int device_ordinal,
     }
     stream = device->stream;
   }
-  if (address != 0) HURRAY_RETURN_IF_ERROR(WaitValue(stream, address, value));
+  if (address != 0) HURRAY_RETURN_IF_ERROR(WaitValue(stream, device_ordinal, address, value));
   CUevent event = nullptr;
   HURRAY_RETURN_IF_ERROR(
       cuda::CheckCuda(api_, "cuEventCreate", api_.EventCreate(&event, CU_EVENT_DISABLE_TIMING)));
@@ -298,10 +345,15 @@ Result<void*> CudaDeviceMemoryMapper::RecordEventAfterWait(int device_ordinal,
     (void)api_.EventDestroy(event);
     return std::unexpected(recorded.error());
   }
+  std::lock_guard lock(mutex_);
+  events_[event] = device->context;
   return static_cast<void*>(event);
 }
 
 void CudaDeviceMemoryMapper::DestroyEvent(void* event) {
+  CUcontext context = TakeContext(events_, event);
+  if (context == nullptr) return;
+  ScopedDeviceContext current(api_, context);
   (void)api_.EventDestroy(static_cast<CUevent>(event));
 }
 

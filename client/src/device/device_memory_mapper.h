@@ -77,19 +77,26 @@ class DeviceMemoryMapper {
   [[nodiscard]] virtual Result<DeviceAddress> RegisterHostMemory(void* host, std::uint64_t size,
                                                                  int device_ordinal,
                                                                  bool read_only) = 0;
+  // Ends a registration of RegisterHostMemory, in the context it was made in, from any
+  // thread (whatever context is current there).
   virtual void UnregisterHostMemory(void* host) = 0;
 
-  // Enqueues on `stream` a wait until the 64-bit word at `address` is >= `value`
-  // (cuStreamWaitValue64, GEQ), or a write of `value` there (cuStreamWriteValue64) after
-  // the work already queued.
-  [[nodiscard]] virtual Status WaitValue(void* stream, DeviceAddress address,
+  // Enqueues on `stream` a wait until the 64-bit word at `address` reaches `value`
+  // (cuStreamWaitValue64, GEQ: the cyclic compare of FenceWordReaches), or a write of
+  // `value` there (cuStreamWriteValue64) after the work already queued. Enqueued in the
+  // stream's own context (cuStreamGetCtx); for the null stream (0, or CU_STREAM_LEGACY or
+  // CU_STREAM_PER_THREAD), in the primary context
+  // of device `device_ordinal`, the device of the tensor: never in whatever context the
+  // calling thread happens to have current.
+  [[nodiscard]] virtual Status WaitValue(void* stream, int device_ordinal, DeviceAddress address,
                                          std::uint64_t value) = 0;
-  [[nodiscard]] virtual Status WriteValue(void* stream, DeviceAddress address,
+  [[nodiscard]] virtual Status WriteValue(void* stream, int device_ordinal, DeviceAddress address,
                                           std::uint64_t value) = 0;
 
   // A new event (a CUevent) of device `device_ordinal`, recorded on the mapper's own stream
   // of the device after a wait until the word at `address` is >= `value` (no wait when
-  // `address` is 0): it completes once the data is ready. Destroy it with DestroyEvent.
+  // `address` is 0): it completes once the data is ready. Destroy it with DestroyEvent, from
+  // any thread: it is destroyed in its device's context.
   [[nodiscard]] virtual Result<void*> RecordEventAfterWait(int device_ordinal,
                                                            DeviceAddress address,
                                                            std::uint64_t value) = 0;
