@@ -49,7 +49,8 @@ std::string ProgramPath(const char* variable, const char* built) {
 class CudaExchangeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (VisibleDeviceCount() == 0) GTEST_SKIP() << kNoDeviceMessage;
+    ASSERT_OK_AND_ASSIGN(const int devices, VisibleDeviceCount());
+    if (devices == 0) GTEST_SKIP() << kNoDeviceMessage;
     ASSERT_OK_AND_ASSIGN(
         daemon_, DaemonProcess::Start({.binary = ProgramPath("HURRAY_TEST_HURRAYD", HURRAYD_PATH),
                                        .name = "hurray-cuda"}));

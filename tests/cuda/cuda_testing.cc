@@ -1,5 +1,6 @@
 #include "cuda_testing.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -12,13 +13,19 @@
 
 namespace hurray::cuda_testing {
 
-int VisibleDeviceCount() {
+Result<int> VisibleDeviceCount() {
+  // RTLD_NODELETE: the runtime loads the same library; this handle is never closed.
+  if (::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) == nullptr) return 0;
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();  // Clears the error, so that later calls do not report it.
-    return 0;
-  }
-  return count;
+  const cudaError_t result = cudaGetDeviceCount(&count);
+  if (result == cudaSuccess) return count;
+  (void)cudaGetLastError();  // Clears the error, so that later calls do not report it.
+  if (result == cudaErrorNoDevice) return 0;
+  return std::unexpected(
+      Error(StatusCode::kFailedPrecondition,
+            fmt::format("cudaGetDeviceCount: {} ({}): a driver is installed, but the CUDA "
+                        "runtime these programs link cannot use it",
+                        cudaGetErrorName(result), cudaGetErrorString(result))));
 }
 
 Status CheckRuntime(cudaError_t result, std::string_view call) {
@@ -116,7 +123,9 @@ std::string SetMemberName(std::string_view prefix, std::uint64_t index) {
 }
 
 bool PrintSkippedWithoutDevice() {
-  if (VisibleDeviceCount() != 0) return false;
+  const Result<int> count = VisibleDeviceCount();
+  if (!count) ExitWithError(count.error().ToString());
+  if (*count != 0) return false;
   std::printf("%.*s\n", static_cast<int>(kNoDeviceMessage.size()), kNoDeviceMessage.data());
   return true;
 }

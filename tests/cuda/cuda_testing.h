@@ -27,11 +27,15 @@ inline constexpr int kSkippedExitStatus = 77;
 // The daemon's pool on device 0.
 inline constexpr std::string_view kDevicePool = "cuda:0";
 
-// Devices this process sees; 0 when cudaGetDeviceCount fails (no driver, no device).
-[[nodiscard]] int VisibleDeviceCount();
+// Devices this process sees: 0 when there is no driver (libcuda.so.1 does not load) or
+// cudaGetDeviceCount says cudaErrorNoDevice. Any other failure is an error naming it, never
+// "no device": e.g. cudaErrorInsufficientDriver, a driver older than the CUDA runtime these
+// programs link statically, on a machine that has a GPU.
+[[nodiscard]] Result<int> VisibleDeviceCount();
 
 // For the demo programs: true, having printed kNoDeviceMessage, when this process sees no
-// device (the program then exits with kSkippedExitStatus).
+// device (the program then exits with kSkippedExitStatus); exits 1 naming the error when the
+// runtime cannot tell (VisibleDeviceCount's error).
 [[nodiscard]] bool PrintSkippedWithoutDevice();
 
 // Milliseconds from `start` to now, for the demos' timings.

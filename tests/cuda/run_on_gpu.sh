@@ -2,8 +2,9 @@
 # The prepared GPU check (issue 9): runs on a bare GPU machine from the repository root and
 # builds nothing. It takes the programs and libraries from the bundle (tests/cuda/bundle.sh)
 # and, in under 5 minutes:
-#   1. says which GPU it sees (or, with none, prints "no CUDA device", runs nothing and
-#      exits 0);
+#   1. says which GPU and driver it sees (or, with no driver or no device, prints "no CUDA
+#      device", runs nothing and exits 0; a driver the programs' CUDA runtime cannot use is
+#      a failure, never a skip);
 #   2. checks that hurrayd links no libcuda, starts it on a temporary socket and expects
 #      the pool cuda:0 in `hurrayctl stats`;
 #   3. runs the GPU tests (cuda_exchange_test: the exchange, a 1,000-tensor set imported
@@ -51,7 +52,8 @@ record() {
   echo "== $1 $2 $3"
 }
 
-# 1. The device.
+# 1. The device. SKIPPED only when there is no driver or no device; a driver the statically
+# linked CUDA runtime cannot use (older than it needs, a mismatch) is a failure, named.
 probe="$("$bin/gpu_demo_producer" /nonexistent 2>&1)"
 if [[ "$probe" == *"skipped: no CUDA device"* ]]; then
   echo "run_on_gpu.sh: no CUDA device: nothing was run"
@@ -60,6 +62,12 @@ if [[ "$probe" == *"skipped: no CUDA device"* ]]; then
 fi
 gpus="$(nvidia-smi -L 2>/dev/null | head -n 4 | tr '\n' ';')"
 record INFO "device" "${gpus:-nvidia-smi not available}"
+driver="$(nvidia-smi --query-gpu=driver_version,compute_mode --format=csv,noheader 2>/dev/null \
+  | head -n 1)"
+record INFO "driver, compute mode" "${driver:-nvidia-smi not available}"
+if [[ "$probe" == *"cudaGetDeviceCount"* ]]; then
+  record FAIL "CUDA runtime sees the driver" "$(grep -m1 cudaGetDeviceCount <<< "$probe")"
+fi
 
 # 2. hurrayd: no libcuda, and the pool cuda:0.
 if ldd "$bin/hurrayd" | grep -q 'libcuda\.so'; then
