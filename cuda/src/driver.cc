@@ -37,6 +37,14 @@ Status Resolve(GetProcAddress get_proc_address, const char* symbol, int version,
   return {};
 }
 
+// Resolve, leaving `out` null when the driver lacks the entry point: for the calls hurray can
+// do without (DriverApi says which).
+template <typename Function>
+void ResolveOptional(GetProcAddress get_proc_address, const char* symbol, int version,
+                     Function& out) {
+  if (!Resolve(get_proc_address, symbol, version, out)) out = nullptr;
+}
+
 Status ResolveAll(GetProcAddress get, DriverApi& api) {
   constexpr int v = kMinimumDriverVersion;
 #define HURRAY_RESOLVE(member, symbol) HURRAY_RETURN_IF_ERROR(Resolve(get, symbol, v, api.member))
@@ -80,11 +88,20 @@ Status ResolveAll(GetProcAddress get, DriverApi& api) {
   HURRAY_RESOLVE(MemAlloc, "cuMemAlloc");
   HURRAY_RESOLVE(MemFree, "cuMemFree");
   HURRAY_RESOLVE(MemcpyDtoH, "cuMemcpyDtoH");
-  HURRAY_RESOLVE(IpcGetMemHandle, "cuIpcGetMemHandle");
-  HURRAY_RESOLVE(IpcOpenMemHandle, "cuIpcOpenMemHandle");
-  HURRAY_RESOLVE(IpcCloseMemHandle, "cuIpcCloseMemHandle");
 #undef HURRAY_RESOLVE
-  return Resolve(get, "cuDeviceGetUuid", kPhysicalUuidVersion, api.DeviceGetPhysicalUuid);
+  // Optional: a driver without the legacy IPC calls (as on WSL2) still serves VMM pools, and
+  // one without the 11.0 cuDeviceGetUuid still names its devices.
+  ResolveOptional(get, "cuIpcGetMemHandle", v, api.IpcGetMemHandle);
+  ResolveOptional(get, "cuIpcOpenMemHandle", v, api.IpcOpenMemHandle);
+  ResolveOptional(get, "cuIpcCloseMemHandle", v, api.IpcCloseMemHandle);
+  if (api.IpcGetMemHandle == nullptr || api.IpcOpenMemHandle == nullptr ||
+      api.IpcCloseMemHandle == nullptr) {
+    api.IpcGetMemHandle = nullptr;
+    api.IpcOpenMemHandle = nullptr;
+    api.IpcCloseMemHandle = nullptr;
+  }
+  ResolveOptional(get, "cuDeviceGetUuid", kPhysicalUuidVersion, api.DeviceGetPhysicalUuid);
+  return {};
 }
 
 Loaded Load() {

@@ -64,6 +64,33 @@ TEST(ChooseCudaPoolsTest, DeviceWithoutPosixDescriptorsFallsBackToLegacyIpcSayin
   EXPECT_NE(no_vmm[0].explanation.find("virtual memory management"), std::string::npos);
 }
 
+TEST(ChooseCudaPoolsTest, ALegacyDeviceOnADriverWithoutLegacyIpcIsRefusedSayingWhy) {
+  CudaDeviceFacts device = H200(0);
+  device.posix_fd_supported = false;
+  device.granularity_bytes = 0;
+  device.legacy_ipc_supported = false;
+  const auto plans = ChooseCudaPools({device}, kDefaults);
+  ASSERT_FALSE(plans.has_value());
+  EXPECT_EQ(plans.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(plans.error().message().find("no legacy IPC calls"), std::string::npos)
+      << plans.error().message();
+  // A VMM device does not need them.
+  device = H200(0);
+  device.legacy_ipc_supported = false;
+  ASSERT_OK_AND_ASSIGN(const auto vmm, ChooseCudaPools({device}, kDefaults));
+  EXPECT_EQ(vmm[0].mechanism, SlabMechanism::kVmm);
+}
+
+TEST(ChooseCudaPoolsTest, ADeviceWithoutStreamMemoryOperationsGetsAPoolThatSaysSo) {
+  CudaDeviceFacts device = H200(0);
+  device.stream_mem_ops_64 = false;
+  ASSERT_OK_AND_ASSIGN(const auto plans, ChooseCudaPools({device}, kDefaults));
+  EXPECT_NE(plans[0].explanation.find("CAN_USE_64_BIT_STREAM_MEM_OPS 0"), std::string::npos)
+      << plans[0].explanation;
+  ASSERT_OK_AND_ASSIGN(const auto with, ChooseCudaPools({H200(0)}, kDefaults));
+  EXPECT_EQ(with[0].explanation.find("STREAM_MEM_OPS"), std::string::npos);
+}
+
 TEST(ChooseCudaPoolsTest, SizesAreRoundedToTheGranularity) {
   CudaDeviceFacts device = H200(0);
   device.granularity_bytes = 32 * kMiB;

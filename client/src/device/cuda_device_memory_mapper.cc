@@ -41,8 +41,12 @@ Result<std::string> DeviceUuid(const cuda::DriverApi& api, CUdevice device) {
   CUuuid physical{};
   HURRAY_RETURN_IF_ERROR(
       cuda::CheckCuda(api, "cuDeviceGetUuid_v2", api.DeviceGetUuid(&uuid, device)));
-  HURRAY_RETURN_IF_ERROR(
-      cuda::CheckCuda(api, "cuDeviceGetUuid", api.DeviceGetPhysicalUuid(&physical, device)));
+  if (api.DeviceGetPhysicalUuid != nullptr) {
+    HURRAY_RETURN_IF_ERROR(
+        cuda::CheckCuda(api, "cuDeviceGetUuid", api.DeviceGetPhysicalUuid(&physical, device)));
+  } else {
+    physical = uuid;  // The driver cannot tell a MIG instance from its GPU.
+  }
   std::array<unsigned char, 16> bytes{};
   std::memcpy(bytes.data(), uuid.bytes, bytes.size());
   const bool mig = std::memcmp(uuid.bytes, physical.bytes, sizeof(uuid.bytes)) != 0;
@@ -239,6 +243,12 @@ Result<MappedSlab> CudaDeviceMemoryMapper::ImportAndMap(const SlabToImport& slab
                                      sizeof(handle.reserved)));
   }
   std::memcpy(handle.reserved, slab.legacy_ipc_handle.data(), sizeof(handle.reserved));
+  if (api_.IpcOpenMemHandle == nullptr) {
+    return FailedPreconditionError(
+        fmt::format("slab {} is shared through legacy IPC, and this process's CUDA driver has no "
+                    "cuIpcOpenMemHandle",
+                    slab.segment_id));
+  }
   CUdeviceptr address = 0;
   HURRAY_RETURN_IF_ERROR(
       cuda::CheckCuda(api_, "cuIpcOpenMemHandle",
@@ -256,7 +266,7 @@ void CudaDeviceMemoryMapper::Unmap(const MappedSlab& slab) {
   if (!device) return;
   ScopedDeviceContext current(api_, (*device)->context);
   if (slab.kind == v1::SEGMENT_KIND_CUDA_LEGACY_IPC) {
-    (void)api_.IpcCloseMemHandle(Pointer(slab.address));
+    if (api_.IpcCloseMemHandle != nullptr) (void)api_.IpcCloseMemHandle(Pointer(slab.address));
     return;
   }
   (void)api_.MemUnmap(Pointer(slab.address), slab.size);

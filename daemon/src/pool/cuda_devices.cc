@@ -49,6 +49,18 @@ Result<CudaPoolPlan> PlanPool(const CudaDeviceFacts& device, const CudaPoolSizin
                     name, device.uuid, device.ordinal, kMaxOrdinal));
   }
   auto [mechanism, explanation] = ChooseMechanism(device);
+  if (mechanism == SlabMechanism::kLegacyIpc && !device.legacy_ipc_supported) {
+    return FailedPreconditionError(fmt::format(
+        "device {} ({}): {}, and this driver has no legacy IPC calls (cuIpcGetMemHandle, "
+        "cuIpcOpenMemHandle, cuIpcCloseMemHandle): no way to share its memory; set "
+        "[cuda_pool] enabled = false or use a driver that has them",
+        name, device.uuid, explanation));
+  }
+  if (!device.stream_mem_ops_64) {
+    explanation +=
+        "; no 64-bit stream memory operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS "
+        "0): Event handoffs (PublishAfter, WaitOn, ReadyEvent) fail on this device";
+  }
   const std::uint64_t granule =
       mechanism == SlabMechanism::kVmm ? device.granularity_bytes : kLegacySlabGranularity;
   const std::uint64_t wanted =
@@ -157,8 +169,12 @@ Result<CudaDeviceFacts> ReadDevice(const cuda::DriverApi& api, std::uint32_t ord
   CUuuid physical{};
   HURRAY_RETURN_IF_ERROR(
       CheckDeviceCall(api, ordinal, "cuDeviceGetUuid", api.DeviceGetUuid(&uuid, device)));
-  HURRAY_RETURN_IF_ERROR(CheckDeviceCall(api, ordinal, "cuDeviceGetUuid (physical)",
-                                         api.DeviceGetPhysicalUuid(&physical, device)));
+  if (api.DeviceGetPhysicalUuid != nullptr) {
+    HURRAY_RETURN_IF_ERROR(CheckDeviceCall(api, ordinal, "cuDeviceGetUuid (physical)",
+                                           api.DeviceGetPhysicalUuid(&physical, device)));
+  } else {
+    physical = uuid;  // The driver cannot tell a MIG instance from its GPU.
+  }
   const auto bytes_of = [](const CUuuid& value) {
     std::array<unsigned char, 16> bytes{};
     std::memcpy(bytes.data(), value.bytes, bytes.size());
@@ -187,6 +203,11 @@ Result<CudaDeviceFacts> ReadDevice(const cuda::DriverApi& api, std::uint32_t ord
   if (facts.vmm_supported && facts.posix_fd_supported) {
     facts.granularity_bytes = ExportableGranularity(api, device);
   }
+  facts.legacy_ipc_supported = api.IpcGetMemHandle != nullptr;
+  HURRAY_ASSIGN_OR_RETURN(
+      facts.stream_mem_ops_64,
+      DeviceFlag(api, device, ordinal, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                 "CAN_USE_64_BIT_STREAM_MEM_OPS"));
   return facts;
 }
 

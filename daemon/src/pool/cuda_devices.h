@@ -33,6 +33,11 @@ struct CudaDeviceFacts {
   // cuMemGetAllocationGranularity (MINIMUM) of pinned device memory exportable as a POSIX
   // descriptor; 0 when the device cannot export descriptors.
   std::uint64_t granularity_bytes = 0;
+  // The driver has the legacy IPC calls (cuIpc*MemHandle), which a legacy pool needs.
+  bool legacy_ipc_supported = true;
+  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: cuStreamWaitValue64/WriteValue64,
+  // which every Event handoff uses.
+  bool stream_mem_ops_64 = true;
 
   friend bool operator==(const CudaDeviceFacts&, const CudaDeviceFacts&) = default;
 };
@@ -77,7 +82,10 @@ inline constexpr std::uint64_t kLegacySlabGranularity = std::uint64_t{2} << 20;
 // - slab size: `sizing.slab_bytes` rounded up to the granularity, at most the capacity.
 //
 // INVALID_ARGUMENT naming the device when its capacity comes to less than one granule, or
-// when an ordinal is at or above 2^24 (no room for its segment ids). Pure: reads nothing
+// when an ordinal is at or above 2^24 (no room for its segment ids); FAILED_PRECONDITION when
+// a device needs a legacy pool and the driver has no legacy IPC calls. A device without
+// 64-bit stream memory operations gets its pool, its explanation saying that Event
+// handoffs fail there. Pure: reads nothing
 // but its arguments. Thread-safe.
 [[nodiscard]] Result<std::vector<CudaPoolPlan>> ChooseCudaPools(
     const std::vector<CudaDeviceFacts>& devices, const CudaPoolSizing& sizing);

@@ -32,6 +32,7 @@ struct DriverApi {
   decltype(&::cuDeviceGetName) DeviceGetName = nullptr;
   decltype(&::cuDeviceGetUuid) DeviceGetUuid = nullptr;  // The _v2 call: MIG-aware.
   // cuDeviceGetUuid as of CUDA 11.0: the UUID of the physical GPU, also for a MIG instance.
+  // Optional: null when the driver lacks it (a MIG instance then reads as a whole GPU).
   decltype(&::cuDeviceGetUuid) DeviceGetPhysicalUuid = nullptr;
   decltype(&::cuDeviceGetAttribute) DeviceGetAttribute = nullptr;
   decltype(&::cuDeviceTotalMem) DeviceTotalMem = nullptr;
@@ -75,6 +76,7 @@ struct DriverApi {
   decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
 
   // Legacy interprocess memory handles, for devices that cannot export file descriptors.
+  // Optional, all three or none: null when the driver lacks any of them (WSL2's has none).
   decltype(&::cuIpcGetMemHandle) IpcGetMemHandle = nullptr;
   decltype(&::cuIpcOpenMemHandle) IpcOpenMemHandle = nullptr;
   decltype(&::cuIpcCloseMemHandle) IpcCloseMemHandle = nullptr;
