@@ -79,7 +79,6 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
   struct Device {
     CUdevice device = 0;
     CUcontext context = nullptr;  // The retained primary context.
-    CUstream stream = nullptr;    // The mapper's own stream, made on first use.
   };
   // Device `device_ordinal`, its primary context retained on first use.
   Result<Device*> DeviceAt(int device_ordinal);
@@ -102,13 +101,7 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
 };
 
 CudaDeviceMemoryMapper::~CudaDeviceMemoryMapper() {
-  for (auto& [ordinal, device] : devices_) {
-    if (device.stream != nullptr) {
-      ScopedDeviceContext current(api_, device.context);
-      (void)api_.StreamDestroy(device.stream);
-    }
-    (void)api_.DevicePrimaryCtxRelease(device.device);
-  }
+  for (auto& [ordinal, device] : devices_) (void)api_.DevicePrimaryCtxRelease(device.device);
 }
 
 Result<CudaDeviceMemoryMapper::Device*> CudaDeviceMemoryMapper::DeviceAt(int device_ordinal) {
@@ -337,15 +330,18 @@ Result<void*> CudaDeviceMemoryMapper::RecordEventAfterWait(int device_ordinal,
                                                            std::uint64_t value) {
   HURRAY_ASSIGN_OR_RETURN(Device * device, DeviceAt(device_ordinal));
   ScopedDeviceContext current(api_, device->context);
+  // A stream of its own for each event: on a shared one, an event would complete only after
+  // every earlier event's wait, and one fence that is never reached would hold up every
+  // later ready tensor of the device. Destroyed at once: the driver releases it once its
+  // work is done.
   CUstream stream = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    if (device->stream == nullptr) {
-      HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(
-          api_, "cuStreamCreate", api_.StreamCreate(&device->stream, CU_STREAM_NON_BLOCKING)));
-    }
-    stream = device->stream;
-  }
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuStreamCreate", api_.StreamCreate(&stream, CU_STREAM_NON_BLOCKING)));
+  struct DestroyStream {
+    const cuda::DriverApi& api;
+    CUstream stream;
+    ~DestroyStream() { (void)api.StreamDestroy(stream); }
+  } destroy{api_, stream};
   if (address != 0) HURRAY_RETURN_IF_ERROR(WaitValue(stream, device_ordinal, address, value));
   CUevent event = nullptr;
   HURRAY_RETURN_IF_ERROR(

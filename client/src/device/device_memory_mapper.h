@@ -93,7 +93,7 @@ class DeviceMemoryMapper {
   [[nodiscard]] virtual Status WriteValue(void* stream, int device_ordinal, DeviceAddress address,
                                           std::uint64_t value) = 0;
 
-  // A new event (a CUevent) of device `device_ordinal`, recorded on the mapper's own stream
+  // A new event (a CUevent) of device `device_ordinal`, recorded on a stream of its own
   // of the device after a wait until the word at `address` is >= `value` (no wait when
   // `address` is 0): it completes once the data is ready. Destroy it with DestroyEvent, from
   // any thread: it is destroyed in its device's context.
