@@ -147,7 +147,12 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
                           connection.DeviceSlabs(state_->daemon_epoch));
   HURRAY_RETURN_IF_ERROR(slabs->mapper().WriteValue(stream, state_->device.device_ordinal, fence,
                                                     fence_location->value()));
-  return PublishWith(name, SyncMode::kEvent, options);
+  const v1::Fence own_fence = *fence_location;
+  const std::uint64_t epoch = state_->daemon_epoch;
+  std::shared_ptr<Connection> publisher = state_->connection;
+  HURRAY_ASSIGN_OR_RETURN(PublishedTensor published, PublishWith(name, SyncMode::kEvent, options));
+  publisher->RememberOwnFence(own_fence, epoch);
+  return published;
 }
 
 Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncMode sync_mode,
@@ -400,9 +405,13 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
 
 Result<std::unique_ptr<Client>> Client::Connect(Options options) {
+  if (options.own_fence_wait.count() < 0) {
+    return InvalidArgumentError(fmt::format("Options::own_fence_wait of {} ms is negative",
+                                            options.own_fence_wait.count()));
+  }
   auto connection = Connection::Open(std::move(options.socket_path), options.client_name,
                                      options.hot_path == Options::HotPath::kSessionSocket,
-                                     options.max_mapped_device_bytes);
+                                     options.max_mapped_device_bytes, options.own_fence_wait);
   if (!connection) return std::unexpected(connection.error());
   return std::unique_ptr<Client>(new Client(std::move(*connection), options.fast_path));
 }

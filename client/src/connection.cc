@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/fence_word.h"
 #include "hurray/ipc/frame.h"
 #include "hurray/ipc/session_protocol.h"
 #include "hurray/ipc/socket_path.h"
@@ -59,7 +62,8 @@ Error FromGrpcStatus(const grpc::Status& status, std::string_view call) {
 Connection::Connection(std::string socket_path, std::string client_name,
                        std::unique_ptr<client::SessionConnection> session,
                        std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
-                       std::uint64_t max_mapped_device_bytes)
+                       std::uint64_t max_mapped_device_bytes,
+                       std::chrono::milliseconds own_fence_wait)
     : socket_path_(std::move(socket_path)),
       client_name_(std::move(client_name)),
       use_session_socket_(use_session_socket),
@@ -67,9 +71,44 @@ Connection::Connection(std::string socket_path, std::string client_name,
       stub_(v1::Exchange::NewStub(channel_)),
       session_(std::move(session)),
       mappings_epoch_(session_->daemon_epoch()),
-      max_mapped_device_bytes_(max_mapped_device_bytes) {}
+      max_mapped_device_bytes_(max_mapped_device_bytes),
+      own_fence_wait_(own_fence_wait) {}
 
-Connection::~Connection() = default;
+namespace {
+
+// Whether a fence word says its fence is done with: reached, or given up on (poison).
+bool FenceSettled(const std::uint64_t* word, std::uint64_t value) {
+  // The producer's GPU writes the word in place: read it as the atomic it is.
+  const std::uint64_t now = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  return now == kFencePoison || FenceWordReaches(now, value);
+}
+
+}  // namespace
+
+Connection::~Connection() {
+  const auto deadline = std::chrono::steady_clock::now() + own_fence_wait_;
+  const std::uint64_t epoch = session_->daemon_epoch();
+  // Fences of an earlier daemon are gone with it: nothing waits for them.
+  std::erase_if(own_fences_, [&](const OwnFence& fence) {
+    return fence.epoch != epoch || FenceSettled(fence.word, fence.value);
+  });
+  while (!own_fences_.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::erase_if(own_fences_,
+                  [](const OwnFence& fence) { return FenceSettled(fence.word, fence.value); });
+  }
+}
+
+void Connection::RememberOwnFence(const v1::Fence& fence, std::uint64_t epoch) {
+  if (own_fence_wait_.count() == 0) return;
+  auto mapped = MapFence(fence, /*writable=*/true, epoch);
+  if (!mapped) return;
+  const auto* word = reinterpret_cast<const std::uint64_t*>(mapped->first->base() + mapped->second);
+  std::lock_guard lock(own_fences_mutex_);
+  std::erase_if(own_fences_, [](const OwnFence& own) { return FenceSettled(own.word, own.value); });
+  own_fences_.push_back(OwnFence{
+      .mapping = std::move(mapped->first), .word = word, .value = fence.value(), .epoch = epoch});
+}
 
 Connection::DeviceState::~DeviceState() {
   // Host registrations end before their mappings are unmapped; the slab cache unmaps its
@@ -82,7 +121,8 @@ Connection::DeviceState::~DeviceState() {
 Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
                                                      std::string_view client_name,
                                                      bool use_session_socket,
-                                                     std::uint64_t max_mapped_device_bytes) {
+                                                     std::uint64_t max_mapped_device_bytes,
+                                                     std::chrono::milliseconds own_fence_wait) {
   if (socket_path.empty()) socket_path = DefaultClientSocketPath();
   auto session = client::SessionConnection::Connect(SessionSocketPath(socket_path), client_name);
   if (!session) return std::unexpected(session.error());
@@ -90,9 +130,9 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
   arguments.SetMaxReceiveMessageSize(-1);
   auto channel = grpc::CreateCustomChannel(fmt::format("unix:{}", socket_path),
                                            grpc::InsecureChannelCredentials(), arguments);
-  return std::shared_ptr<Connection>(
-      new Connection(std::move(socket_path), std::string(client_name), std::move(*session),
-                     std::move(channel), use_session_socket, max_mapped_device_bytes));
+  return std::shared_ptr<Connection>(new Connection(
+      std::move(socket_path), std::string(client_name), std::move(*session), std::move(channel),
+      use_session_socket, max_mapped_device_bytes, own_fence_wait));
 }
 
 Result<std::shared_ptr<client::SessionConnection>> Connection::Session(bool probe) {

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -79,9 +80,14 @@ class Connection {
   // `use_session_socket`: send the hot path (allocate, publish, acquire without a wait,
   // release, cancel) over the session socket rather than gRPC.
   // `max_mapped_device_bytes`: Client::Options' cap on the CUDA slabs kept mapped.
+  // `own_fence_wait`: how long the destructor waits for the fences RememberOwnFence lists
+  // (Client::Options::own_fence_wait).
   [[nodiscard]] static Result<std::shared_ptr<Connection>> Open(
       std::string socket_path, std::string_view client_name, bool use_session_socket,
-      std::uint64_t max_mapped_device_bytes = 0);
+      std::uint64_t max_mapped_device_bytes = 0,
+      std::chrono::milliseconds own_fence_wait = std::chrono::milliseconds(0));
+  // Waits (up to own_fence_wait) for the fences this session published that are not
+  // reached yet, then closes the session.
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -159,6 +165,10 @@ class Connection {
   // The fence word's value now, read (acquire) in this process's read-only mapping of its
   // segment. INTERNAL for a fence outside its segment or not 8-aligned; MapSegment's errors.
   [[nodiscard]] Result<std::uint64_t> ReadFence(const v1::Fence& fence, std::uint64_t epoch);
+  // Lists a fence of a tensor this session published with PublishAfter (of the allocation's
+  // epoch), so that the destructor waits for it; fences already reached are dropped from
+  // the list as it goes. Best effort: a fence whose segment cannot be mapped is not listed.
+  void RememberOwnFence(const v1::Fence& fence, std::uint64_t epoch);
 
  private:
   // A host mapping registered with the CUDA driver, kept mapped while registered.
@@ -178,7 +188,7 @@ class Connection {
   Connection(std::string socket_path, std::string client_name,
              std::unique_ptr<client::SessionConnection> session,
              std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
-             std::uint64_t max_mapped_device_bytes);
+             std::uint64_t max_mapped_device_bytes, std::chrono::milliseconds own_fence_wait);
 
   // The current session, a new one when it is closed (or, with `probe`, found hung up).
   // UNAVAILABLE naming the old session's end when no new one can be opened.
@@ -223,6 +233,16 @@ class Connection {
   std::map<std::pair<std::uint64_t, bool>, std::shared_ptr<Mapping>> mappings_;
 
   const std::uint64_t max_mapped_device_bytes_;
+  const std::chrono::milliseconds own_fence_wait_;
+  // A fence RememberOwnFence listed: its word in this process's writable mapping.
+  struct OwnFence {
+    std::shared_ptr<Mapping> mapping;
+    const std::uint64_t* word = nullptr;
+    std::uint64_t value = 0;
+    std::uint64_t epoch = 0;
+  };
+  std::mutex own_fences_mutex_;
+  std::vector<OwnFence> own_fences_;  // Guarded by own_fences_mutex_.
   std::mutex device_mutex_;
   // The current epoch's CUDA state, made by Device. Guarded by device_mutex_.
   std::unique_ptr<DeviceState> device_;

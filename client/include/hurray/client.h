@@ -147,6 +147,10 @@ class WritableTensor {
   // SyncMode::kEvent, or its pool is not a CUDA pool) or is empty; the CUDA error of
   // enqueuing the signal; otherwise Publish's errors. On error the tensor is still this
   // object's; a signal already enqueued is harmless (the fence is this allocation's alone).
+  // The tensor lives on only if the GPU reaches the fence while this client's session
+  // lasts: closing the Client waits for that (Client::Options::own_fence_wait, 10 s by
+  // default); a process killed before it loses the tensor (consumers get DATA_LOSS or
+  // NOT_FOUND).
   [[nodiscard]] Result<PublishedTensor> PublishAfter(std::string_view name, CudaStream stream,
                                                      const PublishOptions& options = {});
 
@@ -322,6 +326,13 @@ class Client {
     // Acquire on the fast path when it can (see Acquire): no system call, no message.
     // False: every acquire asks the daemon (the decoded-tensor cache still serves).
     bool fast_path = true;
+    // How long closing the client (its session: the Client and every tensor and view of
+    // it gone) waits for the fences of the tensors it published with PublishAfter that its
+    // GPU has not reached yet. The daemon gives up on (poisons) every fence a session leaves
+    // unreached: a producer that exits right after PublishAfter would lose its tensors. The
+    // wait reads the fence words from host memory, a millisecond apart, and ends as soon as
+    // every one is reached (at once when they are); 0: no wait.
+    std::chrono::milliseconds own_fence_wait{10'000};
   };
 
   // Opens the session socket (a session, renewed after a daemon restart as said above) and
