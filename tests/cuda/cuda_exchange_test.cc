@@ -1,10 +1,17 @@
 // GPU exchange end to end: the real hurrayd (its pool cuda:0) and real separate processes
-// (hurray_cuda_agent) handing device memory over with the fence handoff, including kill -9
-// of either side and the daemon stopping mid-wait. Every test skips without a CUDA device.
+// (an agent) handing device memory over with the fence handoff, including kill -9 of either
+// side and the daemon stopping mid-wait. Every test skips without a CUDA driver or device.
+//
+// Built twice from this one file: as cuda_exchange_test with hurray_cuda_agent, whose
+// kernels fill and check the data (tests/cuda, a real GPU only), and as
+// softcuda_exchange_test with hurray_driver_agent, which does so with driver calls
+// (tests/softcuda: it runs on the software driver in every `make test`, and the same on a
+// real GPU). The test itself makes no CUDA call but the driver probe.
 //
 // Waits are bounded (ReadLine and Eventually with generous limits); no assertion depends
 // on how long anything takes. $HURRAY_TEST_HURRAYD and $HURRAY_TEST_CUDA_AGENT override the
 // programs' built paths.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_testing.h"
+#include "hurray/cuda/driver.h"
 #include "testing/child_process.h"
 #include "testing/daemon_expectations.h"
 #include "testing/daemon_process.h"
@@ -38,6 +45,25 @@ constexpr std::uint64_t kTensorBytes = std::uint64_t{64} << 20;
 constexpr std::uint64_t kSetCount = 1000;
 constexpr std::uint64_t kSetMemberBytes = std::uint64_t{64} << 10;
 constexpr auto kLineTimeout = 120s;
+constexpr std::string_view kDevicePool = "cuda:0";
+
+// Devices the CUDA driver of this process sees (the real one, or softcuda when the test puts
+// it first on LD_LIBRARY_PATH): 0 without a driver, or when cuInit says there is no device.
+// Any other failure (a driver older than hurray needs, a broken install) is an error that
+// fails the test, never a skip.
+Result<int> DriverDeviceCount() {
+  if (::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) == nullptr) return 0;
+  const Result<const cuda::DriverApi*> driver = cuda::LoadDriver();
+  if (!driver) {
+    // LoadDriver's words for cuInit's CUDA_ERROR_NO_DEVICE (cuda/driver.h).
+    if (driver.error().message().find("CUDA_ERROR_NO_DEVICE") != std::string::npos) return 0;
+    return std::unexpected(driver.error());
+  }
+  int count = 0;
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(**driver, "cuDeviceGetCount", (*driver)->DeviceGetCount(&count)));
+  return count;
+}
 
 // A program's path: $`variable` when set (the GPU bundle, tests/cuda/bundle.sh, runs the
 // test away from its build tree), else where the build put it.
@@ -49,8 +75,8 @@ std::string ProgramPath(const char* variable, const char* built) {
 class CudaExchangeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(const int devices, VisibleDeviceCount());
-    if (devices == 0) GTEST_SKIP() << kNoDeviceMessage;
+    ASSERT_OK_AND_ASSIGN(const int devices, DriverDeviceCount());
+    if (devices == 0) GTEST_SKIP() << "skipped: no CUDA driver or device";
     ASSERT_OK_AND_ASSIGN(
         daemon_, DaemonProcess::Start({.binary = ProgramPath("HURRAY_TEST_HURRAYD", HURRAYD_PATH),
                                        .name = "hurray-cuda"}));

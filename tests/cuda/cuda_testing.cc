@@ -3,13 +3,10 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 #include "device_kernels.h"
-#include "hurray/buffer_handle.h"
 
 namespace hurray::cuda_testing {
 
@@ -98,28 +95,6 @@ Result<std::uint64_t> MismatchCounter::Read(cudaStream_t stream) {
 
 Status FillPattern(void* data, std::uint64_t bytes, std::uint64_t seed, cudaStream_t stream) {
   return CheckRuntime(LaunchFillPattern(data, bytes, seed, stream), "FillPattern launch");
-}
-
-Result<TensorDescriptor> EventTensor(std::uint64_t bytes) {
-  HURRAY_ASSIGN_OR_RETURN(
-      BufferHandle buffer,
-      BufferHandle::Create(bytes, kMinBufferAlignment, DeviceTag::Cuda(), SyncMode::kEvent));
-  return TensorDescriptor::Create(
-      {.element_type = ElementType::kUint8, .shape = {bytes}, .buffers = {buffer}});
-}
-
-void ExitWithError(std::string_view what) {
-  std::fprintf(stderr, "%s: %.*s\n", program_invocation_short_name, static_cast<int>(what.size()),
-               what.data());
-  std::exit(1);
-}
-
-void OkOrExit(const Status& status, std::string_view call) {
-  if (!status) ExitWithError(std::string(call) + ": " + status.error().ToString());
-}
-
-std::string SetMemberName(std::string_view prefix, std::uint64_t index) {
-  return fmt::format("{}{:06}", prefix, index);
 }
 
 bool PrintSkippedWithoutDevice() {

@@ -1,6 +1,8 @@
 // What the GPU tests, their agent and the demos share: whether this process sees a CUDA
-// device, the CUDA runtime's errors as hurray errors, a stream and a device-side mismatch
-// counter as move-only RAII values, and the Event-mode tensors they exchange.
+// device, the CUDA runtime's errors as hurray errors, and a stream and a device-side mismatch
+// counter as move-only RAII values. The Event-mode tensors they exchange, the device pool and
+// the programs' error exits come from testing/agent_program.h (shared with softcuda's
+// driver-only agent), under the names they have here.
 //
 // Programs linking this use the CUDA runtime statically (CUDA::cudart_static), so that
 // they start on a machine without the driver and skip there. Not thread-safe: each value
@@ -13,19 +15,23 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "hurray/error.h"
-#include "hurray/tensor_descriptor.h"
+#include "testing/agent_program.h"
 
 namespace hurray::cuda_testing {
+
+using ::hurray::testing::EventTensor;
+using ::hurray::testing::ExitWithError;
+using ::hurray::testing::kDevicePool;
+using ::hurray::testing::OkOrExit;
+using ::hurray::testing::SetMemberName;
+using ::hurray::testing::ValueOrExit;
 
 // What a program prints, and a test's GTEST_SKIP says, when there is no device.
 inline constexpr std::string_view kNoDeviceMessage = "skipped: no CUDA device";
 // The exit status of a program that skipped (ctest's SKIP_RETURN_CODE of the demos).
 inline constexpr int kSkippedExitStatus = 77;
-// The daemon's pool on device 0.
-inline constexpr std::string_view kDevicePool = "cuda:0";
 
 // Devices this process sees: 0 when there is no driver (libcuda.so.1 does not load) or
 // cudaGetDeviceCount says cudaErrorNoDevice. Any other failure is an error naming it, never
@@ -90,22 +96,5 @@ class MismatchCounter {
 // Queues on `stream` the fill of data[0, bytes) with the pattern of `seed`.
 [[nodiscard]] Status FillPattern(void* data, std::uint64_t bytes, std::uint64_t seed,
                                  cudaStream_t stream);
-
-// A dense uint8 tensor of `bytes` bytes: one CUDA buffer, sync mode Event.
-[[nodiscard]] Result<TensorDescriptor> EventTensor(std::uint64_t bytes);
-
-// For the programs (agent, demos): prints "<program>: <what>" to stderr and exits 1.
-[[noreturn]] void ExitWithError(std::string_view what);
-// The value of `result`, or ExitWithError naming `call`.
-template <typename T>
-T ValueOrExit(Result<T> result, std::string_view call) {
-  if (!result) ExitWithError(std::string(call) + ": " + result.error().ToString());
-  return std::move(*result);
-}
-// Nothing when `status` is OK, or ExitWithError naming `call`.
-void OkOrExit(const Status& status, std::string_view call);
-
-// "<prefix><index, six digits>": the names of a set.
-[[nodiscard]] std::string SetMemberName(std::string_view prefix, std::uint64_t index);
 
 }  // namespace hurray::cuda_testing

@@ -197,7 +197,21 @@ CUresult cuMemSetAccess(CUdeviceptr address, std::size_t size, const CUmemAccess
       return Refuse(CUDA_ERROR_INVALID_VALUE, kCall, "unknown access flags");
     }
   }
-  return DriverState::Get().memory().SetAccess(address, size, access);
+  return DriverState::Get().memory().SetAccess(address, size, access, descriptions, count);
+}
+
+CUresult cuMemGetAccess(unsigned long long* flags,  // NOLINT(google-runtime-int): cuda.h's type.
+                        const CUmemLocation* location, CUdeviceptr address) {
+  constexpr const char* kCall = "cuMemGetAccess";
+  if (CUresult result = CheckInitialized(kCall); result != CUDA_SUCCESS) return result;
+  if (flags == nullptr || location == nullptr) {
+    return Refuse(CUDA_ERROR_INVALID_VALUE, kCall, "flags or location is NULL");
+  }
+  if (location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !DriverState::Get().devices().Valid(location->id)) {
+    return Refuse(CUDA_ERROR_INVALID_VALUE, kCall, "location names no visible device");
+  }
+  return DriverState::Get().memory().GetAccess(flags, location->id, address);
 }
 
 CUresult cuMemHostRegister_v2(void* host, std::size_t size, unsigned int flags) {

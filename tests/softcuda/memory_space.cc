@@ -330,7 +330,8 @@ CUresult MemorySpace::Unmap(CUdeviceptr address, std::size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult MemorySpace::SetAccess(CUdeviceptr address, std::size_t size, Access access) {
+CUresult MemorySpace::SetAccess(CUdeviceptr address, std::size_t size, Access access,
+                                const CUmemAccessDesc* descriptions, std::size_t count) {
   std::lock_guard lock(mutex_);
   const auto found = mappings_.find(address);
   if (found == mappings_.end() || found->second.size != size) {
@@ -342,6 +343,22 @@ CUresult MemorySpace::SetAccess(CUdeviceptr address, std::size_t size, Access ac
     return Refuse(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess", "mprotect failed");
   }
   found->second.access = access;
+  for (std::size_t i = 0; i < count; ++i) {
+    found->second.device_flags[descriptions[i].location.id] = descriptions[i].flags;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult MemorySpace::GetAccess(unsigned long long* flags,  // NOLINT(google-runtime-int)
+                                CUdevice device, CUdeviceptr address) const {
+  std::lock_guard lock(mutex_);
+  const Range* range = Find(mappings_, address, 1);
+  if (range == nullptr) {
+    return Refuse(CUDA_ERROR_INVALID_VALUE, "cuMemGetAccess",
+                  Hex(address) + " is not in a range cuMemMap mapped");
+  }
+  const auto found = range->device_flags.find(device);
+  *flags = found == range->device_flags.end() ? CU_MEM_ACCESS_FLAGS_PROT_NONE : found->second;
   return CUDA_SUCCESS;
 }
 

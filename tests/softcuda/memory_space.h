@@ -49,7 +49,15 @@ class MemorySpace {
   CUresult Map(CUdeviceptr address, std::size_t size, std::size_t offset,
                CUmemGenericAllocationHandle handle);
   CUresult Unmap(CUdeviceptr address, std::size_t size);
-  CUresult SetAccess(CUdeviceptr address, std::size_t size, Access access);
+  // cuMemSetAccess: the mapping opens for `access` (for every device: they share it), and
+  // remembers the flags of each of `descriptions` for its device, for GetAccess.
+  CUresult SetAccess(CUdeviceptr address, std::size_t size, Access access,
+                     const CUmemAccessDesc* descriptions, std::size_t count);
+  // cuMemGetAccess: the flags cuMemSetAccess last set for `device` on the mapping that holds
+  // `address` (CU_MEM_ACCESS_FLAGS_PROT_NONE before any); CUDA_ERROR_INVALID_VALUE where
+  // nothing is mapped.
+  CUresult GetAccess(unsigned long long* flags,  // NOLINT(google-runtime-int): cuda.h's type.
+                     CUdevice device, CUdeviceptr address) const;
 
   // cuMemAlloc, cuMemFree and legacy IPC.
   CUresult Allocate(CUdeviceptr* address, std::size_t size, CUdevice device, std::size_t limit);
@@ -74,6 +82,8 @@ class MemorySpace {
     std::size_t size = 0;
     Access access = Access::kNone;
     std::shared_ptr<MemoryFile> file;  // Null for registered host memory.
+    // VMM mappings: the flags cuMemSetAccess set, per device (absent: PROT_NONE).
+    std::map<CUdevice, CUmemAccess_flags> device_flags;
   };
   struct IpcKey {
     std::int32_t pid;

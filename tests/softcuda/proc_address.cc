@@ -60,6 +60,7 @@ const std::array kEntryPoints{
     EntryPoint{"cuMemMap", 10020, Address(&cuMemMap)},
     EntryPoint{"cuMemUnmap", 10020, Address(&cuMemUnmap)},
     EntryPoint{"cuMemSetAccess", 10020, Address(&cuMemSetAccess)},
+    EntryPoint{"cuMemGetAccess", 10020, Address(&cuMemGetAccess)},
     EntryPoint{"cuMemHostRegister", 6050, Address(&cuMemHostRegister_v2)},
     EntryPoint{"cuMemHostUnregister", 4000, Address(&cuMemHostUnregister)},
     EntryPoint{"cuMemHostGetDevicePointer", 3020, Address(&cuMemHostGetDevicePointer_v2)},

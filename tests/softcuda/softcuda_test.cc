@@ -106,6 +106,23 @@ CUresult MemsetD8(CUdeviceptr address, unsigned char value, std::size_t count) {
   return memset_d8 == nullptr ? CUDA_ERROR_NOT_FOUND : memset_d8(address, value, count);
 }
 
+// cuMemGetAccess, which product code does not call: resolved as a caller of the real driver
+// would, through cuGetProcAddress at the version that introduced it (CUDA 10.2).
+CUresult MemGetAccess(unsigned long long* flags,  // NOLINT(google-runtime-int): cuda.h's type.
+                      const CUmemLocation* location, CUdeviceptr address) {
+  static auto* const get_access = [] {
+    using GetProcAddress =
+        CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+    auto get = reinterpret_cast<GetProcAddress>(Symbol("cuGetProcAddress_v2"));
+    void* function = nullptr;
+    if (get == nullptr || get("cuMemGetAccess", &function, 10020, 0, nullptr) != CUDA_SUCCESS) {
+      return static_cast<decltype(&cuMemGetAccess)>(nullptr);
+    }
+    return reinterpret_cast<decltype(&cuMemGetAccess)>(function);
+  }();
+  return get_access == nullptr ? CUDA_ERROR_NOT_FOUND : get_access(flags, location, address);
+}
+
 const DriverApi& Driver() {
   static const DriverApi* const api = [] {
     auto loaded = hurray::cuda::LoadDriver();
@@ -279,6 +296,41 @@ TEST_F(SoftcudaTest, SizeOffTheGranularityIsRefused) {
   EXPECT_EQ(granularity, kGranularity);
   CUmemGenericAllocationHandle handle = 0;
   EXPECT_EQ(api_.MemCreate(&handle, kGranularity / 2, &properties, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(SoftcudaTest, GetAccessReportsWhatSetAccessSetForTheDevice) {
+  const CUmemAllocationProp properties = ExportableProperties(device_);
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(api_.MemCreate(&handle, kGranularity, &properties, 0), CUDA_SUCCESS);
+  CUdeviceptr address = 0;
+  ASSERT_EQ(api_.MemAddressReserve(&address, kGranularity, kGranularity, 0, 0), CUDA_SUCCESS);
+  const CUmemLocation location = properties.location;
+  unsigned long long flags = 99;  // NOLINT(google-runtime-int): cuMemGetAccess's type.
+  // Reserved but not mapped: nothing to ask about.
+  EXPECT_EQ(MemGetAccess(&flags, &location, address), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(api_.MemMap(address, kGranularity, 0, handle, 0), CUDA_SUCCESS);
+  ASSERT_EQ(MemGetAccess(&flags, &location, address + 100), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  CUmemAccessDesc access{.location = location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READ};
+  ASSERT_EQ(api_.MemSetAccess(address, kGranularity, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(MemGetAccess(&flags, &location, address + kGranularity - 1), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(api_.MemSetAccess(address, kGranularity, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(MemGetAccess(&flags, &location, address), CUDA_SUCCESS);
+  EXPECT_EQ(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  // Misuse: past the mapping, null pointers, a location that is no visible device.
+  EXPECT_EQ(MemGetAccess(&flags, &location, address + kGranularity), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(MemGetAccess(nullptr, &location, address), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(MemGetAccess(&flags, nullptr, address), CUDA_ERROR_INVALID_VALUE);
+  const CUmemLocation missing{.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 64};
+  EXPECT_EQ(MemGetAccess(&flags, &missing, address), CUDA_ERROR_INVALID_VALUE);
+  const CUmemLocation host{.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+  EXPECT_EQ(MemGetAccess(&flags, &host, address), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(api_.MemUnmap(address, kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(MemGetAccess(&flags, &location, address), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(api_.MemAddressFree(address, kGranularity), CUDA_SUCCESS);
+  EXPECT_EQ(api_.MemRelease(handle), CUDA_SUCCESS);
 }
 
 TEST_F(SoftcudaTest, WaitValueBlocksTheStreamNotTheHostWithTheCyclicCompare) {
