@@ -119,9 +119,18 @@ TensorDescriptor DenseDescriptor(const std::vector<std::int64_t>& shape, py::han
     }
     extents.push_back(static_cast<std::uint64_t>(shape[i]));
   }
-  const DeviceTag device = pool.starts_with("cuda") ? DeviceTag::Cuda() : DeviceTag::Cpu();
-  return ValueOrRaise(
-      TensorDescriptor::Dense(ElementTypeFromPython(dtype), std::move(extents), device));
+  if (!pool.starts_with("cuda")) {
+    return ValueOrRaise(TensorDescriptor::Dense(ElementTypeFromPython(dtype), std::move(extents)));
+  }
+  // A GPU tensor is written by device work the host does not wait for: its buffer declares
+  // the Event handoff, so that publish(name, stream=...) hands it over after that work.
+  const TensorDescriptor dense = ValueOrRaise(
+      TensorDescriptor::Dense(ElementTypeFromPython(dtype), std::move(extents), DeviceTag::Cuda()));
+  const BufferHandle& buffer = dense.buffers().front();
+  const BufferHandle event = ValueOrRaise(BufferHandle::Create(
+      buffer.byte_size(), buffer.alignment(), DeviceTag::Cuda(), SyncMode::kEvent));
+  return ValueOrRaise(TensorDescriptor::Create(
+      {.element_type = dense.element_type(), .shape = dense.shape(), .buffers = {event}}));
 }
 
 WritableTensor CopyIntoPool(Client& client, py::handle obj, const std::string& pool) {

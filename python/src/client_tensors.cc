@@ -27,6 +27,19 @@ constexpr std::intptr_t kDLPackNoSync = -1;
 
 bool OnDevice(const DeviceInfo& device) { return device.device_tag != DeviceTag::Cpu(); }
 
+// CUDA's legacy default stream (CU_STREAM_LEGACY), as a hurray::CudaStream.
+// NOLINTNEXTLINE(performance-no-int-to-ptr): the driver's special handle is the number 1.
+const CudaStream kLegacyDefaultStream = reinterpret_cast<CudaStream>(kDLPackLegacyStream);
+
+// Whether every buffer of `descriptor` declares the Event handoff (a GPU tensor of
+// client.empty, or a descriptor that says so).
+bool IsEventTensor(const TensorDescriptor& descriptor) {
+  return !descriptor.buffers().empty() &&
+         std::ranges::all_of(descriptor.buffers(), [](const BufferHandle& buffer) {
+           return buffer.sync_mode() == SyncMode::kEvent;
+         });
+}
+
 // A stream argument: a CUstream handle as an int, or an object with `cuda_stream` (a
 // torch.cuda.Stream). None: nullopt.
 std::optional<CudaStream> StreamArgument(py::handle stream) {
@@ -89,6 +102,45 @@ template <typename Tensor>
 py::array DenseArray(const Tensor& tensor, py::object owner, bool writable) {
   return BufferArray(tensor, DenseDataBuffer(tensor.descriptor(), "numpy()"), std::move(owner),
                      writable);
+}
+
+// The CUDA Array Interface (version 3) of a writable tensor of a CUDA pool: its dense data's
+// device address, shape and type, writable, with nothing to synchronize ("stream": None:
+// the memory is the producer's to write as soon as it is allocated). Types NumPy has no
+// dtype for come as the bytes ("|u1"), as numpy() gives them for a host pool.
+// AttributeError for a host pool's tensor (hasattr() is then False: use numpy()).
+py::dict CudaArrayInterface(const WritableTensor& tensor) {
+  if (!OnDevice(tensor.device())) {
+    throw py::attribute_error(
+        "__cuda_array_interface__: the tensor lives in host memory; use numpy()");
+  }
+  const std::uint32_t index = DenseDataBuffer(tensor.descriptor(), "__cuda_array_interface__");
+  const ArraySpec spec = BufferArraySpec(tensor.descriptor(), index);
+  const std::uint64_t byte_size = tensor.descriptor().buffers()[index].byte_size();
+  const py::object numpy_dtype = NumpyDTypeOf(spec.type);
+  py::dict interface;
+  py::object strides = py::none();
+  if (numpy_dtype.is_none() || IsPacked(spec.type)) {
+    interface["shape"] = py::make_tuple(byte_size);
+    interface["typestr"] = "|u1";
+  } else {
+    const py::dtype dtype = py::dtype::from_args(numpy_dtype);
+    interface["shape"] = py::tuple(py::cast(spec.shape));
+    interface["typestr"] = dtype.attr("str");
+    if (!spec.element_strides.empty()) {
+      py::list bytes;
+      for (const std::uint64_t stride : spec.element_strides) {
+        bytes.append(stride * static_cast<std::uint64_t>(dtype.itemsize()));
+      }
+      strides = py::tuple(bytes);
+    }
+  }
+  interface["strides"] = strides;
+  interface["data"] =
+      py::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data(index)), /*read_only=*/false);
+  interface["version"] = 3;
+  interface["stream"] = py::none();
+  return interface;
 }
 
 template <typename Tensor>
@@ -179,6 +231,12 @@ void BindWritableTensor(py::module_& module) {
                 DenseArray(self.cast<PyWritableTensor&>().Open(), std::move(owner), true), dtype);
           },
           py::arg("dtype") = py::none())
+      .def_property_readonly(
+          "__cuda_array_interface__",
+          [](const PyWritableTensor& self) { return CudaArrayInterface(self.Open()); },
+          "A CUDA pool's tensor as the CUDA Array Interface (v3) describes device memory, for "
+          "torch.as_tensor(t, device='cuda'), CuPy or Numba to fill it; host pools have none "
+          "(numpy()).")
       .def(
           "publish",
           [](PyWritableTensor& self, const std::string& name, py::object stream, bool evictable) {
@@ -189,7 +247,8 @@ void BindWritableTensor(py::module_& module) {
           py::arg("name"), py::arg("stream") = py::none(), py::kw_only(),
           py::arg("evictable") = false,
           "Publishes under `name`; returns the version. `stream`: a CUDA stream (GPU pools) to "
-          "hand off with an event after the work queued on it. `evictable`: the daemon may "
+          "hand off with an event after the work queued on it; None, for a tensor of "
+          "client.empty(pool='cuda:N'), the legacy default stream. `evictable`: the daemon may "
           "evict it (least recently used, never while leased) when its pool is full. In a "
           "sealed pool, publish unmaps the memory: hurray.BufferError while an array or "
           "memoryview over it is alive.")
@@ -351,6 +410,10 @@ PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional
   Result<PublishedTensor> published = [&] {
     const py::gil_scoped_release release;
     const std::scoped_lock lock(mutex_);
+    if (!stream && IsEventTensor(tensor_.descriptor())) {
+      // The Event handoff needs a stream: None is the legacy default stream, as in DLPack.
+      return tensor_.PublishAfter(name, kLegacyDefaultStream, options);
+    }
     return stream ? tensor_.PublishAfter(name, *stream, options) : tensor_.Publish(name, options);
   }();
   PublishedTensor value = ValueOrRaise(std::move(published));

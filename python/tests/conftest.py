@@ -20,9 +20,9 @@ _SEALED_POOL_CAPACITY = 16 << 20
 
 class Daemon:
     """A hurrayd on a socket in a temporary directory, with a small CPU pool and a small
-    sealed pool ("sealed")."""
+    sealed pool ("sealed"). `env`: its environment (None: this process's)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, env=None):
         binary = os.environ.get("HURRAY_TEST_HURRAYD")
         if not binary:
             pytest.skip("HURRAY_TEST_HURRAYD names no hurrayd binary")
@@ -39,7 +39,7 @@ class Daemon:
             self.process = subprocess.Popen(
                 [binary, "--socket", self.socket, "--cpu-pool-capacity", "64MiB",
                  "--log-level", "warning", "--config", str(config)],
-                stdout=log, stderr=subprocess.STDOUT)
+                stdout=log, stderr=subprocess.STDOUT, env=env)
         self._wait_until_serving()
 
     def _wait_until_serving(self):

@@ -966,6 +966,11 @@ TEST_F(RegistryFenceTest, AcquireSaysReadyOnceTheProducerWroteTheFence) {
   using google::protobuf::util::MessageDifferencer;
   EXPECT_TRUE(MessageDifferencer::Equals(handoff.fence(), fence)) << handoff.DebugString();
   EXPECT_FALSE(handoff.ready());
+  v1::DescribeRequest describe;
+  describe.set_name("gpu/w");
+  auto pending = registry_->Describe(describe, nullptr);
+  ASSERT_OK(pending);
+  EXPECT_FALSE(pending->tensor().handoff().ready());
   testing::SharedMapping consumer = MapFence(consumer_, fence, /*writable=*/false);
   EXPECT_EQ(consumer.ReadWord(fence.offset()), 0u);
 
@@ -974,12 +979,11 @@ TEST_F(RegistryFenceTest, AcquireSaysReadyOnceTheProducerWroteTheFence) {
   ASSERT_OK(second);
   EXPECT_TRUE(second->tensor().handoff().ready());
   EXPECT_EQ(consumer.ReadWord(fence.offset()), fence.value());
-  // Describe shows the fence (readiness is for acquires).
-  v1::DescribeRequest describe;
-  describe.set_name("gpu/w");
+  // Describe shows the fence, and says it is reached now.
   auto described = registry_->Describe(describe, nullptr);
   ASSERT_OK(described);
   EXPECT_TRUE(MessageDifferencer::Equals(described->tensor().handoff().fence(), fence));
+  EXPECT_TRUE(described->tensor().handoff().ready());
 }
 
 TEST_F(RegistryFenceTest, FenceSegmentsAreGrantedLikeTheirTensors) {

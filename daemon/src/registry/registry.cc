@@ -1305,6 +1305,10 @@ Result<v1::DescribeResponse> Registry::Describe(const v1::DescribeRequest& reque
     FillVersionInfos(*versions_.FindEntry(request.name()), response);
   }
   version->FillTensorInfo(request.name(), *response.mutable_tensor());
+  if (version->fence) {
+    response.mutable_tensor()->mutable_handoff()->set_ready(version->fence.State() ==
+                                                            FenceState::kReady);
+  }
   response.mutable_owner()->set_uid(version->namespace_owner_uid);
   response.mutable_owner()->set_user(UserName(version->namespace_owner_uid));
   response.set_daemon_epoch(options_.daemon_epoch);
