@@ -5,6 +5,7 @@
 // write of write-into is a kernel that writes one byte.
 #include <cuda.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,8 +17,6 @@
 
 namespace hurray::cuda_testing {
 namespace {
-
-constexpr std::uint64_t kUnreachedBusyNanoseconds = std::uint64_t{600} * 1'000'000'000;
 
 // The access this process has to device 0's mapping at `data`, from the driver itself.
 std::string DescribeMappingAccess(const void* data) {
@@ -61,8 +60,9 @@ class KernelDevice final : public testing::AgentDevice {
       : stream_(std::move(stream)), counter_(std::move(counter)) {}
 
   [[nodiscard]] CudaStream stream() const override { return stream_.get(); }
-  Status QueueEndlessWait() override {
-    return CheckRuntime(LaunchBusyWait(kUnreachedBusyNanoseconds, stream_.get()), "BusyWait");
+  Status QueueDelay(std::chrono::nanoseconds delay) override {
+    return CheckRuntime(LaunchBusyWait(static_cast<std::uint64_t>(delay.count()), stream_.get()),
+                        "BusyWait");
   }
   Status QueueFill(void* data, std::uint64_t bytes, std::uint64_t seed) override {
     return FillPattern(data, bytes, seed, stream_.get());

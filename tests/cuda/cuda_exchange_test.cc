@@ -230,6 +230,16 @@ TEST_F(CudaExchangeTest, ProducerKilledAfterItsFenceKeepsTheData) {
   EXPECT_EQ(DevicePool().fences_retired(), 0U);
 }
 
+TEST_F(CudaExchangeTest, ProducerThatClosesBeforeItsFenceKeepsItsTensor) {
+  // The producer closes its client and exits right after PublishAfter, its stream half a
+  // second short of the fence: the close waits for the fence (Options::own_fence_wait), so
+  // the daemon finds it reached when the session ends and keeps the tensor.
+  EXPECT_EQ(RunAgent("produce", {"gpu/early", Bytes(kTensorBytes), "8", "exit-early"}),
+            "published 1");
+  EXPECT_EQ(RunAgent("consume", {"gpu/early", "8", "0"}), "verified " + Bytes(kTensorBytes));
+  EXPECT_EQ(DevicePool().fences_retired(), 0U);
+}
+
 TEST_F(CudaExchangeTest, ConsumerKilledWhileWaitingLeaksNothing) {
   ChildProcess& producer =
       StartAgent("produce", {"gpu/waited", Bytes(kTensorBytes), "4", "hold-unreached"});

@@ -15,12 +15,17 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -203,6 +208,7 @@ class DriverDevice final : public testing::AgentDevice {
   DriverDevice(DriverDevice&&) = delete;
   DriverDevice& operator=(DriverDevice&&) = delete;
   ~DriverDevice() override {
+    releaser_ = std::jthread();  // Stopped and joined before the word goes.
     pending_checks_.clear();
     word_.reset();
     staging_.reset();
@@ -212,7 +218,10 @@ class DriverDevice final : public testing::AgentDevice {
 
   [[nodiscard]] CudaStream stream() const override { return stream_; }
 
-  Status QueueEndlessWait() override {
+  // The stream waits on a word of host memory that a thread of this process sets once
+  // `delay` has passed (never, when the process ends first).
+  Status QueueDelay(std::chrono::nanoseconds delay) override {
+    if (word_) return FailedPreconditionError("QueueDelay: one delay per agent");
     HURRAY_ASSIGN_OR_RETURN(PinnedMemory word, PinnedMemory::Create(api_, sizeof(std::uint64_t),
                                                                     CU_MEMHOSTREGISTER_DEVICEMAP));
     CUdeviceptr address = 0;
@@ -220,9 +229,19 @@ class DriverDevice final : public testing::AgentDevice {
         CheckCuda(api_, "cuMemHostGetDevicePointer",
                   api_.MemHostGetDevicePointer(&address, word.bytes().data(), 0)));
     word_.emplace(std::move(word));
-    // The word stays 0 while this process lives: the stream waits here forever.
-    return CheckCuda(api_, "cuStreamWaitValue64",
-                     api_.StreamWaitValue64(stream_, address, 1, CU_STREAM_WAIT_VALUE_EQ));
+    HURRAY_RETURN_IF_ERROR(
+        CheckCuda(api_, "cuStreamWaitValue64",
+                  api_.StreamWaitValue64(stream_, address, 1, CU_STREAM_WAIT_VALUE_EQ)));
+    auto* value = reinterpret_cast<std::uint64_t*>(word_->bytes().data());
+    releaser_ = std::jthread([value, delay](const std::stop_token& stop) {
+      std::mutex mutex;
+      std::condition_variable_any woken;
+      std::unique_lock lock(mutex);
+      if (!woken.wait_for(lock, stop, delay, [] { return false; })) {
+        if (!stop.stop_requested()) __atomic_store_n(value, 1, __ATOMIC_RELEASE);
+      }
+    });
+    return {};
   }
 
   Status QueueFill(void* data, std::uint64_t bytes, std::uint64_t seed) override {
@@ -313,7 +332,8 @@ class DriverDevice final : public testing::AgentDevice {
   const CUdevice device_;
   CUstream stream_ = nullptr;
   std::unique_ptr<Staging> staging_;
-  std::optional<PinnedMemory> word_;  // The word QueueEndlessWait's wait reads.
+  std::optional<PinnedMemory> word_;  // The word QueueDelay's wait reads.
+  std::jthread releaser_;             // Sets the word once the delay has passed.
   std::vector<PendingCheck> pending_checks_;
 };
 

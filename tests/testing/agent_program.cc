@@ -18,6 +18,11 @@ namespace {
 
 using Arguments = std::vector<std::string>;
 
+// hold-unreached's wait: longer than any test lets the agent live.
+constexpr std::chrono::nanoseconds kEndless = std::chrono::minutes(10);
+// exit-early's wait: the agent has closed its client long before it ends.
+constexpr std::chrono::nanoseconds kEarlyExitDelay = std::chrono::milliseconds(500);
+
 std::uint64_t ParseNumber(std::string_view text, std::string_view what) {
   std::uint64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -43,6 +48,8 @@ class Session {
 
   [[nodiscard]] Client& client() const { return *client_; }
   [[nodiscard]] AgentDevice& device() const { return *device_; }
+  // Closes the client (its session) now, while the device and its stream live on.
+  void CloseClient() { client_.reset(); }
 
  private:
   std::unique_ptr<Client> client_;
@@ -56,12 +63,13 @@ int Produce(const Arguments& args, AgentDeviceFactory make_device) {
   const std::uint64_t bytes = ParseNumber(args[2], "BYTES");
   const std::uint64_t seed = ParseNumber(args[3], "SEED");
   const std::string& stage = args[4];
-  const Session session(args[0], "produce", make_device);
+  Session session(args[0], "produce", make_device);
   AgentDevice& device = session.device();
   WritableTensor tensor = ValueOrExit(
       session.client().Allocate(ValueOrExit(EventTensor(bytes), "EventTensor"), kDevicePool),
       "Allocate");
-  if (stage == "hold-unreached") OkOrExit(device.QueueEndlessWait(), "queue the endless wait");
+  if (stage == "hold-unreached") OkOrExit(device.QueueDelay(kEndless), "queue the endless wait");
+  if (stage == "exit-early") OkOrExit(device.QueueDelay(kEarlyExitDelay), "queue the delay");
   OkOrExit(device.QueueFill(tensor.data(0), bytes, seed), "queue the fill");
   if (stage == "hold-allocated") {
     OkOrExit(device.Synchronize(), "fill");
@@ -70,9 +78,15 @@ int Produce(const Arguments& args, AgentDeviceFactory make_device) {
   }
   const PublishedTensor published =
       ValueOrExit(tensor.PublishAfter(name, device.stream()), "PublishAfter");
-  if (stage != "hold-unreached") OkOrExit(device.Synchronize(), "fill and fence");
+  if (stage != "hold-unreached" && stage != "exit-early") {
+    OkOrExit(device.Synchronize(), "fill and fence");
+  }
   std::printf("published %llu\n", static_cast<unsigned long long>(published.version));
   if (stage == "synced") return 0;
+  if (stage == "exit-early") {
+    session.CloseClient();  // Waits for the fence (Client::Options::own_fence_wait).
+    return 0;
+  }
   if (stage != "hold-reached" && stage != "hold-unreached") ExitWithError("unknown STAGE " + stage);
   SleepUntilKilled();
 }

@@ -16,6 +16,9 @@
 //         hold-unreached  before the fill, queue a wait that does not end while the agent
 //                         lives; PublishAfter, print "published V", sleep until killed: the
 //                         fence is not reached while the agent lives
+//         exit-early      before the fill, queue a wait of half a second; PublishAfter,
+//                         print "published V" and close the client at once, the fence not
+//                         reached yet (the close waits for it: own_fence_wait), then exit
 //   produce-set SOCKET PREFIX COUNT BYTES SEED
 //       COUNT tensors PREFIX000000.. of BYTES, tensor i with the pattern of SEED + i, each
 //       published after its fill on one stream; waits for the stream; "published COUNT"
@@ -40,6 +43,7 @@
 // program's main thread. Needs no CUDA headers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,8 +72,9 @@ class AgentDevice {
 
   // The stream, as hurray's API takes it (PublishAfter, WaitOn).
   [[nodiscard]] virtual CudaStream stream() const = 0;
-  // Queues a wait that does not end while this process lives: nothing queued after it runs.
-  [[nodiscard]] virtual Status QueueEndlessWait() = 0;
+  // Queues a wait of `delay` on the stream: nothing queued after it runs before. One longer
+  // than the process lives does not end.
+  [[nodiscard]] virtual Status QueueDelay(std::chrono::nanoseconds delay) = 0;
   // Queues the fill of the device memory data[0, bytes) with the pattern of `seed`.
   [[nodiscard]] virtual Status QueueFill(void* data, std::uint64_t bytes, std::uint64_t seed) = 0;
   // Queues the count of the bytes of data[0, bytes) that differ from the pattern of `seed`.
