@@ -656,6 +656,64 @@ def test_dlpack_stream_waits_for_producer_stream(daemon, client):  # pylint: dis
             assert status == 0, errors
 
 
+_DEFAULT_STREAM_CONSUMER = """
+    import json, sys, threading, time, hurray
+    name, size = sys.argv[1], int(sys.argv[2])
+    cuda = Cuda()  # Device 0's primary context, current on this (the main) thread only.
+    legacy = 1  # CU_STREAM_LEGACY, DLPack's stream=None.
+    with hurray.connect(name="gpu-consumer") as client, \\
+            client.acquire(name, wait=float(sys.argv[3])) as view:
+        exported = {}
+
+        def export():
+            # A thread with no current context: the view's wait on the legacy stream goes
+            # to the tensor's device's primary context all the same.
+            try:
+                exported["tensor"] = ConsumedDLPack(view.__dlpack__(stream=None))
+            except hurray.Error as error:
+                exported["error"] = f"{type(error).__name__}: {error}"
+
+        thread = threading.Thread(target=export)
+        thread.start()
+        thread.join()
+        if "error" in exported:
+            print(json.dumps({"error": exported["error"]}), flush=True)
+            sys.exit(0)
+        waited = cuda.record(legacy)
+        time.sleep(0.2)
+        print(json.dumps({"error": None, "held_query": cuda.query(waited)}), flush=True)
+        sys.stdin.readline()
+        # Synchronous, on the legacy stream: after the wait.
+        data = cuda.copy_to_host(exported["tensor"].data, size)
+        out = {"released_query": cuda.query(waited), "bytes": data.hex()}
+        exported["tensor"].release()
+    print(json.dumps(out), flush=True)
+"""
+
+
+def test_dlpack_default_stream_waits_in_the_tensors_context_from_any_thread(daemon):  # pylint: disable=redefined-outer-name
+    data = _data((5, 33), seed=6)
+    producer = _Producer(daemon, "gpu/legacy", data, _SYNC_EVENT, "held")
+    consumer = None
+    try:
+        consumer = _Child(_child_environment(daemon), _DEFAULT_STREAM_CONSUMER, "gpu/legacy",
+                          data.nbytes, _ACQUIRE_WAIT)
+        held = consumer.read_json()
+        assert held["error"] is None, held["error"]
+        assert held["held_query"] == CUDA_ERROR_NOT_READY, \
+            "the legacy stream ran before the producer's stream reached the tensor's fence"
+        producer.release()
+        consumer.send("released")
+        released = consumer.read_json()
+        assert released["released_query"] == CUDA_SUCCESS
+        assert bytes.fromhex(released["bytes"]) == data.tobytes()
+    finally:
+        producer.stop()
+        if consumer is not None:
+            status, errors = consumer.finish()
+            assert status == 0, errors
+
+
 def test_python_publish_with_stream_hands_off_to_consumer_stream(daemon, cuda, client):  # pylint: disable=redefined-outer-name
     # The Python client's publish(name, stream=...) of a client.empty GPU tensor (whose
     # buffer declares the Event handoff): the consumer's stream is held as long as the
