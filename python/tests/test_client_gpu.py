@@ -634,6 +634,23 @@ def _check_held(held, shape):
     assert held["landing_untouched"]
 
 
+def _release_and_check(producer, consumer, data):
+    """Lets the held producer's stream reach its fence; the consumer's stream then copies
+    the data, which must be `data`."""
+    producer.release()
+    consumer.send("released")
+    released = consumer.read_json()
+    assert released["released_query"] == CUDA_SUCCESS
+    assert bytes.fromhex(released["bytes"]) == data.tobytes()
+
+
+def _stop(producer, consumer):
+    producer.stop()
+    if consumer is not None:
+        status, errors = consumer.finish()
+        assert status == 0, errors
+
+
 def test_dlpack_stream_waits_for_producer_stream(daemon, client):  # pylint: disable=redefined-outer-name
     data = _data((8, 129), seed=2)
     producer = _Producer(daemon, "gpu/held", data, _SYNC_EVENT, "held")
@@ -644,16 +661,9 @@ def test_dlpack_stream_waits_for_producer_stream(daemon, client):  # pylint: dis
                           _ACQUIRE_WAIT)
         _check_held(consumer.read_json(), data.shape)
         assert not client.describe("gpu/held").ready
-        producer.release()
-        consumer.send("released")
-        released = consumer.read_json()
-        assert released["released_query"] == CUDA_SUCCESS
-        assert bytes.fromhex(released["bytes"]) == data.tobytes()
+        _release_and_check(producer, consumer, data)
     finally:
-        producer.stop()
-        if consumer is not None:
-            status, errors = consumer.finish()
-            assert status == 0, errors
+        _stop(producer, consumer)
 
 
 _DEFAULT_STREAM_CONSUMER = """
@@ -702,16 +712,9 @@ def test_dlpack_default_stream_waits_in_the_tensors_context_from_any_thread(daem
         assert held["error"] is None, held["error"]
         assert held["held_query"] == CUDA_ERROR_NOT_READY, \
             "the legacy stream ran before the producer's stream reached the tensor's fence"
-        producer.release()
-        consumer.send("released")
-        released = consumer.read_json()
-        assert released["released_query"] == CUDA_SUCCESS
-        assert bytes.fromhex(released["bytes"]) == data.tobytes()
+        _release_and_check(producer, consumer, data)
     finally:
-        producer.stop()
-        if consumer is not None:
-            status, errors = consumer.finish()
-            assert status == 0, errors
+        _stop(producer, consumer)
 
 
 def test_python_publish_with_stream_hands_off_to_consumer_stream(daemon, cuda, client):  # pylint: disable=redefined-outer-name
