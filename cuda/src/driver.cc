@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <cstring>
 #include <mutex>
 #include <utility>
 
@@ -187,6 +188,26 @@ Error CudaError(const DriverApi* api, std::string_view call, CUresult result) {
 Status CheckCuda(const DriverApi& api, std::string_view call, CUresult result) {
   if (result == CUDA_SUCCESS) return {};
   return std::unexpected(CudaError(&api, call, result));
+}
+
+Result<DeviceUuids> ReadDeviceUuids(const DriverApi& api, CUdevice device) {
+  CUuuid uuid{};
+  HURRAY_RETURN_IF_ERROR(CheckCuda(api, "cuDeviceGetUuid_v2", api.DeviceGetUuid(&uuid, device)));
+  CUuuid physical = uuid;  // Without the 11.0 call: as if a whole GPU.
+  if (api.DeviceGetPhysicalUuid != nullptr) {
+    HURRAY_RETURN_IF_ERROR(
+        CheckCuda(api, "cuDeviceGetUuid", api.DeviceGetPhysicalUuid(&physical, device)));
+  }
+  const auto bytes_of = [](const CUuuid& value) {
+    std::array<unsigned char, 16> bytes{};
+    std::memcpy(bytes.data(), value.bytes, bytes.size());
+    return bytes;
+  };
+  if (std::memcmp(uuid.bytes, physical.bytes, sizeof(uuid.bytes)) == 0) {
+    return DeviceUuids{.uuid = FormatDeviceUuid(bytes_of(uuid))};
+  }
+  return DeviceUuids{.uuid = FormatDeviceUuid(bytes_of(uuid), "MIG-"),
+                     .parent_uuid = FormatDeviceUuid(bytes_of(physical))};
 }
 
 std::string FormatDeviceUuid(const std::array<unsigned char, 16>& bytes, std::string_view prefix) {

@@ -5,7 +5,6 @@
 
 #if HURRAY_HAVE_CUDA
 
-#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,25 +32,6 @@ class ScopedDeviceContext {
   const cuda::DriverApi& api_;
   CUcontext previous_ = nullptr;
 };
-
-// The UUID of `device` as PoolStats names it: "MIG-..." for a MIG instance (whose UUID
-// differs from its physical GPU's), else "GPU-...".
-Result<std::string> DeviceUuid(const cuda::DriverApi& api, CUdevice device) {
-  CUuuid uuid{};
-  CUuuid physical{};
-  HURRAY_RETURN_IF_ERROR(
-      cuda::CheckCuda(api, "cuDeviceGetUuid_v2", api.DeviceGetUuid(&uuid, device)));
-  if (api.DeviceGetPhysicalUuid != nullptr) {
-    HURRAY_RETURN_IF_ERROR(
-        cuda::CheckCuda(api, "cuDeviceGetUuid", api.DeviceGetPhysicalUuid(&physical, device)));
-  } else {
-    physical = uuid;  // The driver cannot tell a MIG instance from its GPU.
-  }
-  std::array<unsigned char, 16> bytes{};
-  std::memcpy(bytes.data(), uuid.bytes, bytes.size());
-  const bool mig = std::memcmp(uuid.bytes, physical.bytes, sizeof(uuid.bytes)) != 0;
-  return cuda::FormatDeviceUuid(bytes, mig ? "MIG-" : "GPU-");
-}
 
 CUdeviceptr Pointer(DeviceAddress address) { return static_cast<CUdeviceptr>(address); }
 
@@ -147,8 +127,9 @@ Result<int> CudaDeviceMemoryMapper::DeviceOrdinalOf(std::string_view device_uuid
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     CUdevice device = 0;
     HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(api_, "cuDeviceGet", api_.DeviceGet(&device, ordinal)));
-    HURRAY_ASSIGN_OR_RETURN(const std::string uuid, DeviceUuid(api_, device));
-    if (uuid == device_uuid) return ordinal;
+    // The names PoolStats gives the daemon's devices ("MIG-..." for a MIG instance).
+    HURRAY_ASSIGN_OR_RETURN(const cuda::DeviceUuids names, cuda::ReadDeviceUuids(api_, device));
+    if (names.uuid == device_uuid) return ordinal;
   }
   // NOLINTNEXTLINE(concurrency-mt-unsafe): the client never changes its environment.
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstring>
 #include <string_view>
 #include <utility>
 
@@ -165,28 +164,12 @@ Result<CudaDeviceFacts> ReadDevice(const cuda::DriverApi& api, std::uint32_t ord
       CheckDeviceCall(api, ordinal, "cuDeviceGetName",
                       api.DeviceGetName(name.data(), static_cast<int>(name.size() - 1), device)));
   facts.name = name.data();
-  CUuuid uuid{};
-  CUuuid physical{};
-  HURRAY_RETURN_IF_ERROR(
-      CheckDeviceCall(api, ordinal, "cuDeviceGetUuid", api.DeviceGetUuid(&uuid, device)));
-  if (api.DeviceGetPhysicalUuid != nullptr) {
-    HURRAY_RETURN_IF_ERROR(CheckDeviceCall(api, ordinal, "cuDeviceGetUuid (physical)",
-                                           api.DeviceGetPhysicalUuid(&physical, device)));
-  } else {
-    physical = uuid;  // The driver cannot tell a MIG instance from its GPU.
+  Result<cuda::DeviceUuids> names = cuda::ReadDeviceUuids(api, device);
+  if (!names) {
+    return std::unexpected(names.error().WithContext(fmt::format("device {}", ordinal)));
   }
-  const auto bytes_of = [](const CUuuid& value) {
-    std::array<unsigned char, 16> bytes{};
-    std::memcpy(bytes.data(), value.bytes, bytes.size());
-    return bytes;
-  };
-  // Under MIG the _v2 call names the instance; the 11.0 call still names the GPU.
-  if (std::ranges::equal(uuid.bytes, physical.bytes)) {
-    facts.uuid = cuda::FormatDeviceUuid(bytes_of(uuid));
-  } else {
-    facts.uuid = cuda::FormatDeviceUuid(bytes_of(uuid), "MIG-");
-    facts.parent_uuid = cuda::FormatDeviceUuid(bytes_of(physical));
-  }
+  facts.uuid = std::move(names->uuid);
+  facts.parent_uuid = std::move(names->parent_uuid);
   std::size_t total = 0;
   HURRAY_RETURN_IF_ERROR(
       CheckDeviceCall(api, ordinal, "cuDeviceTotalMem", api.DeviceTotalMem(&total, device)));

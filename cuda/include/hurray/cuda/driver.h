@@ -104,4 +104,15 @@ struct DriverApi {
 [[nodiscard]] std::string FormatDeviceUuid(const std::array<unsigned char, 16>& bytes,
                                            std::string_view prefix = "GPU-");
 
+// The names of a device as CUDA tools print them: `uuid` is "GPU-..." for a whole GPU and
+// "MIG-..." for a MIG instance (the _v2 cuDeviceGetUuid names the instance, the 11.0 call its
+// physical GPU); `parent_uuid` is a MIG instance's physical GPU, "GPU-...", and empty for a
+// whole GPU. Without the 11.0 call (DriverApi::DeviceGetPhysicalUuid null) a MIG instance
+// reads as a whole GPU. The failed call's error otherwise.
+struct DeviceUuids {
+  std::string uuid;
+  std::string parent_uuid;
+};
+[[nodiscard]] Result<DeviceUuids> ReadDeviceUuids(const DriverApi& api, CUdevice device);
+
 }  // namespace hurray::cuda
