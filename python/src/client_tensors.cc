@@ -27,10 +27,6 @@ constexpr std::intptr_t kDLPackNoSync = -1;
 
 bool OnDevice(const DeviceInfo& device) { return device.device_tag != DeviceTag::Cpu(); }
 
-// CUDA's legacy default stream (CU_STREAM_LEGACY), as a hurray::CudaStream.
-// NOLINTNEXTLINE(performance-no-int-to-ptr): the driver's special handle is the number 1.
-const CudaStream kLegacyDefaultStream = reinterpret_cast<CudaStream>(kDLPackLegacyStream);
-
 // Whether every buffer of `descriptor` declares the Event handoff (a GPU tensor of
 // client.empty, or a descriptor that says so).
 bool IsEventTensor(const TensorDescriptor& descriptor) {
@@ -411,8 +407,9 @@ PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional
     const py::gil_scoped_release release;
     const std::scoped_lock lock(mutex_);
     if (!stream && IsEventTensor(tensor_.descriptor())) {
-      // The Event handoff needs a stream: None is the legacy default stream, as in DLPack.
-      return tensor_.PublishAfter(name, kLegacyDefaultStream, options);
+      // The Event handoff needs a stream: None is the legacy default stream (the null
+      // stream), as in DLPack and WaitForConsumer.
+      return tensor_.PublishAfter(name, nullptr, options);
     }
     return stream ? tensor_.PublishAfter(name, *stream, options) : tensor_.Publish(name, options);
   }();
