@@ -59,7 +59,7 @@ int RunBenchmark(const Options& options) {
   report.SetSectionTitle(6, "Huge pages: sections 1-2 with cpu_pool.huge_pages");
   report.SetSectionTitle(7,
                          "GPU exchange: acquire+map of device memory (1 GiB; a 1,000-tensor "
-                         "set) vs cudaMemcpy of the same bytes");
+                         "set) vs a device copy of the same bytes");
   report.SetSectionTitle(8,
                          "Model files: a safetensors model imported from the page cache, "
                          "and a .hrry load (issue 11: import <= 1.3x cat)");

@@ -26,6 +26,12 @@ Result<Options> ParseOptions(int argc, char** argv) {
   app.add_option("--pool-capacity-mib", options.pool_capacity_bytes,
                  "CPU pool of the benchmark's hurrayd in MiB (default 4096, less when /dev/shm "
                  "is smaller)");
+  app.add_flag("--software-driver-label", options.software_driver_label,
+               "Section 7 runs on a software CUDA driver: label its output \"software driver: "
+               "no GPU figure\"");
+  app.add_option("--gpu-tensor-mib", options.gpu_tensor_mib,
+                 "Section 7's one big tensor in MiB (default 1024)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--keep-work-dir", options.keep_work_directory,
                "Keep the temporary directory with every server's log");
   try {

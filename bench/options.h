@@ -27,6 +27,12 @@ struct Options {
   std::set<int> sections;
   // The CPU pool of the harness's hurrayd; 0: 4 GiB, less when /dev/shm is smaller.
   std::uint64_t pool_capacity_bytes = 0;
+  // Section 7 runs on a software CUDA driver (tests/softcuda): its output says so ("software
+  // driver: no GPU figure"), since nothing in the driver's API tells the benchmark.
+  bool software_driver_label = false;
+  // Section 7's one big tensor, in MiB (1 GiB by default; less for a smoke run on a driver
+  // whose copies are the host's).
+  std::uint64_t gpu_tensor_mib = 1024;
   // Keep the temporary directory (logs of hurrayd, redis-server and the servers).
   bool keep_work_directory = false;
 

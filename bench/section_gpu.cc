@@ -1,14 +1,18 @@
 // Section 7, GPU exchange (issue 9): handing over device memory of the daemon's pool
-// cuda:0 — acquire+map of one 1 GiB tensor and of a 1,000-tensor model set, first in a
-// fresh process (the slabs are imported and mapped) and steady (the mappings are cached) —
-// against copying the same bytes: cudaMemcpy device to device, and through pinned host
-// memory (device to host, then host to device). Also counts how many slab imports a fresh
-// process makes per slab (one: sharing costs per slab, not per tensor).
+// cuda:0 — acquire+map of one 1 GiB tensor (--gpu-tensor-mib) and of a 1,000-tensor model set,
+// first in a fresh process (the slabs are imported and mapped) and steady (the mappings are cached)
+// — against copying the same bytes: cuMemcpyDtoD (device to device), and through pinned host memory
+// (device to host, then host to device). Also counts how many slab imports a fresh process makes
+// per slab (one: sharing costs per slab, not per tensor).
 //
-// Measured only where this process sees a CUDA device; otherwise the section is one note
-// saying why it was skipped. Producers fill with cudaMemsetAsync and publish with an Event
-// handoff (PublishAfter); the figures wait for the data on a stream (WaitOn), which enqueues
-// nothing once it is ready.
+// Driver API calls only, through the driver hurray itself loads (cuda/driver.h:
+// dlopen("libcuda.so.1") at run time), so that the benchmark starts, and skips the section,
+// without a driver, and runs the section on any driver that implements those calls (the
+// software driver of tests/softcuda included: --software-driver-label labels such a run, whose
+// figures are no GPU's). Measured only where this process sees a CUDA device; otherwise the
+// section is one note saying why it was skipped. Producers fill with cuMemsetD8Async and
+// publish with an Event handoff (PublishAfter); the figures wait for the data on a stream
+// (WaitOn), which enqueues nothing once it is ready.
 //
 // Worker roles:
 //   gpu-publish SOCKET PREFIX COUNT BYTES  publish PREFIX000000.. (COUNT tensors of BYTES in
@@ -18,9 +22,8 @@
 //                                          process), then R times "steady_ns"; "slab_imports"
 //                                          (slab mappings this process reported) and "slabs"
 //                                          (the slabs the set lies in)
-//   gpu-copy BYTES R                       R times each: "d2d_ns" (cudaMemcpy device to
-//                                          device of BYTES) and "host_ns" (device to pinned
-//                                          host to device)
+//   gpu-copy BYTES R                       R times each: "d2d_ns" (cuMemcpyDtoD of BYTES)
+//                                          and "host_ns" (device to pinned host to device)
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -35,7 +38,11 @@
 #include "testing/daemon_stats.h"
 
 #if HURRAY_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#include "hurray/cuda/driver.h"
 #endif
 
 namespace hurray::bench {
@@ -46,51 +53,134 @@ constexpr std::string_view kPool = "cuda:0";
 constexpr auto kWorkerTimeout = std::chrono::seconds(300);
 const std::string kBigPrefix = "gpu/big-";
 const std::string kSetPrefix = "gpu/set-";
+// The one big tensor's bytes unless --gpu-tensor-mib says otherwise.
+constexpr std::uint64_t kDefaultBigBytes = std::uint64_t{1} << 30;
+// The note of a run on a software driver (--software-driver-label).
+constexpr std::string_view kSoftwareDriverLabel =
+    "software driver: no GPU figure (the section's harness ran end to end on a CUDA driver "
+    "that is not a GPU; its timings measure host memory copies)";
 
 #if HURRAY_HAVE_CUDA
 
-void CheckCudaRuntime(cudaError_t result, std::string_view call) {
-  if (result != cudaSuccess) {
-    WorkerFail(
-        fmt::format("{}: {} ({})", call, cudaGetErrorName(result), cudaGetErrorString(result)));
+// The driver (cuda::LoadDriver), and the calls of the section that DriverApi lacks (product
+// code never makes them), resolved through the driver's cuGetProcAddress with the ABI of
+// CUDA 12.0, as LoadDriver resolves its own.
+struct BenchDriver {
+  const cuda::DriverApi* api = nullptr;
+  decltype(&::cuMemsetD8Async) MemsetD8Async = nullptr;
+  decltype(&::cuMemcpyDtoD_v2) MemcpyDtoD = nullptr;
+  decltype(&::cuMemcpyHtoD_v2) MemcpyHtoD = nullptr;
+};
+
+template <typename Function>
+Status FindDriverCall(decltype(&::cuGetProcAddress_v2) get, const char* name, Function& out) {
+  constexpr int kVersion = 12000;
+  void* function = nullptr;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  const CUresult result = get(name, &function, kVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+  if (result != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || function == nullptr) {
+    return FailedPreconditionError(
+        fmt::format("the CUDA driver has no {} (cuGetProcAddress, CUDA 12.0)", name));
   }
+  out = reinterpret_cast<Function>(function);  // NOLINT: dlsym-style lookup returns void*.
+  return {};
 }
 
-// A stream of device 0, with the CUDA context made before anything is timed.
+// Loaded once per process; the first outcome is kept.
+const Result<BenchDriver>& LoadBenchDriver() {
+  static const Result<BenchDriver> loaded = []() -> Result<BenchDriver> {
+    BenchDriver driver;
+    HURRAY_ASSIGN_OR_RETURN(driver.api, cuda::LoadDriver());
+    using GetProcAddress = decltype(&::cuGetProcAddress_v2);
+    void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    auto* get = library == nullptr ? nullptr
+                                   : reinterpret_cast<GetProcAddress>(  // NOLINT: dlsym's void*.
+                                         ::dlsym(library, "cuGetProcAddress_v2"));
+    if (get == nullptr) return FailedPreconditionError("libcuda.so.1 has no cuGetProcAddress_v2");
+    HURRAY_RETURN_IF_ERROR(FindDriverCall(get, "cuMemsetD8Async", driver.MemsetD8Async));
+    HURRAY_RETURN_IF_ERROR(FindDriverCall(get, "cuMemcpyDtoD", driver.MemcpyDtoD));
+    HURRAY_RETURN_IF_ERROR(FindDriverCall(get, "cuMemcpyHtoD", driver.MemcpyHtoD));
+    return driver;
+  }();
+  return loaded;
+}
+
+// The worker's driver; WorkerFail when it cannot be loaded.
+const BenchDriver& WorkerDriver() {
+  const Result<BenchDriver>& driver = LoadBenchDriver();
+  if (!driver) WorkerFail("the CUDA driver: " + driver.error().ToString());
+  return *driver;
+}
+
+void CheckDriver(CUresult result, std::string_view call) {
+  if (result != CUDA_SUCCESS)
+    WorkerFail(cuda::CudaError(WorkerDriver().api, call, result).ToString());
+}
+
+// A stream of device 0 in its primary context, made current on this thread before anything
+// is timed.
 class WorkerStream {
  public:
-  WorkerStream() {
-    CheckCudaRuntime(cudaSetDevice(0), "cudaSetDevice(0)");
-    CheckCudaRuntime(cudaFree(nullptr), "cudaFree(nullptr): make the context");
-    CheckCudaRuntime(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                     "cudaStreamCreateWithFlags");
+  WorkerStream() : driver_(WorkerDriver()) {
+    const cuda::DriverApi& api = *driver_.api;
+    CheckDriver(api.DeviceGet(&device_, 0), "cuDeviceGet(0)");
+    CheckDriver(api.DevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+    CheckDriver(api.CtxSetCurrent(context_), "cuCtxSetCurrent");
+    CheckDriver(api.StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   }
   WorkerStream(const WorkerStream&) = delete;
   WorkerStream& operator=(const WorkerStream&) = delete;
-  ~WorkerStream() { (void)cudaStreamDestroy(stream_); }
-  [[nodiscard]] cudaStream_t get() const { return stream_; }
-  void Synchronize() const { CheckCudaRuntime(cudaStreamSynchronize(stream_), "synchronize"); }
+  ~WorkerStream() {
+    (void)driver_.api->StreamDestroy(stream_);
+    (void)driver_.api->CtxSetCurrent(nullptr);
+    (void)driver_.api->DevicePrimaryCtxRelease(device_);
+  }
+  [[nodiscard]] CUstream get() const { return stream_; }
+  void Synchronize() const {
+    CheckDriver(driver_.api->StreamSynchronize(stream_), "cuStreamSynchronize");
+  }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  const BenchDriver& driver_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
 };
 
-// Device (or, with `host`, pinned host) memory of `bytes`, freed with the object.
+// Device memory (cuMemAlloc) or, with `host`, pinned host memory (pages registered with
+// cuMemHostRegister) of `bytes`, freed with the object. Needs the context current.
 class WorkerMemory {
  public:
-  WorkerMemory(std::uint64_t bytes, bool host) : host_(host) {
-    CheckCudaRuntime(host ? cudaMallocHost(&data_, bytes) : cudaMalloc(&data_, bytes),
-                     host ? "cudaMallocHost" : "cudaMalloc");
+  WorkerMemory(std::uint64_t bytes, bool host) : api_(*WorkerDriver().api), bytes_(bytes) {
+    if (!host) {
+      CheckDriver(api_.MemAlloc(&device_, bytes), "cuMemAlloc");
+      return;
+    }
+    host_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (host_ == MAP_FAILED) WorkerFail(fmt::format("mmap of {} bytes of host memory", bytes));
+    CheckDriver(api_.MemHostRegister(host_, bytes, 0), "cuMemHostRegister");
   }
   WorkerMemory(const WorkerMemory&) = delete;
   WorkerMemory& operator=(const WorkerMemory&) = delete;
-  ~WorkerMemory() { (void)(host_ ? cudaFreeHost(data_) : cudaFree(data_)); }
-  [[nodiscard]] void* get() const { return data_; }
+  ~WorkerMemory() {
+    if (host_ != nullptr) {
+      (void)api_.MemHostUnregister(host_);
+      (void)::munmap(host_, bytes_);
+    } else {
+      (void)api_.MemFree(device_);
+    }
+  }
+  [[nodiscard]] CUdeviceptr device() const { return device_; }
+  [[nodiscard]] void* host() const { return host_; }
 
  private:
-  void* data_ = nullptr;
-  bool host_ = false;
+  const cuda::DriverApi& api_;
+  std::uint64_t bytes_ = 0;
+  CUdeviceptr device_ = 0;
+  void* host_ = nullptr;
 };
+
+CUdeviceptr DevicePointer(void* data) { return reinterpret_cast<CUdeviceptr>(data); }
 
 TensorDescriptor EventBytesTensor(std::uint64_t bytes) {
   auto buffer =
@@ -136,9 +226,10 @@ int GpuPublishRole(const WorkerArgs& args) {
   const TensorDescriptor descriptor = EventBytesTensor(bytes);
   for (std::uint64_t i = 0; i < count; ++i) {
     WritableTensor tensor = CheckOk(client->Allocate(descriptor, kPool), "Allocate");
-    CheckCudaRuntime(
-        cudaMemsetAsync(tensor.data(0), static_cast<int>(i & 0xFF), bytes, stream.get()),
-        "cudaMemsetAsync");
+    CheckDriver(
+        WorkerDriver().MemsetD8Async(DevicePointer(tensor.data(0)),
+                                     static_cast<unsigned char>(i & 0xFF), bytes, stream.get()),
+        "cuMemsetD8Async");
     CheckOk(tensor.PublishAfter(SetName(prefix, i), stream.get()), "PublishAfter");
   }
   stream.Synchronize();
@@ -179,28 +270,28 @@ int GpuCopyRole(const WorkerArgs& args) {
   const std::uint64_t bytes = ArgNumber(args, 0, "BYTES");
   const std::uint64_t repetitions = ArgNumber(args, 1, "R");
   WorkerStream stream;
+  const BenchDriver& driver = WorkerDriver();
+  const cuda::DriverApi& api = *driver.api;
   WorkerMemory source(bytes, /*host=*/false);
   WorkerMemory target(bytes, /*host=*/false);
   WorkerMemory host(bytes, /*host=*/true);
-  CheckCudaRuntime(cudaMemset(source.get(), 0x5A, bytes), "cudaMemset");
+  CheckDriver(driver.MemsetD8Async(source.device(), 0x5A, bytes, stream.get()), "cuMemsetD8Async");
+  stream.Synchronize();
   const auto timed = [&](std::string_view key, const auto& copy) {
-    CheckCudaRuntime(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    CheckDriver(api.CtxSynchronize(), "cuCtxSynchronize");
     const std::int64_t start = NowNanoseconds();
     copy();
-    // cudaMemcpy of device to device may return before the copy is done.
-    CheckCudaRuntime(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    // A device-to-device copy may return before it is done.
+    CheckDriver(api.CtxSynchronize(), "cuCtxSynchronize");
     EmitValue(key, static_cast<double>(NowNanoseconds() - start));
   };
   for (std::uint64_t i = 0; i < repetitions; ++i) {
     timed("d2d_ns", [&] {
-      CheckCudaRuntime(cudaMemcpy(target.get(), source.get(), bytes, cudaMemcpyDeviceToDevice),
-                       "cudaMemcpy(device to device)");
+      CheckDriver(driver.MemcpyDtoD(target.device(), source.device(), bytes), "cuMemcpyDtoD");
     });
     timed("host_ns", [&] {
-      CheckCudaRuntime(cudaMemcpy(host.get(), source.get(), bytes, cudaMemcpyDeviceToHost),
-                       "cudaMemcpy(device to host)");
-      CheckCudaRuntime(cudaMemcpy(target.get(), host.get(), bytes, cudaMemcpyHostToDevice),
-                       "cudaMemcpy(host to device)");
+      CheckDriver(api.MemcpyDtoH(host.host(), source.device(), bytes), "cuMemcpyDtoH");
+      CheckDriver(driver.MemcpyHtoD(target.device(), host.host(), bytes), "cuMemcpyHtoD");
     });
   }
   return 0;
@@ -219,15 +310,38 @@ namespace {
 // Why section 7 cannot run here; nullopt when this process sees a CUDA device.
 std::optional<std::string> GpuSkipReason() {
 #if HURRAY_HAVE_CUDA
+  const Result<BenchDriver>& driver = LoadBenchDriver();
+  if (!driver) return fmt::format("skipped: no CUDA device ({})", driver.error().message());
   int devices = 0;
-  if (const cudaError_t result = cudaGetDeviceCount(&devices); result != cudaSuccess) {
-    return fmt::format("skipped: no CUDA device (cudaGetDeviceCount: {})",
-                       cudaGetErrorName(result));
+  if (const CUresult result = driver->api->DeviceGetCount(&devices); result != CUDA_SUCCESS) {
+    return fmt::format("skipped: no CUDA device ({})",
+                       cuda::CudaError(driver->api, "cuDeviceGetCount", result).message());
   }
   if (devices == 0) return "skipped: no CUDA device";
   return std::nullopt;
 #else
   return "skipped: hurray_bench was built without the CUDA toolkit";
+#endif
+}
+
+// "device 0: NAME (UUID)", as this process's driver names it: which device the figures are
+// of (a software driver's, under --software-driver-label, is no GPU).
+std::string DescribeDevice() {
+#if HURRAY_HAVE_CUDA
+  const Result<BenchDriver>& driver = LoadBenchDriver();
+  if (!driver) return "device 0: unknown (" + driver.error().message() + ")";
+  const cuda::DriverApi& api = *driver->api;
+  CUdevice device = 0;
+  std::string name(256, '\0');
+  if (api.DeviceGet(&device, 0) != CUDA_SUCCESS ||
+      api.DeviceGetName(name.data(), static_cast<int>(name.size()), device) != CUDA_SUCCESS) {
+    return "device 0: unknown (cuDeviceGet or cuDeviceGetName failed)";
+  }
+  name.resize(name.find('\0'));
+  const Result<cuda::DeviceUuids> uuids = cuda::ReadDeviceUuids(api, device);
+  return fmt::format("device 0: {} ({})", name, uuids ? uuids->uuid : "no UUID");
+#else
+  return "device 0: none";
 #endif
 }
 
@@ -278,7 +392,7 @@ Status MeasureSet(Harness& harness, const std::string& socket, const GpuSet& set
   };
   add("acquire_first", "acquire+map+wait, fresh process", acquired, "first_ns");
   add("acquire_steady", "acquire+map+wait, steady", acquired, "steady_ns");
-  add("memcpy_d2d", "cudaMemcpy device to device", copies, "d2d_ns");
+  add("memcpy_d2d", "cuMemcpyDtoD device to device", copies, "d2d_ns");
   add("memcpy_via_host", "copy through pinned host memory", copies, "host_ns");
   std::vector<double> per_slab;
   const auto& imports = acquired.Values("slab_imports");
@@ -296,7 +410,7 @@ Status MeasureSet(Harness& harness, const std::string& socket, const GpuSet& set
     report.AddRatio(
         RatioSpec{.key = fmt::format("gpu.ratio.{}_over_memcpy_d2d.{}", figure, set.key),
                   .section = kSection,
-                  .label = fmt::format("{} / cudaMemcpy d2d, {}", figure, set.Describe()),
+                  .label = fmt::format("{} / cuMemcpyDtoD, {}", figure, set.Describe()),
                   .numerator = fmt::format("gpu.{}.{}", figure, set.key),
                   .denominator = fmt::format("gpu.memcpy_d2d.{}", set.key)});
   }
@@ -311,6 +425,11 @@ Status RunGpu(Harness& harness) {
     harness.Progress("section 7: " + *reason);
     return {};
   }
+  harness.report().AddNote(kSection, DescribeDevice());
+  if (harness.options().software_driver_label) {
+    harness.report().AddNote(kSection, std::string(kSoftwareDriverLabel));
+    harness.Progress(fmt::format("section 7: {}", kSoftwareDriverLabel));
+  }
   HURRAY_ASSIGN_OR_RETURN(testing::DaemonProcess * daemon, harness.FreshDaemon());
   const std::string socket = daemon->socket_path();
   HURRAY_ASSIGN_OR_RETURN(const v1::StatsResponse stats, testing::FetchDaemonStats(socket));
@@ -318,8 +437,12 @@ Status RunGpu(Harness& harness) {
   HURRAY_RETURN_IF_ERROR(harness.Place(Placement::kUnpinned));
   const Scale& scale = harness.scale();
   const auto model_count = static_cast<std::uint64_t>(scale.model_tensor_count);
+  const std::uint64_t big_bytes = harness.options().gpu_tensor_mib << 20;
   const GpuSet sets[] = {
-      {.key = "1GiB", .prefix = kBigPrefix, .count = 1, .each = std::uint64_t{1} << 30},
+      {.key = big_bytes == kDefaultBigBytes ? "1GiB" : fmt::format("{}MiB", big_bytes >> 20),
+       .prefix = kBigPrefix,
+       .count = 1,
+       .each = big_bytes},
       {.key = "set",
        .prefix = kSetPrefix,
        .count = model_count,

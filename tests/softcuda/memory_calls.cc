@@ -298,6 +298,20 @@ CUresult cuMemcpyDtoH_v2(void* destination, CUdeviceptr source, std::size_t size
                 [=] { std::memcpy(destination, HostPointer(source), size); });
 }
 
+CUresult cuMemcpyDtoD_v2(CUdeviceptr destination, CUdeviceptr source, std::size_t size) {
+  constexpr const char* kCall = "cuMemcpyDtoD";
+  CUcontext context = nullptr;
+  if (CUresult result = CheckCurrentContext(kCall, &context); result != CUDA_SUCCESS) return result;
+  if (size != 0) {
+    if (CUresult result = softcuda::CheckDeviceAccess(kCall, source, size, Access::kRead);
+        result != CUDA_SUCCESS) {
+      return result;
+    }
+  }
+  return Submit(kCall, nullptr, destination, size, Access::kReadWrite, true,
+                [=] { std::memmove(HostPointer(destination), HostPointer(source), size); });
+}
+
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr destination, const void* source, std::size_t size,
                               CUstream stream) {
   return Submit("cuMemcpyHtoDAsync", stream, destination, size, Access::kReadWrite, false,

@@ -69,6 +69,7 @@ const std::array kEntryPoints{
     EntryPoint{"cuMemGetInfo", 3020, Address(&cuMemGetInfo_v2)},
     EntryPoint{"cuMemcpyHtoD", 3020, Address(&cuMemcpyHtoD_v2)},
     EntryPoint{"cuMemcpyDtoH", 3020, Address(&cuMemcpyDtoH_v2)},
+    EntryPoint{"cuMemcpyDtoD", 3020, Address(&cuMemcpyDtoD_v2)},
     EntryPoint{"cuMemcpyHtoDAsync", 3020, Address(&cuMemcpyHtoDAsync_v2)},
     EntryPoint{"cuMemcpyDtoHAsync", 3020, Address(&cuMemcpyDtoHAsync_v2)},
     EntryPoint{"cuMemsetD8", 3020, Address(&cuMemsetD8_v2)},
