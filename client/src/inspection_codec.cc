@@ -116,6 +116,32 @@ FastPathStats FastPathStatsFromProto(const v1::StatsResponse& reply) {
                        .refused_names = reply.fast_path_refused_names()};
 }
 
+PoolStats PoolStatsFromProto(const v1::PoolStats& pool) {
+  return PoolStats{.name = pool.name(),
+                   .kind = pool.kind(),
+                   .capacity_bytes = pool.capacity_bytes(),
+                   .used_bytes = pool.used_bytes(),
+                   .largest_free_bytes = pool.largest_free_bytes(),
+                   .fragmentation = pool.fragmentation(),
+                   .segment_count = pool.segment_count(),
+                   .allocation_count = pool.allocation_count(),
+                   .page_size_bytes = pool.page_size(),
+                   .huge_pages = pool.huge_pages(),
+                   .device_uuid = pool.device_uuid(),
+                   .device_name = pool.device_name(),
+                   .device_ordinal = pool.device_ordinal(),
+                   .mechanism = pool.mechanism(),
+                   .slab_bytes = pool.slab_bytes(),
+                   .slab_mappings = pool.slab_mappings(),
+                   .read_only_slab_mappings = pool.read_only_slab_mappings(),
+                   .fences_in_use = pool.fences_in_use(),
+                   .fences_retired = pool.fences_retired(),
+                   .quarantined_bytes = pool.quarantined_bytes(),
+                   .quarantined_ranges = pool.quarantined_ranges(),
+                   .reserved_bytes = pool.reserved_bytes(),
+                   .namespaces = {pool.namespaces().begin(), pool.namespaces().end()}};
+}
+
 }  // namespace
 
 DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
@@ -142,7 +168,8 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                     .adopted_tensor_count = reply.adopted_tensor_count(),
                     .fast_path = FastPathStatsFromProto(reply),
                     .earlier_epoch_held_versions = reply.earlier_epoch_held_versions(),
-                    .earlier_epoch_held_bytes = reply.earlier_epoch_held_bytes()};
+                    .earlier_epoch_held_bytes = reply.earlier_epoch_held_bytes(),
+                    .quarantined_sessions = reply.quarantined_sessions()};
   for (const v1::UidUsage& usage : reply.uids()) {
     stats.uids.push_back(UidUsage{.uid = usage.uid(),
                                   .pending_bytes = usage.pending_bytes(),
@@ -151,30 +178,7 @@ DaemonStats DaemonStatsFromProto(const v1::StatsResponse& reply) {
                                   .sessions = usage.sessions()});
   }
   stats.pools.reserve(static_cast<std::size_t>(reply.pools_size()));
-  for (const v1::PoolStats& pool : reply.pools()) {
-    stats.pools.push_back(
-        PoolStats{.name = pool.name(),
-                  .kind = pool.kind(),
-                  .capacity_bytes = pool.capacity_bytes(),
-                  .used_bytes = pool.used_bytes(),
-                  .largest_free_bytes = pool.largest_free_bytes(),
-                  .fragmentation = pool.fragmentation(),
-                  .segment_count = pool.segment_count(),
-                  .allocation_count = pool.allocation_count(),
-                  .page_size_bytes = pool.page_size(),
-                  .huge_pages = pool.huge_pages(),
-                  .device_uuid = pool.device_uuid(),
-                  .device_name = pool.device_name(),
-                  .device_ordinal = pool.device_ordinal(),
-                  .mechanism = pool.mechanism(),
-                  .slab_bytes = pool.slab_bytes(),
-                  .slab_mappings = pool.slab_mappings(),
-                  .read_only_slab_mappings = pool.read_only_slab_mappings(),
-                  .fences_in_use = pool.fences_in_use(),
-                  .fences_retired = pool.fences_retired(),
-                  .reserved_bytes = pool.reserved_bytes(),
-                  .namespaces = {pool.namespaces().begin(), pool.namespaces().end()}});
-  }
+  for (const v1::PoolStats& pool : reply.pools()) stats.pools.push_back(PoolStatsFromProto(pool));
   return stats;
 }
 

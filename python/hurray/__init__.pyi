@@ -324,6 +324,8 @@ class PoolStats:
     read_only_slab_mappings: int
     fences_in_use: int
     fences_retired: int
+    quarantined_bytes: int
+    quarantined_ranges: int
     reserved_bytes: int
     namespaces: list[str]
 
@@ -368,6 +370,7 @@ class DaemonStats:
     fast_path: FastPathStats
     earlier_epoch_held_versions: int
     earlier_epoch_held_bytes: int
+    quarantined_sessions: int
 
 class WatchEvent:
     kind: Literal["published", "deleted", "evicted"]

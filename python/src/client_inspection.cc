@@ -107,6 +107,8 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("read_only_slab_mappings", &PoolStats::read_only_slab_mappings)
       .def_readonly("fences_in_use", &PoolStats::fences_in_use)
       .def_readonly("fences_retired", &PoolStats::fences_retired)
+      .def_readonly("quarantined_bytes", &PoolStats::quarantined_bytes)
+      .def_readonly("quarantined_ranges", &PoolStats::quarantined_ranges)
       .def_readonly("reserved_bytes", &PoolStats::reserved_bytes)
       .def_readonly("namespaces", &PoolStats::namespaces);
   py::class_<UidUsage>(module, "UidUsage")
@@ -141,7 +143,8 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("adopted_tensor_count", &DaemonStats::adopted_tensor_count)
       .def_readonly("fast_path", &DaemonStats::fast_path)
       .def_readonly("earlier_epoch_held_versions", &DaemonStats::earlier_epoch_held_versions)
-      .def_readonly("earlier_epoch_held_bytes", &DaemonStats::earlier_epoch_held_bytes);
+      .def_readonly("earlier_epoch_held_bytes", &DaemonStats::earlier_epoch_held_bytes)
+      .def_readonly("quarantined_sessions", &DaemonStats::quarantined_sessions);
   py::class_<FastPathStats>(module, "FastPathStats")
       .def_readonly("directory_entries_used", &FastPathStats::directory_entries_used)
       .def_readonly("directory_entries", &FastPathStats::directory_entries)

@@ -224,6 +224,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
     pool.set_read_only_slab_mappings(10);
     pool.set_fences_in_use(3);
     pool.set_fences_retired(2);
+    pool.set_quarantined_bytes(1 << 21);
+    pool.set_quarantined_ranges(4);
     pool.set_reserved_bytes(1 << 29);
     pool.add_namespaces("team-a/**");
   }
@@ -261,6 +263,7 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_fast_path_refused_names(31);
   reply.set_earlier_epoch_held_versions(32);
   reply.set_earlier_epoch_held_bytes(33);
+  reply.set_quarantined_sessions(34);
   ExpectEveryFieldSet(reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
@@ -283,6 +286,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                      .read_only_slab_mappings = 10,
                      .fences_in_use = 3,
                      .fences_retired = 2,
+                     .quarantined_bytes = 1 << 21,
+                     .quarantined_ranges = 4,
                      .reserved_bytes = 1 << 29,
                      .namespaces = {"team-a/**"}};
   };
@@ -321,7 +326,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                                  .scans = 30,
                                  .refused_names = 31},
                    .earlier_epoch_held_versions = 32,
-                   .earlier_epoch_held_bytes = 33}));
+                   .earlier_epoch_held_bytes = 33,
+                   .quarantined_sessions = 34}));
 }
 
 TEST(InspectionCodecTest, WatchEventsCarryEveryField) {

@@ -152,7 +152,13 @@ TEST_F(BadInputTest, InvalidDescriptorsAreRefusedNamingTheFieldAndValue) {
   ASSERT_TRUE(RawAllocate(session->token(), AllocateOf(TensorKind::kCsr), &allocated).ok());
   EXPECT_EQ(allocated.buffers_size(), 3);
   EXPECT_EQ(Stats().pending_allocation_count, 1u);
-  session.reset();  // Ends the session: its allocation goes.
+  // Cancelled first: an allocation its session ended with would stay quarantined while this
+  // process, which could still write it, lives (review finding 5).
+  v1::CancelAllocationRequest cancel;
+  cancel.set_allocation_id(allocated.allocation_id());
+  v1::CancelAllocationResponse cancelled;
+  EXPECT_TRUE(stub_->CancelAllocation(RawContext(session->token()).get(), cancel, &cancelled).ok());
+  session.reset();
   ExpectStillServingWithNothingLeaked();
 }
 
@@ -282,15 +288,31 @@ TEST_F(BadInputTest, MissingWrongOrEndedSessionTokensAreUnauthenticated) {
       << last.error_message();
   EXPECT_TRUE(Eventually([&] { return Stats().pending_allocation_count == 0; }));
 
-  // Inspection needs no session.
+  // Inspection needs no session. The ended session's allocation is quarantined, not freed:
+  // this process, which could still write it, lives on (review finding 5).
   v1::StatsResponse stats;
   EXPECT_TRUE(stub_->Stats(RawContext(std::nullopt).get(), v1::StatsRequest(), &stats).ok());
+  EXPECT_EQ(stats.quarantined_sessions(), 1u);
+  EXPECT_GT(stats.pools(0).quarantined_bytes(), 0u);
   v1::ListRequest list;
   v1::ListResponse listed;
   EXPECT_TRUE(stub_->List(RawContext(std::nullopt).get(), list, &listed).ok());
   EXPECT_EQ(listed.tensors_size(), 1);
   ASSERT_OK(client().Delete("it/present"));
-  ExpectStillServingWithNothingLeaked();
+  EXPECT_EQ(RunAgent({"produce", "it/after", "quantized", "99"}), "version 1\n");
+  EXPECT_EQ(RunAgent({"consume", "it/after", "99"}), "OK quantized v1\n");
+  ASSERT_OK(client().Delete("it/after"));
+  EXPECT_TRUE(Eventually([&] {
+    stats = v1::StatsResponse();
+    if (!stub_->Stats(RawContext(std::nullopt).get(), v1::StatsRequest(), &stats).ok())
+      return false;
+    const v1::PoolStats& cpu = stats.pools(0);
+    return cpu.used_bytes() == cpu.quarantined_bytes() &&
+           cpu.allocation_count() == cpu.quarantined_ranges() &&
+           stats.pending_allocation_count() == 0 && stats.lease_count() == 0 &&
+           stats.version_count() == 0;
+  })) << "the daemon holds more than the quarantine: "
+      << stats.DebugString();
 }
 
 TEST_F(BadInputTest, OversizedRequestsAreResourceExhausted) {

@@ -163,6 +163,10 @@ struct PoolStats {
   // Fence words in use, and words retired for good (their producer ended before signalling).
   std::uint64_t fences_in_use = 0;
   std::uint64_t fences_retired = 0;
+  // Bytes, and ranges, held out of use until the process of a session that could still write
+  // them has exited (docs/architecture.md, "Failure behaviour"); counted in used_bytes too.
+  std::uint64_t quarantined_bytes = 0;
+  std::uint64_t quarantined_ranges = 0;
   // Bytes of the pool's memory reserved so far: the CPU pool reserves in the background
   // after the daemon starts, and this reaches capacity_bytes once done (cuda: the slabs).
   std::uint64_t reserved_bytes = 0;
@@ -246,6 +250,8 @@ struct DaemonStats {
   // this state directory may still map them, and their bytes (docs/reliability.md).
   std::uint64_t earlier_epoch_held_versions = 0;
   std::uint64_t earlier_epoch_held_bytes = 0;
+  // Ended sessions whose ranges stay held until their process has exited.
+  std::uint64_t quarantined_sessions = 0;
 
   friend bool operator==(const DaemonStats&, const DaemonStats&) = default;
 };

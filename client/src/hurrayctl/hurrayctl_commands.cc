@@ -404,6 +404,13 @@ Status StatsCommand(const GlobalOptions& options) {
         "clients may still map\n",
         stats->earlier_epoch_held_versions(), FormatBytes(stats->earlier_epoch_held_bytes()));
   }
+  if (stats->quarantined_sessions() != 0) {
+    std::uint64_t bytes = 0;
+    for (const v1::PoolStats& pool : stats->pools()) bytes += pool.quarantined_bytes();
+    text += fmt::format(
+        "quarantined:          {} ({} ended sessions whose process has not exited yet)\n",
+        FormatBytes(bytes), stats->quarantined_sessions());
+  }
   text += "pools:\n";
   text += RenderPoolTable(*stats, "  ");
   text += RenderCudaPools(*stats);

@@ -60,6 +60,10 @@ constexpr PoolGauge kPoolGauges[] = {
      [](const v1::PoolStats& pool) { return static_cast<double>(pool.allocation_count()); }},
     {"hurray_pool_segments", "Segments (CPU) or slabs (CUDA) of the pool.",
      [](const v1::PoolStats& pool) { return static_cast<double>(pool.segment_count()); }},
+    {"hurray_pool_quarantined_bytes",
+     "Bytes of the pool that ended sessions could still write, kept out of use until their "
+     "processes have exited (counted in hurray_pool_used_bytes too).",
+     [](const v1::PoolStats& pool) { return static_cast<double>(pool.quarantined_bytes()); }},
 };
 
 // A per-uid gauge (StatsResponse.uids).

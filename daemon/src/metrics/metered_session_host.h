@@ -9,6 +9,8 @@
 // Thread-safe as the inner host is; `inner` and `metrics` must outlive it.
 #pragma once
 
+#include <utility>
+
 #include "metrics/request_metrics.h"
 #include "session/session_host.h"
 
@@ -22,6 +24,10 @@ class MeteredSessionHost final : public SessionHost {
   [[nodiscard]] Result<SessionGrant> OpenSession(const PeerCredentials& peer,
                                                  std::string_view client_name) override;
   void CloseSession(std::uint64_t session_id) override;
+  // Handed on uncounted, as CloseSession.
+  void SetPeerProcess(std::uint64_t session_id, UniqueFd process) override {
+    inner_.SetPeerProcess(session_id, std::move(process));
+  }
   void ConnectionRefused(const PeerCredentials& peer, const Error& refusal) override;
   [[nodiscard]] Result<SegmentAccess> GrantSegment(std::uint64_t session_id,
                                                    std::uint64_t segment_id,

@@ -86,6 +86,8 @@ void FillRegistryPoolCounts(const std::map<const Pool*, RegistryPoolCounts>& cou
     stats.set_fences_retired(pool.fences_retired);
     stats.set_slab_mappings(pool.slab_mappings);
     stats.set_read_only_slab_mappings(pool.read_only_slab_mappings);
+    stats.set_quarantined_bytes(pool.quarantined_bytes);
+    stats.set_quarantined_ranges(pool.quarantined_ranges);
   }
 }
 

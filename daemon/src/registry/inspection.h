@@ -39,6 +39,9 @@ struct RegistryPoolCounts {
   std::uint64_t fences_retired = 0;
   std::uint64_t slab_mappings = 0;  // Reported by live sessions (SlabMapped).
   std::uint64_t read_only_slab_mappings = 0;
+  // In quarantine (RangeQuarantine): ranges ended sessions' live processes could still write.
+  std::uint64_t quarantined_bytes = 0;
+  std::uint64_t quarantined_ranges = 0;
 };
 
 // Sets the counts of each pool `counts` has into its entry of `response.pools` (filled by

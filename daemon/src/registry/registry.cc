@@ -255,6 +255,7 @@ bool ShouldWait(const Result<T>& result, std::uint32_t wait_timeout_ms) {
 
 Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options options)
     : pools_(pools),
+      io_(io),
       options_(std::move(options)),
       access_(options_.access != nullptr ? options_.access
                                          : std::make_shared<const AccessPolicy>(::geteuid())),
@@ -264,9 +265,23 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
       wait_timer_(io),
       rescan_timer_(io),
       rescan_delay_(options_.fast_path.rescan_interval) {
-  // Under mutex_, as every reclaim is.
+  // Under mutex_, as every reclaim is. A poisoned version whose producer's process lives
+  // goes to that session's quarantine hold, its charge with it.
+  versions_.set_buffer_keeper([this](TensorVersion& version) {
+    if (version.quarantine_hold == 0) return false;
+    const bool kept =
+        quarantine_.Add(version.quarantine_hold, *version.pool, version.buffers,
+                        RangeQuarantine::Charge{.uid = version.charged_uid(),
+                                                .bytes = version.charged_bytes,
+                                                .kind = RangeQuarantine::ChargeKind::kPublished});
+    if (!kept) version.quarantine_hold = 0;  // The process has exited: freed now.
+    return kept;
+  });
   versions_.set_reclaim_observer([this](const TensorVersion& version) {
-    uid_quotas_.RemovePublished(version.charged_uid(), version.charged_bytes);
+    // A kept version's charge goes when its hold is released.
+    if (version.quarantine_hold == 0) {
+      uid_quotas_.RemovePublished(version.charged_uid(), version.charged_bytes);
+    }
     // Until this, a restarted daemon would keep its memory out of use for earlier clients.
     if (options_.journal != nullptr) options_.journal->RecordFreed(*version.name, version.number);
   });
@@ -293,6 +308,10 @@ Registry::~Registry() {
   std::lock_guard lock(mutex_);
   wait_timer_.cancel();  // A handler that runs later sees operation_aborted.
   rescan_timer_.cancel();
+  // The daemon stops: what waits for a process to exit goes back to the pools, which outlive
+  // the registry (the processes lose their sessions' segments with the daemon anyway).
+  for (std::uint64_t hold : quarantine_.hold_ids()) ReleaseQuarantineLocked(hold);
+  exit_watches_.clear();
 }
 
 // ---- Sessions ----
@@ -310,6 +329,11 @@ Result<SessionGrant> Registry::OpenSession(const PeerCredentials& peer,
   spdlog::debug("session {} opened: pid {} uid {} \"{}\"", id, peer.pid, peer.uid,
                 opened.client_name);
   return SessionGrant{.session_id = id, .token = std::move(token)};
+}
+
+void Registry::SetPeerProcess(std::uint64_t session_id, UniqueFd process) {
+  std::lock_guard lock(mutex_);
+  if (Session* session = sessions_.Find(session_id)) session->process = std::move(process);
 }
 
 void Registry::ConnectionRefused(const PeerCredentials&, const Error&) {
@@ -331,9 +355,31 @@ void Registry::CloseSession(std::uint64_t session_id) {
     const Allocation* allocation = allocations_.FindOfSession(allocation_id, session_id);
     if (allocation != nullptr) closed_sessions_.allocation_bytes += allocation->byte_size;
   }
+  // A reader writes nothing: its leases end now.
   for (std::uint64_t lease_id : leases) ReleaseLeaseLocked(lease_id);
-  for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id);
-  const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session);
+  // What it could still write waits for its process to exit (see "Quarantine").
+  const bool may_write = !allocations.empty() || !session->unsignalled.empty();
+  const std::uint64_t hold = session->process && may_write ? session_id : 0;
+  bool device_memory = false;
+  if (hold != 0) {
+    quarantine_.Open(hold);
+    for (std::uint64_t allocation_id : allocations) {
+      const Allocation* allocation = allocations_.FindOfSession(allocation_id, session_id);
+      if (allocation != nullptr && allocation->pool->device_tag() == DeviceTag::Cuda()) {
+        device_memory = true;
+      }
+    }
+  }
+  for (std::uint64_t allocation_id : allocations) FreeAllocationLocked(allocation_id, hold);
+  const std::vector<v1::WatchEvent> deleted = DeleteUnsignalledLocked(session_id, *session, hold);
+  if (hold != 0) {
+    if (allocations.empty() && deleted.empty()) {
+      (void)quarantine_.Release(hold);  // Its unsignalled versions were all reached: empty.
+    } else {
+      // Event-mode versions live in CUDA pools only.
+      WatchQuarantineLocked(hold, std::move(session->process), device_memory || !deleted.empty());
+    }
+  }
   std::vector<Wait> ended = waits_.TakeSession(session_id);
   if (const std::uint32_t slots = lease_pages_.Remove(session_id); slots != 0) {
     uid_quotas_.RemoveLeases(session->peer.uid, slots);
@@ -341,14 +387,58 @@ void Registry::CloseSession(std::uint64_t session_id) {
   }
   uid_quotas_.RemoveSession(session->peer.uid);
   sessions_.Close(session_id);
-  spdlog::debug("session {} closed: {} leases released, {} allocations freed", session_id,
-                leases.size(), allocations.size());
+  spdlog::debug("session {} closed: {} leases released, {} allocations {}", session_id,
+                leases.size(), allocations.size(), hold != 0 ? "quarantined" : "freed");
   watches_.Deliver(lock, deleted);  // Releases the lock.
   for (Wait& wait : ended) wait.fail(CancelledError("the session ended while waiting").error());
 }
 
+void Registry::WatchQuarantineLocked(std::uint64_t hold, UniqueFd process, bool device_memory) {
+  Result<ProcessExitWatch> watch = ProcessExitWatch::Start(
+      io_, std::move(process),
+      device_memory ? options_.cuda_quarantine_grace : std::chrono::milliseconds(0),
+      [this, hold] { OnQuarantinedProcessExited(hold); });
+  if (!watch) {
+    spdlog::warn("session {}: {}; what it could still write is freed now", hold,
+                 watch.error().ToString());
+    ReleaseQuarantineLocked(hold);
+    return;
+  }
+  spdlog::debug(
+      "session {}: what it could still write is quarantined until its process has "
+      "exited",
+      hold);
+  exit_watches_.insert_or_assign(hold, std::move(*watch));
+}
+
+void Registry::OnQuarantinedProcessExited(std::uint64_t hold) {
+  std::lock_guard lock(mutex_);
+  if (!quarantine_.IsOpen(hold)) return;  // Released already (the registry is going).
+  ReleaseQuarantineLocked(hold);
+}
+
+void Registry::ReleaseQuarantineLocked(std::uint64_t hold) {
+  RangeQuarantine::Released released = quarantine_.Release(hold);
+  std::uint64_t bytes = 0;
+  for (const RangeQuarantine::HeldRange& held : released.ranges) {
+    held.pool->Free(held.range);
+    bytes += held.range.size;
+  }
+  for (const RangeQuarantine::Charge& charge : released.charges) {
+    if (charge.kind == RangeQuarantine::ChargeKind::kPending) {
+      uid_quotas_.RemovePending(charge.uid, charge.bytes);
+    } else {
+      uid_quotas_.RemovePublished(charge.uid, charge.bytes);
+    }
+  }
+  spdlog::debug("session {}: its process has exited; {} quarantined bytes in {} ranges freed", hold,
+                bytes, released.ranges.size());
+  exit_watches_.erase(hold);  // May be the watch whose callback runs this: it allows that.
+}
+
 std::vector<v1::WatchEvent> Registry::DeleteUnsignalledLocked(std::uint64_t session_id,
-                                                              Session& session) {
+                                                              Session& session,
+                                                              std::uint64_t hold) {
   std::vector<v1::WatchEvent> events;
   for (const std::weak_ptr<TensorVersion>& weak : session.unsignalled) {
     const std::shared_ptr<TensorVersion> version = weak.lock();
@@ -369,6 +459,7 @@ std::vector<v1::WatchEvent> Registry::DeleteUnsignalledLocked(std::uint64_t sess
     (void)versions_.MarkDeleted(name, version->number);
     if (options_.journal != nullptr) options_.journal->RecordRemoval(name, version->number);
     events.push_back(Event(v1::WatchEvent::KIND_DELETED, name, version->number));
+    version->quarantine_hold = hold;  // Its producer's late GPU writes may still land.
     versions_.ReclaimIfUnused(version.get());
   }
   session.unsignalled.clear();
@@ -688,14 +779,31 @@ Result<v1::CancelAllocationResponse> Registry::CancelAllocation(
   return response;
 }
 
-void Registry::FreeAllocationLocked(std::uint64_t allocation_id) {
+void Registry::FreeAllocationLocked(std::uint64_t allocation_id, std::uint64_t hold) {
   std::optional<Allocation> allocation = allocations_.Take(allocation_id);
   if (!allocation) return;
-  FreeBuffers(*allocation->pool, allocation->buffers);
-  if (Session* session = sessions_.Find(allocation->session_id)) {
+  Session* session = sessions_.Find(allocation->session_id);
+  bool quarantined = false;
+  if (hold != 0 && session != nullptr) {
+    std::vector<PoolRange> ranges;
+    ranges.reserve(allocation->buffers.size());
+    for (const v1::BufferLocation& buffer : allocation->buffers) {
+      ranges.push_back(PoolRange{.segment_id = buffer.segment_id(),
+                                 .offset = buffer.offset(),
+                                 .size = buffer.byte_size()});
+    }
+    quarantined =
+        quarantine_.Add(hold, *allocation->pool, ranges,
+                        RangeQuarantine::Charge{.uid = session->peer.uid,
+                                                .bytes = allocation->charged_bytes,
+                                                .kind = RangeQuarantine::ChargeKind::kPending});
+  }
+  if (!quarantined) FreeBuffers(*allocation->pool, allocation->buffers);
+  if (session != nullptr) {
     session->allocations.erase(allocation_id);
     session->pending_bytes -= allocation->charged_bytes;
-    uid_quotas_.RemovePending(session->peer.uid, allocation->charged_bytes);
+    // A quarantined allocation's charge goes when its hold is released.
+    if (!quarantined) uid_quotas_.RemovePending(session->peer.uid, allocation->charged_bytes);
   }
 }
 
@@ -1331,6 +1439,7 @@ v1::StatsResponse Registry::Stats() const {
   }
   {
     std::lock_guard lock(mutex_);
+    FillQuarantineCountsLocked(counts, response);
     for (const auto& [id, session] : sessions_.sessions()) {
       for (const auto& [segment_id, mapping] : session.slab_mappings) {
         RegistryPoolCounts& pool = counts[mapping.pool];
@@ -1374,6 +1483,17 @@ v1::StatsResponse Registry::Stats() const {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count()));
   return response;
+}
+
+void Registry::FillQuarantineCountsLocked(std::map<const Pool*, RegistryPoolCounts>& counts,
+                                          v1::StatsResponse& response) const {
+  for (const auto& [name, pool] : pools_.pools()) {
+    const RangeQuarantine::PoolTotals quarantined = quarantine_.Totals(pool.get());
+    if (quarantined.ranges == 0) continue;
+    counts[pool.get()].quarantined_bytes = quarantined.bytes;
+    counts[pool.get()].quarantined_ranges = quarantined.ranges;
+  }
+  response.set_quarantined_sessions(quarantine_.hold_count());
 }
 
 Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions,

@@ -22,6 +22,19 @@
 // mode Event takes a fence; its version keeps it; a producer whose session ends before its
 // fence is reached has the fence poisoned and the version deleted.
 //
+// Quarantine (review finding 5): a session that ends while it could still write somewhere
+// (an unpublished allocation, or an Event-mode version whose fence it never reached) may
+// belong to a process that still writes there: a dead producer's last GPU work lands after
+// its socket closed, a live process that closed its socket keeps its mapping. When the
+// session has a pidfd on its process (SetPeerProcess), those ranges are not freed when it
+// ends but quarantined (RangeQuarantine, a hold per session) until the pidfd shows the process
+// has exited, and in a hold with a range of a CUDA pool Options::cuda_quarantine_grace more
+// (ProcessExitWatch on the io_context); a poisoned version still leased joins the hold when
+// its last lease ends, or is freed at once once the hold is gone. Quarantined bytes stay in
+// their pool's used_bytes (Stats: quarantined_bytes per pool) and stay charged to the uid, as
+// pending or published bytes as they were, until freed. A session without a pidfd (none
+// could be had, or the daemon's own) frees them at once. The destructor frees every hold.
+//
 // The fast path (ipc/include/hurray/ipc/fast_path_layout.h): with Options::fast_path's
 // directory, each published CPU-pool version without a fence gets a fast_path_id from the
 // id sequence (never 0, never reused) and its name a directory entry (VersionStore), and each
@@ -61,7 +74,10 @@
 #include "pool/pool_set.h"
 #include "registry/allocation_table.h"
 #include "registry/fence_table.h"
+#include "registry/inspection.h"
 #include "registry/lease_table.h"
+#include "registry/process_exit_watch.h"
+#include "registry/range_quarantine.h"
 #include "registry/session_table.h"
 #include "registry/uid_quota_table.h"
 #include "registry/version_store.h"
@@ -110,6 +126,10 @@ class Registry final : public SessionHost {
       std::uint64_t max_entries_per_uid = 0;
     };
     FastPath fast_path;
+    // How long the ranges of a quarantine hold with a range in a CUDA pool stay out of use
+    // after the process has exited: its GPU channels are torn down as its files close, after
+    // the pidfd may already read as exited, so its last kernels may still be draining.
+    std::chrono::milliseconds cuda_quarantine_grace{100};
   };
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
@@ -126,8 +146,13 @@ class Registry final : public SessionHost {
   // (they complete with CANCELLED). Every Event-mode version it published whose fence is
   // not reached is poisoned and deleted, as Delete does (watchers see KIND_DELETED; memory
   // returns after the last lease), with a warning naming tensor, version and session.
+  // With a pidfd on its process, the allocations' ranges and those versions' are
+  // quarantined instead of freed, until the process has exited (see "Quarantine" above).
   // Unknown ids are ignored.
   void CloseSession(std::uint64_t session_id) override;
+  // Keeps `process` (a pidfd) with the session, for CloseSession's quarantine. Unknown ids:
+  // the descriptor is closed.
+  void SetPeerProcess(std::uint64_t session_id, UniqueFd process) override;
   // Counted in Stats' refused_connection_count.
   void ConnectionRefused(const PeerCredentials& peer, const Error& refusal) override;
   // A descriptor on a segment: writable only while the session has an unpublished
@@ -300,9 +325,22 @@ class Registry final : public SessionHost {
   // True when a pool or a fence table holds `segment_id`.
   [[nodiscard]] bool SegmentExists(std::uint64_t segment_id) const;
   // CloseSession's part for Event-mode versions: poisons and deletes those of `session`
-  // whose fence is not reached; returns their watch events.
+  // whose fence is not reached, each marked for the quarantine hold `hold` (0: none);
+  // returns their watch events.
   [[nodiscard]] std::vector<v1::WatchEvent> DeleteUnsignalledLocked(std::uint64_t session_id,
-                                                                    Session& session);
+                                                                    Session& session,
+                                                                    std::uint64_t hold);
+  // Watches the process of the quarantine hold `hold`, which releases it once the process
+  // has exited (and, with `device_memory`, cuda_quarantine_grace more); releases it at once
+  // when the pidfd cannot be watched.
+  void WatchQuarantineLocked(std::uint64_t hold, UniqueFd process, bool device_memory);
+  // The process of hold `hold` has exited: its ranges return to their pools.
+  void OnQuarantinedProcessExited(std::uint64_t hold);
+  // Frees what hold `hold` held into the pools, uncharges it, and ends its watch.
+  void ReleaseQuarantineLocked(std::uint64_t hold);
+  // Stats' quarantine figures: per pool into `counts`, and the holds into `response`.
+  void FillQuarantineCountsLocked(std::map<const Pool*, RegistryPoolCounts>& counts,
+                                  v1::StatsResponse& response) const;
   // Publish's checks of one request under the mutex: its allocation pending and of the
   // session, and its handoff. Returns the allocation.
   [[nodiscard]] Result<Allocation*> PendingForPublishLocked(std::uint64_t session_id,
@@ -353,7 +391,9 @@ class Registry final : public SessionHost {
   // Commits the journal (without mutex_); an error says `done()` and that a machine crash
   // may lose it.
   [[nodiscard]] Status CommitJournal(const std::function<std::string()>& done) const;
-  void FreeAllocationLocked(std::uint64_t allocation_id);
+  // Frees an allocation's ranges, or quarantines them in hold `hold` when it is open (they
+  // stay charged to the uid as pending bytes until the hold is released).
+  void FreeAllocationLocked(std::uint64_t allocation_id, std::uint64_t hold = 0);
   // Registers a wait (see Wait) for `names` that fails with DEADLINE_EXCEEDED after
   // `timeout_ms`; returns its id. When the session's uid has max_waits_per_uid waits
   // already, releases `lock`, fails it with RESOURCE_EXHAUSTED naming the limit and
@@ -371,6 +411,7 @@ class Registry final : public SessionHost {
                                      std::uint64_t version) const;
 
   const PoolSet& pools_;
+  boost::asio::io_context& io_;  // Runs the timers and the quarantine's process watches.
   const Options options_;
   const std::shared_ptr<const AccessPolicy> access_;  // options_.access, or the default.
   const std::chrono::steady_clock::time_point started_;
@@ -420,6 +461,10 @@ class Registry final : public SessionHost {
   // kMaxRescanBackoff times it. Guarded by mutex_.
   std::chrono::milliseconds rescan_delay_;
   static constexpr int kMaxRescanBackoff = 64;
+  // Ranges of ended sessions whose process may still write, and the watch on each such
+  // process, by hold (the session's id). Guarded by mutex_.
+  RangeQuarantine quarantine_;
+  std::map<std::uint64_t, ProcessExitWatch> exit_watches_;
   // Its own lock, taken before mutex_ is released when events are delivered.
   WatchHub watches_;
 };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hurray/ipc/peer_credentials.h"
+#include "hurray/ipc/unique_fd.h"
 
 namespace hurray::daemon {
 
@@ -39,6 +40,9 @@ struct Session {
   std::size_t unsignalled_prune_at = 0;      // Size at which `unsignalled` is pruned next.
   std::set<std::uint64_t> granted_segments;  // Segment ids GrantSegment opened for it.
   std::map<std::uint64_t, SlabMapping> slab_mappings;  // Slabs it reported, by segment id.
+  // A pidfd on its process (Registry::SetPeerProcess), or none: what it could still write
+  // when it ends is then quarantined until that process has exited.
+  UniqueFd process;
 };
 
 // Sessions by id, and the id each token names. A token names exactly one open session.

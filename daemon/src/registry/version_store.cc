@@ -88,8 +88,10 @@ void VersionStore::ReclaimIfUnused(TensorVersion* version) {
   if (version->lease_count != 0 || HeldByLeasePage(version) || HeldForEarlierEpochs(version)) {
     return;
   }
-  for (const PoolRange& buffer : version->buffers) {
-    if (buffer.segment_id != 0) version->pool->Free(buffer);
+  if (!buffer_keeper_ || !buffer_keeper_(*version)) {
+    for (const PoolRange& buffer : version->buffers) {
+      if (buffer.segment_id != 0) version->pool->Free(buffer);
+    }
   }
   reclaimed_bytes_ += version->byte_size;
   if (reclaim_observer_) reclaim_observer_(*version);

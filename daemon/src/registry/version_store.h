@@ -83,6 +83,11 @@ struct TensorVersion {
   // Its memory was granted by an earlier daemon on this state directory (Registry::Adopt),
   // whose clients may still map it: retired, it stays until VersionStore::ReleaseEarlierEpochs.
   bool from_earlier_epoch = false;
+  // Deleted because its producer's session ended before its fence was reached: the id of
+  // that session's quarantine hold (Registry::CloseSession), which takes its buffers when it
+  // is reclaimed while the producer's process lives (the buffer keeper); 0 otherwise, and
+  // again 0 once it was reclaimed without being kept.
+  std::uint64_t quarantine_hold = 0;
 
   // The TensorInfo of this version under `name`, from its stored bytes. Needs no lock.
   void FillTensorInfo(const std::string& tensor_name, v1::TensorInfo& info) const;
@@ -176,7 +181,13 @@ class VersionStore {
   // The most directory entries the names of one publisher uid may hold at once (0: no
   // limit): a name beyond it has no fast path, as when the directory is full.
   void set_max_entries_per_uid(std::uint64_t max) { max_entries_per_uid_ = max; }
-  // Called with each version as it is reclaimed, before it leaves the store.
+  // Called with each version as it is reclaimed, before its buffers would return to its
+  // pool: true when it took them (they stay allocated; it frees them later itself).
+  void set_buffer_keeper(std::function<bool(TensorVersion&)> keeper) {
+    buffer_keeper_ = std::move(keeper);
+  }
+  // Called with each version as it is reclaimed (after the buffer keeper), before it leaves
+  // the store.
   void set_reclaim_observer(std::function<void(const TensorVersion&)> observer) {
     reclaim_observer_ = std::move(observer);
   }
@@ -226,6 +237,7 @@ class VersionStore {
   std::uint64_t version_count_ = 0;
   std::uint64_t published_bytes_ = 0;
   std::uint64_t reclaimed_bytes_ = 0;
+  std::function<bool(TensorVersion&)> buffer_keeper_;
   std::function<void(const TensorVersion&)> reclaim_observer_;
   std::function<void(const std::string&, bool)> presence_observer_;
   std::uint64_t tensor_count_ = 0;

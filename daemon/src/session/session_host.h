@@ -54,6 +54,13 @@ class SessionHost {
   // unpublished allocations. Called exactly once per successful OpenSession.
   virtual void CloseSession(std::uint64_t session_id) = 0;
 
+  // The process of a session just opened, as a pidfd (OpenPeerPidfd) taken when its
+  // connection was accepted; readable once that process has exited. Called at most once per
+  // session, right after OpenSession, never for a connection the server could get no pidfd
+  // for. A host that keeps what the session could still write out of use until the process
+  // has exited keeps it; this default closes it.
+  virtual void SetPeerProcess(std::uint64_t session_id, UniqueFd process);
+
   // A connection of `peer` was refused before its hello, for exceeding a cap of the
   // session server (`refusal`, RESOURCE_EXHAUSTED naming it): for Stats. No session exists.
   virtual void ConnectionRefused(const PeerCredentials& peer, const Error& refusal);
@@ -110,6 +117,7 @@ class SessionHost {
 };
 
 inline void SessionHost::ConnectionRefused(const PeerCredentials&, const Error&) {}
+inline void SessionHost::SetPeerProcess(std::uint64_t, UniqueFd) {}
 inline Result<v1::SlabMappedAck> SessionHost::SlabMapped(std::uint64_t, const v1::SlabMapped&) {
   return UnimplementedError("slab_mapped is not served on this socket");
 }

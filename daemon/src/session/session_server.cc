@@ -262,6 +262,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   std::unordered_map<uid_t, std::size_t> connections_per_uid_;        // Guarded by mutex_.
   std::uint64_t next_connection_id_ = 1;                              // Guarded by mutex_.
   bool accept_exhausted_ = false;              // Guarded by mutex_. accept4 ran out; logged once.
+  bool told_of_no_pidfd_ = false;              // Guarded by mutex_. OpenPeerPidfd failed.
   bool stopped_ = false;                       // Guarded by mutex_.
   std::size_t running_handlers_ = 0;           // Guarded by mutex_.
   std::condition_variable handlers_finished_;  // running_handlers_ fell to 0.
@@ -276,12 +277,13 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
 // Thread-safe.
 class SessionServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // Served on `loop`.
+  // Served on `loop`. `process`: the peer's pidfd, or none.
   Connection(std::shared_ptr<Core> core, boost::asio::io_context& loop, std::uint64_t id,
-             PeerCredentials peer)
+             PeerCredentials peer, UniqueFd process)
       : core_(std::move(core)),
         id_(id),
         peer_(peer),
+        process_(std::move(process)),
         socket_(loop),
         hello_deadline_(loop),
         frame_deadline_(loop),
@@ -397,6 +399,9 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   const PeerCredentials peer_;
 
   std::mutex mutex_;
+  // The peer's pidfd (OpenPeerPidfd), taken at accept; handed to the host with the session
+  // it opens. Guarded by mutex_.
+  UniqueFd process_;
   stream_protocol::socket socket_;            // Guarded by mutex_.
   boost::asio::steady_timer hello_deadline_;  // Guarded by mutex_.
   // Runs while part of a request frame has come and the rest has not. Guarded by mutex_, as
@@ -629,17 +634,30 @@ std::optional<SessionServer::Core::Admission> SessionServer::Core::AdmitLocked(U
                  peer.error().ToString());
     return std::nullopt;
   }
+  // Taken now, at accept, so that a pid reused later can never be taken for the peer's.
+  Result<UniqueFd> process = OpenPeerPidfd(socket.get());
+  if (!process && !told_of_no_pidfd_) {
+    told_of_no_pidfd_ = true;  // Once: every connection would fail the same way.
+    spdlog::warn(
+        "session server on {}: no pidfd for the peer of a connection (pid {}): {}; the ranges "
+        "such a session could still write are freed as soon as it ends, not once its process "
+        "has exited (logged once)",
+        socket_path_, peer->pid, process.error().ToString());
+  }
   Admission admission{.connection = nullptr, .refused = {}, .peer = *peer, .why = std::nullopt};
   admission.why = CapExceededLocked(*peer);
   if (!admission.why) {
-    admission.why = DescriptorReserveRefusal(socket.get(), limits_.reserved_descriptors);
+    // The pidfd counts as the connection's too.
+    admission.why = DescriptorReserveRefusal(std::max(socket.get(), process ? process->get() : -1),
+                                             limits_.reserved_descriptors);
   }
   if (admission.why) {
     admission.refused = std::move(socket);
     return admission;
   }
   auto connection =
-      std::make_shared<Connection>(shared_from_this(), loops_.Next(), next_connection_id_++, *peer);
+      std::make_shared<Connection>(shared_from_this(), loops_.Next(), next_connection_id_++, *peer,
+                                   process ? std::move(*process) : UniqueFd());
   if (auto assigned = connection->Assign(std::move(socket)); !assigned) {
     spdlog::warn("session server on {}: dropped a connection (pid {}): {}", socket_path_, peer->pid,
                  assigned.error().ToString());
@@ -922,6 +940,7 @@ void SessionServer::Connection::CloseLocked(const std::string& reason) {
   sender_.reset();
   replying_ = false;
   reply_.fd.Reset();
+  process_.Reset();  // With the socket, not when the last handler lets go of this object.
   boost::system::error_code ignored;
   (void)socket_.close(ignored);  // Returns `ignored`; waiting handlers see closed_.
   core_->Finished(id_, peer_.uid);
@@ -974,6 +993,7 @@ SessionServer::Connection::Reply SessionServer::Connection::HandleHello(
     return ErrorReply(request.request_id(), grant.error(), /*close_after=*/true);
   }
   session_id_ = grant->session_id;
+  if (process_) core_->host().SetPeerProcess(grant->session_id, std::move(process_));
   (void)hello_deadline_.cancel();  // The count of handlers it cancelled.
   spdlog::debug("session connection {} (pid {}): session {} opened for '{}'", id_, peer_.pid,
                 grant->session_id, hello.client_name());

@@ -48,7 +48,9 @@ struct SessionLimits {
 //     `reserved_descriptors 128 reached: ...`)
 //     and closed, when it would exceed SessionLimits; refusals are counted
 //     (refused_connection_count);
-//   - has the peer's credentials (SO_PEERCRED) read when it is accepted;
+//   - has the peer's credentials (SO_PEERCRED) read when it is accepted, and a pidfd on its
+//     process taken (OpenPeerPidfd; without one, logged once), which goes to the host with
+//     the session (SetPeerProcess) and counts against reserved_descriptors with the socket;
 //   - must begin with a hello within SessionLimits::hello_timeout (else a SessionError
 //     DEADLINE_EXCEEDED, and it is closed) of protocol version kSessionProtocolVersion with a
 //     client_name of at most kMaxSessionClientNameBytes (anything else is answered
