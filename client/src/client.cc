@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "client_internal.h"
@@ -193,6 +194,38 @@ struct TensorView::State {
   std::optional<FastPathPin> pin;
   // SyncMode::kEvent: whether the daemon saw the fence reached at acquire.
   bool ready_at_acquire = false;
+  // The fence's relay, once a stream waited on it (WaitOn, ReadyEvent). Moved only while
+  // the view is made.
+  struct RememberedRelay {
+    RememberedRelay() = default;
+    RememberedRelay(RememberedRelay&& other) noexcept : relayed(std::move(other.relayed)) {}
+    RememberedRelay(const RememberedRelay&) = delete;
+    RememberedRelay& operator=(const RememberedRelay&) = delete;
+    RememberedRelay& operator=(RememberedRelay&&) = delete;
+    ~RememberedRelay() = default;
+
+    [[nodiscard]] std::shared_ptr<const client_internal::RelayedFence> Get() const {
+      std::lock_guard lock(mutex);
+      return relayed;
+    }
+    void Set(std::shared_ptr<const client_internal::RelayedFence> fence) const {
+      std::lock_guard lock(mutex);
+      relayed = std::move(fence);
+    }
+
+    mutable std::mutex mutex;
+    mutable std::shared_ptr<const client_internal::RelayedFence> relayed;  // Guarded by mutex.
+  } relay;
+
+  // The relay streams wait on for the fence (Connection::RelayFence), remembered for Ready;
+  // null when the fence is reached already.
+  [[nodiscard]] Result<std::shared_ptr<const client_internal::RelayedFence>> Relay() const {
+    HURRAY_ASSIGN_OR_RETURN(
+        auto relayed,
+        connection->RelayFence(tensor->fence, tensor->device.device_ordinal, tensor->daemon_epoch));
+    if (relayed != nullptr) relay.Set(relayed);
+    return relayed;
+  }
 
   // Whether a consumer may read without waiting.
   [[nodiscard]] bool ready_without_fence() const {
@@ -231,23 +264,34 @@ SyncMode TensorView::sync_mode() const { return state_->tensor->sync_mode; }
 Status TensorView::WaitOn(CudaStream stream) const {
   if (!state_) return FailedPreconditionError("WaitOn: the view holds no lease");
   if (state_->ready_without_fence()) return {};
-  Connection& connection = *state_->connection;
-  HURRAY_ASSIGN_OR_RETURN(const client_internal::DeviceAddress fence,
-                          connection.FenceDeviceAddress(state_->tensor->fence, /*writable=*/false,
-                                                        state_->tensor->device.device_ordinal,
-                                                        state_->tensor->daemon_epoch));
-  HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
-                          connection.DeviceSlabs(state_->tensor->daemon_epoch));
-  return slabs->mapper().WaitValue(stream, state_->tensor->device.device_ordinal, fence,
-                                   state_->tensor->fence.value());
+  HURRAY_ASSIGN_OR_RETURN(const auto relayed, state_->Relay());
+  if (relayed == nullptr) return {};
+  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
+                          client_internal::FenceRelay::ForProcess());
+  return relay->mapper().WaitValue(stream, state_->tensor->device.device_ordinal,
+                                   relayed->device_word(), relayed->value());
 }
 
 Result<bool> TensorView::Ready() const {
   if (!state_) return FailedPreconditionError("Ready: the view holds no lease");
   if (state_->ready_without_fence()) return true;
-  HURRAY_ASSIGN_OR_RETURN(
-      const std::uint64_t value,
-      state_->connection->ReadFence(state_->tensor->fence, state_->tensor->daemon_epoch));
+  const std::shared_ptr<const client_internal::RelayedFence> relayed = state_->relay.Get();
+  if (relayed != nullptr && relayed->abandoned()) {
+    return std::unexpected(
+        Error(StatusCode::kDataLoss,
+              fmt::format("{} version {}: the daemon ended, and the fence was not reached within "
+                          "Options::orphaned_fence_wait after: streams that waited have moved on "
+                          "without the data",
+                          state_->tensor->name, state_->tensor->version)));
+  }
+  // Once a stream waited, the relay's mapping of the word answers even with the daemon gone.
+  std::uint64_t value = 0;
+  if (relayed != nullptr) {
+    value = relayed->daemon_word();
+  } else {
+    HURRAY_ASSIGN_OR_RETURN(
+        value, state_->connection->ReadFence(state_->tensor->fence, state_->tensor->daemon_epoch));
+  }
   if (value == kFencePoison) {
     return std::unexpected(Error(
         StatusCode::kDataLoss,
@@ -270,16 +314,14 @@ Result<std::shared_ptr<void>> TensorViewAccess::ReadyEvent(const TensorView& vie
   std::shared_ptr<Connection> connection = state->connection;
   HURRAY_ASSIGN_OR_RETURN(client_internal::DeviceSlabCache * slabs,
                           connection->DeviceSlabs(state->tensor->daemon_epoch));
-  client_internal::DeviceAddress fence = 0;
+  std::shared_ptr<const client_internal::RelayedFence> relayed;
   if (!state->ready_without_fence()) {
-    HURRAY_ASSIGN_OR_RETURN(fence,
-                            connection->FenceDeviceAddress(state->tensor->fence, /*writable=*/false,
-                                                           state->tensor->device.device_ordinal,
-                                                           state->tensor->daemon_epoch));
+    HURRAY_ASSIGN_OR_RETURN(relayed, state->Relay());
   }
-  HURRAY_ASSIGN_OR_RETURN(
-      void* event, slabs->mapper().RecordEventAfterWait(state->tensor->device.device_ordinal, fence,
-                                                        state->tensor->fence.value()));
+  HURRAY_ASSIGN_OR_RETURN(void* event, slabs->mapper().RecordEventAfterWait(
+                                           state->tensor->device.device_ordinal,
+                                           relayed != nullptr ? relayed->device_word() : 0,
+                                           relayed != nullptr ? relayed->value() : 0));
   return std::shared_ptr<void>(
       event, [connection, slabs](void* recorded) { slabs->mapper().DestroyEvent(recorded); });
 }
@@ -409,9 +451,14 @@ Result<std::unique_ptr<Client>> Client::Connect(Options options) {
     return InvalidArgumentError(fmt::format("Options::own_fence_wait of {} ms is negative",
                                             options.own_fence_wait.count()));
   }
+  if (options.orphaned_fence_wait.count() < 0) {
+    return InvalidArgumentError(fmt::format("Options::orphaned_fence_wait of {} ms is negative",
+                                            options.orphaned_fence_wait.count()));
+  }
   auto connection = Connection::Open(std::move(options.socket_path), options.client_name,
                                      options.hot_path == Options::HotPath::kSessionSocket,
-                                     options.max_mapped_device_bytes, options.own_fence_wait);
+                                     options.max_mapped_device_bytes, options.own_fence_wait,
+                                     options.orphaned_fence_wait);
   if (!connection) return std::unexpected(connection.error());
   return std::unique_ptr<Client>(new Client(std::move(*connection), options.fast_path));
 }

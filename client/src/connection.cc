@@ -63,7 +63,8 @@ Connection::Connection(std::string socket_path, std::string client_name,
                        std::unique_ptr<client::SessionConnection> session,
                        std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
                        std::uint64_t max_mapped_device_bytes,
-                       std::chrono::milliseconds own_fence_wait)
+                       std::chrono::milliseconds own_fence_wait,
+                       std::chrono::milliseconds orphaned_fence_wait)
     : socket_path_(std::move(socket_path)),
       client_name_(std::move(client_name)),
       use_session_socket_(use_session_socket),
@@ -72,7 +73,8 @@ Connection::Connection(std::string socket_path, std::string client_name,
       session_(std::move(session)),
       mappings_epoch_(session_->daemon_epoch()),
       max_mapped_device_bytes_(max_mapped_device_bytes),
-      own_fence_wait_(own_fence_wait) {}
+      own_fence_wait_(own_fence_wait),
+      orphaned_fence_wait_(orphaned_fence_wait) {}
 
 namespace {
 
@@ -112,17 +114,21 @@ void Connection::RememberOwnFence(const v1::Fence& fence, std::uint64_t epoch) {
 
 Connection::DeviceState::~DeviceState() {
   // Host registrations end before their mappings are unmapped; the slab cache unmaps its
-  // slabs as it goes.
+  // slabs as it goes. A fence page a GPU relay may still read stays registered and mapped.
+  auto relay = FenceRelay::ForProcess();
   for (const auto& [key, registration] : registrations) {
+    if (relay && (*relay)->GpuMayRead(registration.mapping.get())) {
+      (*relay)->KeepForever(registration.mapping);
+      continue;
+    }
     slabs->mapper().UnregisterHostMemory(registration.mapping->base());
   }
 }
 
-Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
-                                                     std::string_view client_name,
-                                                     bool use_session_socket,
-                                                     std::uint64_t max_mapped_device_bytes,
-                                                     std::chrono::milliseconds own_fence_wait) {
+Result<std::shared_ptr<Connection>> Connection::Open(
+    std::string socket_path, std::string_view client_name, bool use_session_socket,
+    std::uint64_t max_mapped_device_bytes, std::chrono::milliseconds own_fence_wait,
+    std::chrono::milliseconds orphaned_fence_wait) {
   if (socket_path.empty()) socket_path = DefaultClientSocketPath();
   auto session = client::SessionConnection::Connect(SessionSocketPath(socket_path), client_name);
   if (!session) return std::unexpected(session.error());
@@ -132,7 +138,7 @@ Result<std::shared_ptr<Connection>> Connection::Open(std::string socket_path,
                                            grpc::InsecureChannelCredentials(), arguments);
   return std::shared_ptr<Connection>(new Connection(
       std::move(socket_path), std::string(client_name), std::move(*session), std::move(channel),
-      use_session_socket, max_mapped_device_bytes, own_fence_wait));
+      use_session_socket, max_mapped_device_bytes, own_fence_wait, orphaned_fence_wait));
 }
 
 Result<std::shared_ptr<client::SessionConnection>> Connection::Session(bool probe) {
@@ -403,6 +409,31 @@ Result<DeviceAddress> Connection::FenceDeviceAddress(const v1::Fence& fence, boo
                 .first;
   }
   return found->second.base + mapped.second;
+}
+
+Result<std::shared_ptr<const RelayedFence>> Connection::RelayFence(const v1::Fence& fence,
+                                                                   int device_ordinal,
+                                                                   std::uint64_t epoch) {
+  HURRAY_ASSIGN_OR_RETURN(FenceRelay * relay, FenceRelay::ForProcess());
+  HURRAY_ASSIGN_OR_RETURN(auto mapped, MapFence(fence, /*writable=*/false, epoch));
+  HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false, "fence relay"));
+  FenceToRelay relayed{
+      .word = reinterpret_cast<const std::uint64_t*>(mapped.first->base() + mapped.second),
+      .keep = mapped.first,
+      .value = fence.value(),
+      .device_ordinal = device_ordinal,
+      .device_word = 0,
+      .daemon_pidfd = session->daemon_pidfd(),
+      .orphaned_wait = orphaned_fence_wait_};
+  // FAILED_PRECONDITION: this device registers no read-only host memory; the relay's thread
+  // reads the word instead.
+  auto registered = FenceDeviceAddress(fence, /*writable=*/false, device_ordinal, epoch);
+  if (registered) {
+    relayed.device_word = *registered;
+  } else if (registered.error().code() != StatusCode::kFailedPrecondition) {
+    return std::unexpected(registered.error());
+  }
+  return relay->Relay(std::move(relayed));
 }
 
 Result<std::uint64_t> Connection::ReadFence(const v1::Fence& fence, std::uint64_t epoch) {

@@ -16,6 +16,7 @@
 
 #include "device/device_memory_mapper.h"
 #include "device/device_slab_cache.h"
+#include "device/fence_relay.h"
 #include "hurray/error.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "session_connection.h"
@@ -81,11 +82,13 @@ class Connection {
   // release, cancel) over the session socket rather than gRPC.
   // `max_mapped_device_bytes`: Client::Options' cap on the CUDA slabs kept mapped.
   // `own_fence_wait`: how long the destructor waits for the fences RememberOwnFence lists
-  // (Client::Options::own_fence_wait).
+  // (Client::Options::own_fence_wait). `orphaned_fence_wait`: FenceToRelay::orphaned_wait
+  // (Client::Options::orphaned_fence_wait).
   [[nodiscard]] static Result<std::shared_ptr<Connection>> Open(
       std::string socket_path, std::string_view client_name, bool use_session_socket,
       std::uint64_t max_mapped_device_bytes = 0,
-      std::chrono::milliseconds own_fence_wait = std::chrono::milliseconds(0));
+      std::chrono::milliseconds own_fence_wait = std::chrono::milliseconds(0),
+      std::chrono::milliseconds orphaned_fence_wait = std::chrono::milliseconds(10'000));
   // Waits (up to own_fence_wait) for the fences this session published that are not
   // reached yet, then closes the session.
   ~Connection();
@@ -165,6 +168,13 @@ class Connection {
   // The fence word's value now, read (acquire) in this process's read-only mapping of its
   // segment. INTERNAL for a fence outside its segment or not 8-aligned; MapSegment's errors.
   [[nodiscard]] Result<std::uint64_t> ReadFence(const v1::Fence& fence, std::uint64_t epoch);
+  // The relay (FenceRelay) a stream of device `device_ordinal` waits on for `fence` (of
+  // epoch `epoch`): relayed by the GPU where this process can register the fence's word
+  // read-only, else by the relay's thread. Null when the word is reached already. MapFence's
+  // and the driver's errors.
+  [[nodiscard]] Result<std::shared_ptr<const RelayedFence>> RelayFence(const v1::Fence& fence,
+                                                                       int device_ordinal,
+                                                                       std::uint64_t epoch);
   // Lists a fence of a tensor this session published with PublishAfter (of the allocation's
   // epoch), so that the destructor waits for it; fences already reached are dropped from
   // the list as it goes. Best effort: a fence whose segment cannot be mapped is not listed.
@@ -188,7 +198,8 @@ class Connection {
   Connection(std::string socket_path, std::string client_name,
              std::unique_ptr<client::SessionConnection> session,
              std::shared_ptr<grpc::Channel> channel, bool use_session_socket,
-             std::uint64_t max_mapped_device_bytes, std::chrono::milliseconds own_fence_wait);
+             std::uint64_t max_mapped_device_bytes, std::chrono::milliseconds own_fence_wait,
+             std::chrono::milliseconds orphaned_fence_wait);
 
   // The current session, a new one when it is closed (or, with `probe`, found hung up).
   // UNAVAILABLE naming the old session's end when no new one can be opened.
@@ -234,6 +245,7 @@ class Connection {
 
   const std::uint64_t max_mapped_device_bytes_;
   const std::chrono::milliseconds own_fence_wait_;
+  const std::chrono::milliseconds orphaned_fence_wait_;
   // A fence RememberOwnFence listed: its word in this process's writable mapping.
   struct OwnFence {
     std::shared_ptr<Mapping> mapping;

@@ -92,20 +92,26 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   const v1::SessionWelcome& welcome = message.welcome();
   const PeerCredentials credentials{
       .pid = static_cast<pid_t>(welcome.pid()), .uid = welcome.uid(), .gid = welcome.gid()};
+  // Best effort: without it, only a stream waiting on an orphaned fence misses its release
+  // (FenceRelay).
+  auto daemon_pidfd = OpenPeerPidfd(socket->get());
   return std::unique_ptr<SessionConnection>(new SessionConnection(
       std::move(*socket), std::move(reader), welcome.token(), welcome.session_id(),
-      welcome.daemon_epoch(), welcome.acquire_waits(), credentials, std::move(reply->fd)));
+      welcome.daemon_epoch(), welcome.acquire_waits(), credentials, std::move(reply->fd),
+      daemon_pidfd ? std::move(*daemon_pidfd) : UniqueFd()));
 }
 
 SessionConnection::SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                                      std::uint64_t session_id, std::uint64_t daemon_epoch,
                                      bool acquire_waits, PeerCredentials credentials,
-                                     UniqueFd epoch_hold)
+                                     UniqueFd epoch_hold, UniqueFd daemon_pidfd)
     : token_(std::move(token)),
       session_id_(session_id),
       daemon_epoch_(daemon_epoch),
       acquire_waits_(acquire_waits),
       credentials_(credentials),
+      daemon_pidfd_(daemon_pidfd ? std::make_shared<const UniqueFd>(std::move(daemon_pidfd))
+                                 : nullptr),
       epoch_hold_(epoch_hold ? std::make_shared<const UniqueFd>(std::move(epoch_hold)) : nullptr),
       socket_(std::move(socket)),
       reader_(std::move(reader)) {}

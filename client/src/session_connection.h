@@ -102,6 +102,11 @@ class SessionConnection {
   [[nodiscard]] bool acquire_waits() const { return acquire_waits_; }
   // This process as the daemon saw it (SO_PEERCRED).
   [[nodiscard]] const PeerCredentials& peer_credentials() const { return credentials_; }
+  // A pidfd of the daemon (OpenPeerPidfd), readable once it has exited; null where none
+  // could be opened (another pid namespace, an old kernel).
+  [[nodiscard]] const std::shared_ptr<const UniqueFd>& daemon_pidfd() const {
+    return daemon_pidfd_;
+  }
   // The daemon's epoch hold (SessionHello.hold_epoch), or null when it sent none or the
   // session has ended: every mapping of memory this daemon grants keeps it, so that a
   // restarted daemon reuses none of that memory while this process may still read it. The
@@ -169,7 +174,7 @@ class SessionConnection {
  private:
   SessionConnection(UniqueFd socket, FrameReader reader, std::string token,
                     std::uint64_t session_id, std::uint64_t daemon_epoch, bool acquire_waits,
-                    PeerCredentials credentials, UniqueFd epoch_hold);
+                    PeerCredentials credentials, UniqueFd epoch_hold, UniqueFd daemon_pidfd);
 
   // A message the daemon sent, and the descriptor that came with it, if any.
   struct Reply {
@@ -188,6 +193,7 @@ class SessionConnection {
   const std::uint64_t daemon_epoch_;
   const bool acquire_waits_;
   const PeerCredentials credentials_;
+  const std::shared_ptr<const UniqueFd> daemon_pidfd_;
   std::shared_ptr<const UniqueFd> epoch_hold_;  // Guarded by mutex_.
 
   // Closes the socket after a failure that leaves the stream unusable; later calls fail

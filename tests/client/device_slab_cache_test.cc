@@ -61,6 +61,9 @@ class FakeMapper final : public DeviceMemoryMapper {
   Status WaitValue(void*, int, DeviceAddress, std::uint64_t) override { return {}; }
   Status WriteValue(void*, int, DeviceAddress, std::uint64_t) override { return {}; }
   Result<void*> RecordEventAfterWait(int, DeviceAddress, std::uint64_t) override { return nullptr; }
+  Status RelayValue(int, DeviceAddress, std::uint64_t, DeviceAddress, std::uint64_t) override {
+    return {};
+  }
   void DestroyEvent(void*) override {}
 
  private:

@@ -72,6 +72,13 @@ std::string ProgramPath(const char* variable, const char* built) {
   return path != nullptr && *path != '\0' ? path : built;
 }
 
+// How StartAgent starts an agent.
+struct AgentOptions {
+  bool stdin_pipe = false;
+  // The agent's Client::Options::orphaned_fence_wait; 0: the default.
+  std::uint64_t orphaned_fence_wait_ms = 0;
+};
+
 class CudaExchangeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,11 +105,15 @@ class CudaExchangeTest : public ::testing::Test {
 
   // Starts `hurray_cuda_agent MODE SOCKET ARGS...`; the fixture kills it at the end.
   ChildProcess& StartAgent(const std::string& mode, const std::vector<std::string>& args,
-                           bool stdin_pipe = false) {
-    std::vector<std::string> argv = {ProgramPath("HURRAY_TEST_CUDA_AGENT", HURRAY_CUDA_AGENT_PATH),
-                                     mode, socket()};
+                           AgentOptions options = {}) {
+    std::vector<std::string> argv = {ProgramPath("HURRAY_TEST_CUDA_AGENT", HURRAY_CUDA_AGENT_PATH)};
+    if (options.orphaned_fence_wait_ms != 0) {
+      argv.push_back("--orphaned-fence-wait-ms=" + std::to_string(options.orphaned_fence_wait_ms));
+    }
+    argv.push_back(mode);
+    argv.push_back(socket());
     argv.insert(argv.end(), args.begin(), args.end());
-    auto started = ChildProcess::Start(argv, {.stdin_pipe = stdin_pipe});
+    auto started = ChildProcess::Start(argv, {.stdin_pipe = options.stdin_pipe});
     EXPECT_OK(started);
     agents_.push_back(std::make_unique<ChildProcess>(std::move(*started)));
     return *agents_.back();
@@ -184,7 +195,7 @@ TEST_F(CudaExchangeTest, FreshProcessImportsEachSlabOnce) {
             "published " + Bytes(kSetCount));
   ASSERT_TRUE(Eventually([&] { return Stats().session_count() == 0; }));
   const v1::PoolStats before = DevicePool();
-  ChildProcess& consumer = StartAgent("consume-set", {"set/t", "100"}, /*stdin_pipe=*/true);
+  ChildProcess& consumer = StartAgent("consume-set", {"set/t", "100"}, {.stdin_pipe = true});
   EXPECT_EQ(NextLine(consumer), "acquired " + Bytes(kSetCount));
   const v1::PoolStats holding = DevicePool();
   // One mapping per slab the set lies in, not one per tensor.
@@ -262,6 +273,23 @@ TEST_F(CudaExchangeTest, DaemonStoppingReleasesTheWaitingConsumer) {
   EXPECT_OK(daemon().Stop());
   EXPECT_EQ(NextLine(consumer), "lost");
   producer.Signal(SIGKILL);
+}
+
+TEST_F(CudaExchangeTest, DaemonKilledThenProducerKilledReleasesTheWaitingConsumer) {
+  ChildProcess& producer =
+      StartAgent("produce", {"gpu/orphaned", Bytes(kTensorBytes), "9", "hold-unreached"});
+  EXPECT_EQ(NextLine(producer), "published 1");
+  // The consumer gives a fence whose daemon has exited 2 s (Options::orphaned_fence_wait).
+  ChildProcess& consumer =
+      StartAgent("consume", {"gpu/orphaned", "9", "0"}, {.orphaned_fence_wait_ms = 2000});
+  EXPECT_EQ(NextLine(consumer), "waiting");
+  // Nothing poisons the fence: the daemon is gone, then the producer. Without the client's
+  // own relay of the fence, the consumer's stream would wait for ever.
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_OK(daemon().Kill());
+  producer.Signal(SIGKILL);
+  EXPECT_EQ(NextLine(consumer), "lost");
+  EXPECT_GE(std::chrono::steady_clock::now() - killed, 2s);
 }
 
 TEST_F(CudaExchangeTest, ConsumerWriteThroughReadOnlyMappingIsRefused) {

@@ -36,13 +36,17 @@ std::uint64_t ParseNumber(std::string_view text, std::string_view what) {
   while (true) ::pause();
 }
 
+// Client::Options::orphaned_fence_wait, from --orphaned-fence-wait-ms.
+std::chrono::milliseconds orphaned_fence_wait = Client::Options().orphaned_fence_wait;
+
 // What every mode starts with: a client named "<program> <mode>", then the device.
 class Session {
  public:
   Session(const std::string& socket, std::string_view mode, AgentDeviceFactory make_device)
       : client_(ValueOrExit(Client::Connect({.socket_path = socket,
                                              .client_name = fmt::format(
-                                                 "{} {}", program_invocation_short_name, mode)}),
+                                                 "{} {}", program_invocation_short_name, mode),
+                                             .orphaned_fence_wait = orphaned_fence_wait}),
                             "Connect")),
         device_(ValueOrExit(make_device(), "the device")) {}
 
@@ -210,9 +214,20 @@ constexpr Mode kModes[] = {
 
 int RunAgent(int argc, char** argv, AgentDeviceFactory make_device) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (argc < 2) ExitWithError(fmt::format("usage: {} MODE ARGS...", program_invocation_short_name));
-  const Arguments args(argv + 2, argv + argc);
-  const std::string_view mode = argv[1];
+  constexpr std::string_view kOrphanedWaitFlag = "--orphaned-fence-wait-ms=";
+  int first = 1;
+  if (argc > first && std::string_view(argv[first]).starts_with(kOrphanedWaitFlag)) {
+    orphaned_fence_wait = std::chrono::milliseconds(
+        ParseNumber(std::string(std::string_view(argv[first]).substr(kOrphanedWaitFlag.size())),
+                    "--orphaned-fence-wait-ms"));
+    ++first;
+  }
+  if (argc < first + 1) {
+    ExitWithError(fmt::format("usage: {} [{}N] MODE ARGS...", program_invocation_short_name,
+                              kOrphanedWaitFlag));
+  }
+  const Arguments args(argv + first + 1, argv + argc);
+  const std::string_view mode = argv[first];
   for (const Mode& candidate : kModes) {
     if (candidate.name == mode) return candidate.run(args, make_device);
   }

@@ -200,13 +200,17 @@ class TensorView {
 
   // Makes `stream` (of this tensor's device, in this process) wait on the GPU until the
   // producer's data is ready, and returns at once: the host never blocks. Enqueues nothing
-  // for a ProducerSynced tensor, or when the data was already ready at acquire. CUDA
-  // errors of enqueuing the wait; FAILED_PRECONDITION on an empty view.
+  // for a ProducerSynced tensor, or when the data was already ready at acquire. The stream
+  // waits on a word of this process that stands for the daemon's fence (docs/gpu.md,
+  // "Waiting for a fence"): it moves on too when the daemon gives up on the data, and
+  // Options::orphaned_fence_wait after the daemon was killed. CUDA errors of enqueuing the
+  // wait; FAILED_PRECONDITION on an empty view.
   [[nodiscard]] Status WaitOn(CudaStream stream) const;
   // Whether the producer's data is ready, from the fence in host memory (no GPU call):
   // true for ProducerSynced. DATA_LOSS when the daemon gave up on the data (its producer's
-  // session ended, or the daemon stopped, before it was ready): a stream that waited has
-  // moved on, and what it read must not be used.
+  // session ended, or the daemon stopped, before it was ready; or, after a stream waited,
+  // the daemon was killed and the fence was not reached within Options::orphaned_fence_wait):
+  // a stream that waited has moved on, and what it read must not be used.
   [[nodiscard]] Result<bool> Ready() const;
 
   // The daemon's lease; 0 for a view acquired on the fast path.
@@ -333,6 +337,12 @@ class Client {
     // wait reads the fence words from host memory, a millisecond apart, and ends as soon as
     // every one is reached (at once when they are); 0: no wait.
     std::chrono::milliseconds own_fence_wait{10'000};
+    // How long a stream that waits on a fence (TensorView::WaitOn, a view's ready event) may
+    // go on waiting once the daemon has exited (killed: a stopping daemon gives up on its
+    // fences itself, and streams move on at once). The client watches the fence word itself
+    // meanwhile, so a producer still running can still reach it; after that the stream moves
+    // on, and Ready() says DATA_LOSS. 0: at once.
+    std::chrono::milliseconds orphaned_fence_wait{10'000};
   };
 
   // Opens the session socket (a session, renewed after a daemon restart as said above) and

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "hurray/cuda/driver.h"
 
@@ -54,6 +55,8 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
   Result<void*> RecordEventAfterWait(int device_ordinal, DeviceAddress address,
                                      std::uint64_t value) override;
   void DestroyEvent(void* event) override;
+  Status RelayValue(int device_ordinal, DeviceAddress wait_address, std::uint64_t wait_value,
+                    DeviceAddress write_address, std::uint64_t write_value) override;
 
  private:
   struct Device {
@@ -70,6 +73,19 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
   CUcontext TakeContext(std::map<const void*, CUcontext>& contexts, const void* key);
   Result<MappedSlab> MapVmm(const SlabToImport& slab);
   Status SetAccess(CUdeviceptr address, std::uint64_t size, int device_ordinal, bool read_only);
+  // A new non-blocking stream of the current context, destroyed with this.
+  struct OwnStream {
+    OwnStream(const cuda::DriverApi& driver, CUstream created) : api(&driver), stream(created) {}
+    OwnStream(OwnStream&& other) noexcept
+        : api(other.api), stream(std::exchange(other.stream, nullptr)) {}
+    OwnStream(const OwnStream&) = delete;
+    OwnStream& operator=(const OwnStream&) = delete;
+    OwnStream& operator=(OwnStream&&) = delete;
+    ~OwnStream();
+    const cuda::DriverApi* api;
+    CUstream stream;
+  };
+  [[nodiscard]] Result<OwnStream> CreateOwnStream() const;
 
   const cuda::DriverApi& api_;
   std::mutex mutex_;
@@ -306,23 +322,37 @@ Status CudaDeviceMemoryMapper::WriteValue(void* stream, int device_ordinal, Devi
                                                  value, CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
+CudaDeviceMemoryMapper::OwnStream::~OwnStream() {
+  if (stream != nullptr) (void)api->StreamDestroy(stream);
+}
+
+Result<CudaDeviceMemoryMapper::OwnStream> CudaDeviceMemoryMapper::CreateOwnStream() const {
+  // A stream of its own for each wait: on a shared one, each wait would start only after
+  // every earlier one, and one fence that is never reached would hold up every later ready
+  // tensor of the device. Destroyed at once: the driver releases it once its work is done.
+  CUstream stream = nullptr;
+  HURRAY_RETURN_IF_ERROR(
+      cuda::CheckCuda(api_, "cuStreamCreate", api_.StreamCreate(&stream, CU_STREAM_NON_BLOCKING)));
+  return OwnStream(api_, stream);
+}
+
+Status CudaDeviceMemoryMapper::RelayValue(int device_ordinal, DeviceAddress wait_address,
+                                          std::uint64_t wait_value, DeviceAddress write_address,
+                                          std::uint64_t write_value) {
+  HURRAY_ASSIGN_OR_RETURN(Device * device, DeviceAt(device_ordinal));
+  ScopedDeviceContext current(api_, device->context);
+  HURRAY_ASSIGN_OR_RETURN(const OwnStream own, CreateOwnStream());
+  HURRAY_RETURN_IF_ERROR(WaitValue(own.stream, device_ordinal, wait_address, wait_value));
+  return WriteValue(own.stream, device_ordinal, write_address, write_value);
+}
+
 Result<void*> CudaDeviceMemoryMapper::RecordEventAfterWait(int device_ordinal,
                                                            DeviceAddress address,
                                                            std::uint64_t value) {
   HURRAY_ASSIGN_OR_RETURN(Device * device, DeviceAt(device_ordinal));
   ScopedDeviceContext current(api_, device->context);
-  // A stream of its own for each event: on a shared one, an event would complete only after
-  // every earlier event's wait, and one fence that is never reached would hold up every
-  // later ready tensor of the device. Destroyed at once: the driver releases it once its
-  // work is done.
-  CUstream stream = nullptr;
-  HURRAY_RETURN_IF_ERROR(
-      cuda::CheckCuda(api_, "cuStreamCreate", api_.StreamCreate(&stream, CU_STREAM_NON_BLOCKING)));
-  struct DestroyStream {
-    const cuda::DriverApi& api;
-    CUstream stream;
-    ~DestroyStream() { (void)api.StreamDestroy(stream); }
-  } destroy{api_, stream};
+  HURRAY_ASSIGN_OR_RETURN(const OwnStream own, CreateOwnStream());
+  CUstream stream = own.stream;
   if (address != 0) HURRAY_RETURN_IF_ERROR(WaitValue(stream, device_ordinal, address, value));
   CUevent event = nullptr;
   HURRAY_RETURN_IF_ERROR(

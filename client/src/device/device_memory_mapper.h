@@ -101,6 +101,13 @@ class DeviceMemoryMapper {
                                                            DeviceAddress address,
                                                            std::uint64_t value) = 0;
   virtual void DestroyEvent(void* event) = 0;
+
+  // Enqueues, on a stream of its own of device `device_ordinal`, a wait until the word at
+  // `wait_address` reaches `wait_value` (the cyclic compare), then a write of `write_value`
+  // at `write_address`; returns at once. The stream goes once its work is done.
+  [[nodiscard]] virtual Status RelayValue(int device_ordinal, DeviceAddress wait_address,
+                                          std::uint64_t wait_value, DeviceAddress write_address,
+                                          std::uint64_t write_value) = 0;
 };
 
 // The real mapper over this process's CUDA driver. FAILED_PRECONDITION with the reason
