@@ -39,7 +39,6 @@
 
 #if HURRAY_HAVE_CUDA
 #include <cuda.h>
-#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include "hurray/cuda/driver.h"
@@ -72,34 +71,14 @@ struct BenchDriver {
   decltype(&::cuMemcpyHtoD_v2) MemcpyHtoD = nullptr;
 };
 
-template <typename Function>
-Status FindDriverCall(decltype(&::cuGetProcAddress_v2) get, const char* name, Function& out) {
-  constexpr int kVersion = 12000;
-  void* function = nullptr;
-  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  const CUresult result = get(name, &function, kVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found);
-  if (result != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || function == nullptr) {
-    return FailedPreconditionError(
-        fmt::format("the CUDA driver has no {} (cuGetProcAddress, CUDA 12.0)", name));
-  }
-  out = reinterpret_cast<Function>(function);  // NOLINT: dlsym-style lookup returns void*.
-  return {};
-}
-
 // Loaded once per process; the first outcome is kept.
 const Result<BenchDriver>& LoadBenchDriver() {
   static const Result<BenchDriver> loaded = []() -> Result<BenchDriver> {
     BenchDriver driver;
     HURRAY_ASSIGN_OR_RETURN(driver.api, cuda::LoadDriver());
-    using GetProcAddress = decltype(&::cuGetProcAddress_v2);
-    void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    auto* get = library == nullptr ? nullptr
-                                   : reinterpret_cast<GetProcAddress>(  // NOLINT: dlsym's void*.
-                                         ::dlsym(library, "cuGetProcAddress_v2"));
-    if (get == nullptr) return FailedPreconditionError("libcuda.so.1 has no cuGetProcAddress_v2");
-    HURRAY_RETURN_IF_ERROR(FindDriverCall(get, "cuMemsetD8Async", driver.MemsetD8Async));
-    HURRAY_RETURN_IF_ERROR(FindDriverCall(get, "cuMemcpyDtoD", driver.MemcpyDtoD));
-    HURRAY_RETURN_IF_ERROR(FindDriverCall(get, "cuMemcpyHtoD", driver.MemcpyHtoD));
+    HURRAY_RETURN_IF_ERROR(cuda::ResolveDriverEntryPoint("cuMemsetD8Async", driver.MemsetD8Async));
+    HURRAY_RETURN_IF_ERROR(cuda::ResolveDriverEntryPoint("cuMemcpyDtoD", driver.MemcpyDtoD));
+    HURRAY_RETURN_IF_ERROR(cuda::ResolveDriverEntryPoint("cuMemcpyHtoD", driver.MemcpyHtoD));
     return driver;
   }();
   return loaded;

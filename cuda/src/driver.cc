@@ -20,6 +20,7 @@ using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
 
 struct Loaded {
   DriverApi api;
+  GetProcAddress get_proc_address = nullptr;
   Status status;
 };
 
@@ -136,6 +137,7 @@ Loaded Load() {
     return loaded;
   }
   loaded.api.driver_version = version;
+  loaded.get_proc_address = get_proc_address;
   if (Status resolved = ResolveAll(get_proc_address, loaded.api); !resolved) {
     loaded.status = resolved;
     return loaded;
@@ -147,12 +149,24 @@ Loaded Load() {
   return loaded;
 }
 
+const Loaded& LoadOnce() {
+  static const Loaded loaded = Load();
+  return loaded;
+}
+
 }  // namespace
 
 Result<const DriverApi*> LoadDriver() {
-  static const Loaded loaded = Load();
+  const Loaded& loaded = LoadOnce();
   if (!loaded.status) return std::unexpected(loaded.status.error());
   return &loaded.api;
+}
+
+Result<void*> DriverEntryPoint(const char* symbol, int version) {
+  HURRAY_RETURN_IF_ERROR(LoadDriver());
+  void* pointer = nullptr;
+  HURRAY_RETURN_IF_ERROR(Resolve(LoadOnce().get_proc_address, symbol, version, pointer));
+  return pointer;
 }
 
 Error CudaError(const DriverApi* api, std::string_view call, CUresult result) {

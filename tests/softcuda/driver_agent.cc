@@ -11,7 +11,6 @@
 // a copy queued behind a wait that does not end must not block the host. It is reused only
 // once the stream has been synchronized, never while a copy may still read or write it.
 #include <cuda.h>
-#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -91,32 +90,14 @@ struct ExtraCalls {
 
   // Once LoadDriver succeeded.
   static Result<ExtraCalls> Resolve() {
-    using GetProcAddress = decltype(&::cuGetProcAddress_v2);
-    void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    auto* get = library == nullptr ? nullptr
-                                   : reinterpret_cast<GetProcAddress>(  // NOLINT: dlsym's void*.
-                                         ::dlsym(library, "cuGetProcAddress_v2"));
-    if (get == nullptr) return InternalError("libcuda.so.1 has no cuGetProcAddress_v2");
     ExtraCalls calls;
-    HURRAY_RETURN_IF_ERROR(Find(get, "cuMemcpyHtoDAsync", calls.MemcpyHtoDAsync));
-    HURRAY_RETURN_IF_ERROR(Find(get, "cuMemcpyDtoHAsync", calls.MemcpyDtoHAsync));
-    HURRAY_RETURN_IF_ERROR(Find(get, "cuMemsetD8Async", calls.MemsetD8Async));
-    HURRAY_RETURN_IF_ERROR(Find(get, "cuMemGetAccess", calls.MemGetAccess));
+    HURRAY_RETURN_IF_ERROR(
+        cuda::ResolveDriverEntryPoint("cuMemcpyHtoDAsync", calls.MemcpyHtoDAsync));
+    HURRAY_RETURN_IF_ERROR(
+        cuda::ResolveDriverEntryPoint("cuMemcpyDtoHAsync", calls.MemcpyDtoHAsync));
+    HURRAY_RETURN_IF_ERROR(cuda::ResolveDriverEntryPoint("cuMemsetD8Async", calls.MemsetD8Async));
+    HURRAY_RETURN_IF_ERROR(cuda::ResolveDriverEntryPoint("cuMemGetAccess", calls.MemGetAccess));
     return calls;
-  }
-
- private:
-  template <typename Function>
-  static Status Find(decltype(&::cuGetProcAddress_v2) get, const char* name, Function& out) {
-    constexpr int kVersion = 12000;
-    void* function = nullptr;
-    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    const CUresult result = get(name, &function, kVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found);
-    if (result != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || function == nullptr) {
-      return InternalError(std::string("cuGetProcAddress(") + name + ", 12000) found nothing");
-    }
-    out = reinterpret_cast<Function>(function);  // NOLINT: dlsym-style lookup returns void*.
-    return {};
   }
 };
 

@@ -117,20 +117,8 @@ struct CopyCalls {
 };
 
 Result<CopyCalls> ResolveCopyCalls() {
-  using GetProcAddress = decltype(&::cuGetProcAddress_v2);
-  void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  auto* get = library == nullptr ? nullptr
-                                 : reinterpret_cast<GetProcAddress>(  // NOLINT: dlsym's void*.
-                                       ::dlsym(library, "cuGetProcAddress_v2"));
-  if (get == nullptr) return InternalError("libcuda.so.1 has no cuGetProcAddress_v2");
-  void* function = nullptr;
-  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  if (get("cuMemcpyHtoD", &function, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
-      found != CU_GET_PROC_ADDRESS_SUCCESS || function == nullptr) {
-    return InternalError("cuGetProcAddress(cuMemcpyHtoD, 12000) found nothing");
-  }
   CopyCalls calls;
-  calls.MemcpyHtoD = reinterpret_cast<decltype(&::cuMemcpyHtoD_v2)>(function);  // NOLINT
+  HURRAY_RETURN_IF_ERROR(cuda::ResolveDriverEntryPoint("cuMemcpyHtoD", calls.MemcpyHtoD));
   return calls;
 }
 

@@ -89,6 +89,20 @@ struct DriverApi {
 // 11.8 is older than 12.0, which hurray needs", "cuInit: CUDA_ERROR_NO_DEVICE (...)".
 [[nodiscard]] Result<const DriverApi*> LoadDriver();
 
+// A driver entry point DriverApi does not hold (for tests and tools: a copy, an access
+// query), resolved through cuGetProcAddress at the ABI of CUDA `version`, as DriverApi's are.
+// LoadDriver's errors; FAILED_PRECONDITION naming the call when the driver lacks it.
+[[nodiscard]] Result<void*> DriverEntryPoint(const char* symbol, int version = 12000);
+
+// DriverEntryPoint, typed: `out` is set to the entry point (unchanged on error).
+template <typename Function>
+[[nodiscard]] Status ResolveDriverEntryPoint(const char* symbol, Function& out,
+                                             int version = 12000) {
+  HURRAY_ASSIGN_OR_RETURN(void* pointer, DriverEntryPoint(symbol, version));
+  out = reinterpret_cast<Function>(pointer);  // NOLINT: cuGetProcAddress returns void*.
+  return {};
+}
+
 // A failed driver call as an Error: "<call>: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
 // RESOURCE_EXHAUSTED for CUDA_ERROR_OUT_OF_MEMORY, FAILED_PRECONDITION for
 // CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NO_DEVICE and CUDA_ERROR_NOT_PERMITTED,
