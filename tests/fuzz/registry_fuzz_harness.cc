@@ -51,11 +51,14 @@ void RegistryFuzzHarness::CheckDrained() {
   registry_->CloseSession(cleaner->session_id);
   const v1::StatsResponse stats = registry_->Stats();
   // What sessions of this very process (the session server's peer, alive) could still write
-  // stays quarantined until it exits: anything else held is a leak.
-  const std::uint64_t used = stats.pools(0).used_bytes() - stats.pools(0).quarantined_bytes();
+  // stays quarantined until it exits: every range still allocated must be one of those.
+  const v1::PoolStats& pool = stats.pools(0);
+  const bool held = pool.quarantined_ranges() == 0
+                        ? pool.used_bytes() != 0
+                        : pool.allocation_count() != pool.quarantined_ranges();
   if (stats.session_count() != 0 || stats.pending_allocation_count() != 0 ||
       stats.lease_count() != 0 || stats.version_count() != 0 || stats.tensor_count() != 0 ||
-      stats.published_bytes_total() != stats.reclaimed_bytes_total() || used != 0) {
+      stats.published_bytes_total() != stats.reclaimed_bytes_total() || held) {
     BrokenInvariant(fuzzer_, "once every session ended and every name is deleted, nothing is held",
                     stats.DebugString());
   }
