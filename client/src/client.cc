@@ -12,6 +12,7 @@
 #include "client_internal.h"
 #include "connection.h"
 #include "decoded_tensor.h"
+#include "device/stream_ordered.h"
 #include "fast_path.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/fence_word.h"
@@ -150,14 +151,30 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
                                                     fence_location->value()));
   const v1::Fence own_fence = *fence_location;
   const std::uint64_t epoch = state_->daemon_epoch;
+  const int device_ordinal = state_->device.device_ordinal;
   std::shared_ptr<Connection> publisher = state_->connection;
-  HURRAY_ASSIGN_OR_RETURN(PublishedTensor published, PublishWith(name, SyncMode::kEvent, options));
+  std::unique_ptr<State> kept;
+  HURRAY_ASSIGN_OR_RETURN(PublishedTensor published,
+                          PublishWith(name, SyncMode::kEvent, options, &kept));
   publisher->RememberOwnFence(own_fence, epoch);
+  // The buffers' slab references go once the stream has passed the signal (so that no
+  // unmap can come before the kernels that fill them are done); at once where that point
+  // cannot be enqueued.
+  struct DropState final : client_internal::StreamOrderedTask {
+    explicit DropState(std::unique_ptr<State> dropped) : state(std::move(dropped)) {}
+    void Run() override { state.reset(); }
+    std::unique_ptr<State> state;
+  };
+  std::unique_ptr<client_internal::StreamOrderedTask> drop =
+      std::make_unique<DropState>(std::move(kept));
+  (void)client_internal::StreamOrdered::ForProcess().After(slabs->mapper(), stream, device_ordinal,
+                                                           drop);
   return published;
 }
 
 Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncMode sync_mode,
-                                                    const PublishOptions& options) {
+                                                    const PublishOptions& options,
+                                                    std::unique_ptr<State>* kept) {
   if (!state_) return FailedPreconditionError("Publish: the tensor was already published");
   v1::PublishRequest request;
   request.set_allocation_id(state_->allocation_id);
@@ -169,7 +186,11 @@ Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncM
   UnmapSealedBuffers(state_->buffers);
   auto response = state_->connection->Publish(request, state_->daemon_epoch);
   if (!response) return std::unexpected(response.error());
-  state_.reset();
+  if (kept != nullptr) {
+    *kept = std::move(state_);
+  } else {
+    state_.reset();
+  }
   return PublishedTensor{.name = response->name(), .version = response->version()};
 }
 
@@ -180,6 +201,30 @@ Status WritableTensor::Cancel() {
   auto cancelled = state_->connection->CancelAllocation(request, state_->daemon_epoch);
   state_.reset();
   if (!cancelled) return std::unexpected(cancelled.error());
+  return {};
+}
+
+Status WritableTensor::CancelAfter(CudaStream stream) {
+  if (!state_) return {};
+  if (state_->device.device_tag != DeviceTag::Cuda()) return Cancel();
+  // The process's own mapper: one of no epoch in particular.
+  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
+                          client_internal::FenceRelay::ForProcess());
+  struct CancelTask final : client_internal::StreamOrderedTask {
+    explicit CancelTask(std::unique_ptr<State> cancelled) : state(std::move(cancelled)) {}
+    void Run() override { (void)WritableTensor(std::move(state)).Cancel(); }
+    std::unique_ptr<State> state;
+  };
+  const int device_ordinal = state_->device.device_ordinal;
+  auto task = std::make_unique<CancelTask>(std::move(state_));
+  CancelTask* pending = task.get();
+  std::unique_ptr<client_internal::StreamOrderedTask> handed = std::move(task);
+  if (Status after = client_internal::StreamOrdered::ForProcess().After(relay->mapper(), stream,
+                                                                        device_ordinal, handed);
+      !after) {
+    state_ = std::move(pending->state);
+    return after;
+  }
   return {};
 }
 
@@ -329,6 +374,30 @@ std::uint64_t TensorView::lease_id() const { return state_->lease_id; }
 bool TensorView::fast_path() const { return state_->pin.has_value(); }
 std::uint64_t TensorView::daemon_epoch() const { return state_->tensor->daemon_epoch; }
 
+Status TensorView::ReleaseAfter(CudaStream stream) {
+  if (!state_) return {};
+  if (state_->tensor->device.device_tag != DeviceTag::Cuda()) return Release();
+  // The process's own mapper: the view may be of an earlier daemon's epoch.
+  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
+                          client_internal::FenceRelay::ForProcess());
+  struct ReleaseTask final : client_internal::StreamOrderedTask {
+    explicit ReleaseTask(std::unique_ptr<State> released) : state(std::move(released)) {}
+    void Run() override { (void)TensorView(std::move(state)).Release(); }
+    std::unique_ptr<State> state;
+  };
+  const int device_ordinal = state_->tensor->device.device_ordinal;
+  auto task = std::make_unique<ReleaseTask>(std::move(state_));
+  ReleaseTask* pending = task.get();
+  std::unique_ptr<client_internal::StreamOrderedTask> handed = std::move(task);
+  if (Status after = client_internal::StreamOrdered::ForProcess().After(relay->mapper(), stream,
+                                                                        device_ordinal, handed);
+      !after) {
+    state_ = std::move(pending->state);
+    return after;
+  }
+  return {};
+}
+
 Status TensorView::Release() {
   if (!state_) return {};
   if (state_->pin) {
@@ -442,7 +511,11 @@ Client::Client(std::shared_ptr<Connection> connection, bool fast_path)
     : connection_(std::move(connection)),
       cache_(std::make_unique<TensorCache>()),
       fast_path_(fast_path ? std::make_unique<FastPath>(*connection_) : nullptr) {}
-Client::~Client() = default;
+Client::~Client() {
+  // Before what the client holds goes: tensors it published with PublishAfter keep the
+  // connection until their streams pass the signal, which may be after this process exits.
+  connection_->WaitForOwnFences();
+}
 
 Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
 

@@ -87,9 +87,16 @@ bool FenceSettled(const std::uint64_t* word, std::uint64_t value) {
 
 }  // namespace
 
-Connection::~Connection() {
+Connection::~Connection() { WaitForOwnFences(); }
+
+void Connection::WaitForOwnFences() {
   const auto deadline = std::chrono::steady_clock::now() + own_fence_wait_;
-  const std::uint64_t epoch = session_->daemon_epoch();
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(session_mutex_);
+    epoch = session_->daemon_epoch();
+  }
+  std::lock_guard lock(own_fences_mutex_);
   // Fences of an earlier daemon are gone with it: nothing waits for them.
   std::erase_if(own_fences_, [&](const OwnFence& fence) {
     return fence.epoch != epoch || FenceSettled(fence.word, fence.value);

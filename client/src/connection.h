@@ -89,9 +89,13 @@ class Connection {
       std::uint64_t max_mapped_device_bytes = 0,
       std::chrono::milliseconds own_fence_wait = std::chrono::milliseconds(0),
       std::chrono::milliseconds orphaned_fence_wait = std::chrono::milliseconds(10'000));
-  // Waits (up to own_fence_wait) for the fences this session published that are not
-  // reached yet, then closes the session.
+  // WaitForOwnFences, then closes the session.
   ~Connection();
+  // Waits (up to own_fence_wait from the call) for the fences this session published that
+  // are not reached yet. Also called as the Client closes: what a stream still holds (the
+  // slab references PublishAfter keeps until its stream passes the signal) may keep this
+  // connection past the process's exit.
+  void WaitForOwnFences();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 

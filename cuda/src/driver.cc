@@ -68,6 +68,7 @@ Status ResolveAll(GetProcAddress get, DriverApi& api) {
   HURRAY_RESOLVE(StreamDestroy, "cuStreamDestroy");
   HURRAY_RESOLVE(StreamSynchronize, "cuStreamSynchronize");
   HURRAY_RESOLVE(StreamGetCtx, "cuStreamGetCtx");
+  HURRAY_RESOLVE(LaunchHostFunc, "cuLaunchHostFunc");
   HURRAY_RESOLVE(StreamWaitValue64, "cuStreamWaitValue64");
   HURRAY_RESOLVE(StreamWriteValue64, "cuStreamWriteValue64");
   HURRAY_RESOLVE(EventCreate, "cuEventCreate");

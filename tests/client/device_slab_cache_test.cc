@@ -64,6 +64,10 @@ class FakeMapper final : public DeviceMemoryMapper {
   Status RelayValue(int, DeviceAddress, std::uint64_t, DeviceAddress, std::uint64_t) override {
     return {};
   }
+  Status LaunchHostFunction(void*, int, void (*function)(void*), void* data) override {
+    function(data);
+    return {};
+  }
   void DestroyEvent(void*) override {}
 
  private:

@@ -51,6 +51,10 @@ class FakeMapper final : public DeviceMemoryMapper {
   Status WriteValue(void*, int, DeviceAddress, std::uint64_t) override { return {}; }
   Result<void*> RecordEventAfterWait(int, DeviceAddress, std::uint64_t) override { return nullptr; }
   void DestroyEvent(void*) override {}
+  Status LaunchHostFunction(void*, int, void (*function)(void*), void* data) override {
+    function(data);
+    return {};
+  }
   Status RelayValue(int, DeviceAddress wait_address, std::uint64_t wait_value,
                     DeviceAddress write_address, std::uint64_t write_value) override {
     std::lock_guard lock(mutex_);

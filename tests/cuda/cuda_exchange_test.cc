@@ -292,6 +292,26 @@ TEST_F(CudaExchangeTest, DaemonKilledThenProducerKilledReleasesTheWaitingConsume
   EXPECT_GE(std::chrono::steady_clock::now() - killed, 2s);
 }
 
+TEST_F(CudaExchangeTest, LeaseEndedAfterTheStreamKeepsTheMemoryUntilTheStreamIsDone) {
+  EXPECT_EQ(RunAgent("produce", {"gpu/ordered", Bytes(kTensorBytes), "10", "synced"}),
+            "published 1");
+  // The consumer's check waits 5 s behind a delay of its stream; its lease ends after it.
+  ChildProcess& consumer = StartAgent("consume-release-after", {"gpu/ordered", "10", "5000"});
+  EXPECT_EQ(NextLine(consumer), "released");
+  // The view is gone in the consumer, but the daemon still sees the lease: the memory can
+  // not go to another tensor while the stream may still read it. A new version supersedes
+  // the one read, and another tensor is allocated: with the lease ended at once, it could
+  // take the superseded version's memory and overwrite it under the pending check.
+  EXPECT_EQ(Stats().lease_count(), 1U);
+  EXPECT_EQ(RunAgent("produce", {"gpu/ordered", Bytes(kTensorBytes), "11", "synced"}),
+            "published 2");
+  EXPECT_EQ(RunAgent("produce", {"gpu/overwrite", Bytes(kTensorBytes), "12", "synced"}),
+            "published 1");
+  EXPECT_EQ(Stats().lease_count(), 1U);
+  EXPECT_EQ(NextLine(consumer), "verified " + Bytes(kTensorBytes));
+  EXPECT_TRUE(Eventually([&] { return Stats().lease_count() == 0; }));
+}
+
 TEST_F(CudaExchangeTest, ConsumerWriteThroughReadOnlyMappingIsRefused) {
   EXPECT_EQ(RunAgent("produce", {"gpu/read-only", Bytes(kTensorBytes), "6", "synced"}),
             "published 1");

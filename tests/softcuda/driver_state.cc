@@ -41,7 +41,16 @@ CUcontext& CurrentContext() {
   return current;
 }
 
+bool& InHostFunction() {
+  thread_local bool in = false;
+  return in;
+}
+
 CUresult CheckInitialized(std::string_view call) {
+  if (InHostFunction()) {
+    return Refuse(CUDA_ERROR_NOT_PERMITTED, call,
+                  "called from a host function (cuLaunchHostFunc), which must make no CUDA call");
+  }
   if (!DriverState::Get().initialized()) {
     return Refuse(CUDA_ERROR_NOT_INITIALIZED, call, "cuInit has not succeeded in this process");
   }

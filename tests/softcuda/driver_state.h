@@ -77,6 +77,8 @@ CUcontext& CurrentContext();
 
 // CUDA_SUCCESS once cuInit succeeded; else CUDA_ERROR_NOT_INITIALIZED, refused for `call`.
 CUresult CheckInitialized(std::string_view call);
+// Whether this thread runs a host function (cuLaunchHostFunc) now: every call is refused.
+bool& InHostFunction();
 // CheckInitialized, then the current context, which must be active: else
 // CUDA_ERROR_INVALID_CONTEXT, refused for `call`.
 CUresult CheckCurrentContext(std::string_view call, CUcontext* context);

@@ -43,6 +43,7 @@ const std::array kEntryPoints{
     EntryPoint{"cuStreamCreate", 2000, Address(&cuStreamCreate)},
     EntryPoint{"cuStreamDestroy", 4000, Address(&cuStreamDestroy_v2)},
     EntryPoint{"cuStreamSynchronize", 2000, Address(&cuStreamSynchronize)},
+    EntryPoint{"cuLaunchHostFunc", 10000, Address(&cuLaunchHostFunc)},
     EntryPoint{"cuStreamGetCtx", 9020, Address(&cuStreamGetCtx)},
     EntryPoint{"cuStreamWaitValue64", 11070, Address(&cuStreamWaitValue64_v2)},
     EntryPoint{"cuStreamWriteValue64", 11070, Address(&cuStreamWriteValue64_v2)},

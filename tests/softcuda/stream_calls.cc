@@ -156,6 +156,21 @@ CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr address, cuuint64_
   return CUDA_SUCCESS;
 }
 
+CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void* data) {
+  constexpr const char* kCall = "cuLaunchHostFunc";
+  CUstream_st* resolved = nullptr;
+  if (CUresult result = ResolveStream(kCall, stream, &resolved); result != CUDA_SUCCESS) {
+    return result;
+  }
+  if (function == nullptr) return Refuse(CUDA_ERROR_INVALID_VALUE, kCall, "fn is NULL");
+  resolved->Enqueue([function, data] {
+    softcuda::InHostFunction() = true;
+    function(data);
+    softcuda::InHostFunction() = false;
+  });
+  return CUDA_SUCCESS;
+}
+
 CUresult cuEventCreate(CUevent* event, unsigned int flags) {
   CUcontext context = nullptr;
   if (CUresult result = CheckCurrentContext("cuEventCreate", &context); result != CUDA_SUCCESS) {

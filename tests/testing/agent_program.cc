@@ -154,6 +154,31 @@ int Consume(const Arguments& args, AgentDeviceFactory make_device) {
   return 0;
 }
 
+// Queues the check of the tensor behind a delay of the stream, ends the lease in stream order
+// (ReleaseAfter) and says "released", then waits for the check.
+int ConsumeReleaseAfter(const Arguments& args, AgentDeviceFactory make_device) {
+  if (args.size() != 4) ExitWithError("usage: consume-release-after SOCKET NAME SEED DELAY_MS");
+  const std::uint64_t seed = ParseNumber(args[2], "SEED");
+  const auto delay = std::chrono::milliseconds(ParseNumber(args[3], "DELAY_MS"));
+  const Session session(args[0], "consume-release-after", make_device);
+  AgentDevice& device = session.device();
+  TensorView view = ValueOrExit(session.client().Acquire(args[1]), "Acquire");
+  const std::uint64_t bytes = view.descriptor().buffers()[0].byte_size();
+  OkOrExit(view.WaitOn(device.stream()), "WaitOn");
+  OkOrExit(device.QueueDelay(delay), "queue the delay");
+  OkOrExit(device.QueueCheck(view.data(0), bytes, seed), "queue the check");
+  OkOrExit(view.ReleaseAfter(device.stream()), "ReleaseAfter");
+  if (view.holds_lease()) ExitWithError("the view still holds its lease after ReleaseAfter");
+  std::printf("released\n");
+  const std::uint64_t mismatches = ValueOrExit(device.ReadMismatches(), "read the mismatches");
+  if (mismatches != 0) {
+    std::printf("mismatches %llu\n", static_cast<unsigned long long>(mismatches));
+    return 1;
+  }
+  std::printf("verified %llu\n", static_cast<unsigned long long>(bytes));
+  return 0;
+}
+
 int ConsumeSet(const Arguments& args, AgentDeviceFactory make_device) {
   if (args.size() != 3) ExitWithError("usage: consume-set SOCKET PREFIX SEED");
   const std::uint64_t seed = ParseNumber(args[2], "SEED");
@@ -206,8 +231,9 @@ struct Mode {
 };
 
 constexpr Mode kModes[] = {
-    {"produce", Produce},        {"produce-set", ProduceSet}, {"consume", Consume},
-    {"consume-set", ConsumeSet}, {"write-into", WriteInto},
+    {"produce", Produce},      {"produce-set", ProduceSet},
+    {"consume", Consume},      {"consume-set", ConsumeSet},
+    {"write-into", WriteInto}, {"consume-release-after", ConsumeReleaseAfter},
 };
 
 }  // namespace

@@ -150,20 +150,31 @@ class WritableTensor {
   // The tensor lives on only if the GPU reaches the fence while this client's session
   // lasts: closing the Client waits for that (Client::Options::own_fence_wait, 10 s by
   // default); a process killed before it loses the tensor (consumers get DATA_LOSS or
-  // NOT_FOUND).
+  // NOT_FOUND). This process keeps the buffers' device mappings until `stream` has passed
+  // the signal: its kernels never write memory unmapped under them.
   [[nodiscard]] Result<PublishedTensor> PublishAfter(std::string_view name, CudaStream stream,
                                                      const PublishOptions& options = {});
 
   // Frees the allocation. This object becomes empty, even on error. An empty object: OK,
   // nothing to do. NOT_FOUND when the daemon no longer holds the allocation.
   [[nodiscard]] Status Cancel();
+  // Cancel, in stream order: the allocation is freed once the work queued on `stream` (a
+  // stream of this tensor's device, in this process; null: the legacy stream) so far is done,
+  // so that kernels still writing into the buffers never write memory handed to another
+  // tensor. Returns at once; this object becomes empty. The daemon's answer is not reported.
+  // Host memory: Cancel. The CUDA error of enqueuing the point in the stream (the tensor is
+  // then still this object's). A stream whose context fails never gets there: the
+  // allocation is then freed with the session.
+  [[nodiscard]] Status CancelAfter(CudaStream stream);
 
  private:
   friend class Client;
   struct State;
   explicit WritableTensor(std::unique_ptr<State> state);
+  // Publishes; the state goes to `*kept` when not null (else it is dropped).
   Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode,
-                                      const PublishOptions& options);
+                                      const PublishOptions& options,
+                                      std::unique_ptr<State>* kept = nullptr);
   std::unique_ptr<State> state_;
 };
 
@@ -234,6 +245,14 @@ class TensorView {
   // Either way UNAVAILABLE once the session is gone (which ended the lease anyway).
   // A fast-path view's release clears its pin, sends nothing and always answers OK.
   [[nodiscard]] Status Release();
+  // Release, in stream order: the lease ends once the work queued on `stream` (a stream of
+  // the tensor's device, in this process; null: the legacy stream) so far is done, so that
+  // kernels still reading the view never read memory the daemon handed to another tensor.
+  // Returns at once; the view becomes empty. The daemon's answer is not reported. Host
+  // memory: Release. The CUDA error of enqueuing the point in the stream (the view then
+  // still holds its lease). A stream whose context fails never gets there: the lease then
+  // ends with the session.
+  [[nodiscard]] Status ReleaseAfter(CudaStream stream);
 
   // False once released or moved from.
   [[nodiscard]] bool holds_lease() const { return state_ != nullptr; }

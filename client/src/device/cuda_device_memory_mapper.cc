@@ -57,6 +57,8 @@ class CudaDeviceMemoryMapper final : public DeviceMemoryMapper {
   void DestroyEvent(void* event) override;
   Status RelayValue(int device_ordinal, DeviceAddress wait_address, std::uint64_t wait_value,
                     DeviceAddress write_address, std::uint64_t write_value) override;
+  Status LaunchHostFunction(void* stream, int device_ordinal, void (*function)(void*),
+                            void* data) override;
 
  private:
   struct Device {
@@ -344,6 +346,14 @@ Status CudaDeviceMemoryMapper::RelayValue(int device_ordinal, DeviceAddress wait
   HURRAY_ASSIGN_OR_RETURN(const OwnStream own, CreateOwnStream());
   HURRAY_RETURN_IF_ERROR(WaitValue(own.stream, device_ordinal, wait_address, wait_value));
   return WriteValue(own.stream, device_ordinal, write_address, write_value);
+}
+
+Status CudaDeviceMemoryMapper::LaunchHostFunction(void* stream, int device_ordinal,
+                                                  void (*function)(void*), void* data) {
+  HURRAY_ASSIGN_OR_RETURN(CUcontext context, ContextOf(stream, device_ordinal));
+  ScopedDeviceContext current(api_, context);
+  return cuda::CheckCuda(api_, "cuLaunchHostFunc",
+                         api_.LaunchHostFunc(static_cast<CUstream>(stream), function, data));
 }
 
 Result<void*> CudaDeviceMemoryMapper::RecordEventAfterWait(int device_ordinal,

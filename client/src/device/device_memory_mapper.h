@@ -108,6 +108,12 @@ class DeviceMemoryMapper {
   [[nodiscard]] virtual Status RelayValue(int device_ordinal, DeviceAddress wait_address,
                                           std::uint64_t wait_value, DeviceAddress write_address,
                                           std::uint64_t write_value) = 0;
+
+  // Enqueues on `stream` (its context as WaitValue's) a call of `function(data)` on a driver
+  // thread once the work queued before it is done (cuLaunchHostFunc). `function` must make
+  // no CUDA call.
+  [[nodiscard]] virtual Status LaunchHostFunction(void* stream, int device_ordinal,
+                                                  void (*function)(void*), void* data) = 0;
 };
 
 // The real mapper over this process's CUDA driver. FAILED_PRECONDITION with the reason

@@ -48,6 +48,7 @@ struct DriverApi {
   decltype(&::cuStreamDestroy) StreamDestroy = nullptr;
   decltype(&::cuStreamSynchronize) StreamSynchronize = nullptr;
   decltype(&::cuStreamGetCtx) StreamGetCtx = nullptr;
+  decltype(&::cuLaunchHostFunc) LaunchHostFunc = nullptr;
   decltype(&::cuStreamWaitValue64) StreamWaitValue64 = nullptr;
   decltype(&::cuStreamWriteValue64) StreamWriteValue64 = nullptr;
   decltype(&::cuEventCreate) EventCreate = nullptr;
