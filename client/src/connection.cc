@@ -78,6 +78,11 @@ Connection::Connection(std::string socket_path, std::string client_name,
 
 namespace {
 
+// How long a CUDA slab no tensor or view of this process holds stays mapped, for a later
+// acquire to find it: the daemon frees no slab a process maps (SlabMapped), and releases
+// empty ones idle_slab_release_ms (60 s by default) after they emptied.
+constexpr std::chrono::milliseconds kIdleSlabUnmap{10'000};
+
 // Whether a fence word says its fence is done with: reached, or given up on (poison).
 bool FenceSettled(const std::uint64_t* word, std::uint64_t value) {
   // The producer's GPU writes the word in place: read it as the atomic it is.
@@ -358,7 +363,11 @@ Result<Connection::DeviceState*> Connection::Device(std::uint64_t epoch) {
   HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false, "CUDA slabs"));
   const std::uint64_t current = session->daemon_epoch();
   std::lock_guard lock(device_mutex_);
-  if (device_ && device_->epoch != current) retired_devices_.push_back(std::move(device_));
+  if (device_ && device_->epoch != current) {
+    // That daemon is gone: what no tensor or view of it holds is unmapped now.
+    device_->slabs->Retire();
+    retired_devices_.push_back(std::move(device_));
+  }
   if (device_) return device_.get();
   HURRAY_ASSIGN_OR_RETURN(auto mapper, CreateCudaDeviceMemoryMapper());
   // Grants and reports go to the session of the cache's epoch only: slab ids of another
@@ -374,12 +383,14 @@ Result<Connection::DeviceState*> Connection::Device(std::uint64_t epoch) {
         HURRAY_ASSIGN_OR_RETURN(auto granting, session_of(segment_id));
         return granting->MapSegment(segment_id, writable);
       },
-      [session_of](std::uint64_t segment_id, bool read_only) {
-        // Only the daemon's Stats lose by a refusal: the mapping works all the same.
+      [session_of](std::uint64_t segment_id, bool read_only, bool unmapped) {
+        // The mapping works all the same on a refusal: the daemon's Stats lose by it, and
+        // an unmap it never heard of keeps the slab until the session ends.
         if (auto reporting = session_of(segment_id)) {
-          (void)(*reporting)->ReportSlabMapped(segment_id, read_only);
+          (void)(*reporting)->ReportSlabMapped(segment_id, read_only, unmapped);
         }
-      });
+      },
+      kIdleSlabUnmap);
   return device_.get();
 }
 

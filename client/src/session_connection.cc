@@ -270,11 +270,13 @@ Result<GrantedSegment> SessionConnection::MapSegment(std::uint64_t segment_id, b
                         .legacy_ipc_handle = std::move(*granted.mutable_legacy_ipc_handle())};
 }
 
-Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_only) {
+Status SessionConnection::ReportSlabMapped(std::uint64_t segment_id, bool read_only,
+                                           bool unmapped) {
   std::unique_lock lock(mutex_);
   v1::SessionMessage request;
   request.mutable_slab_mapped()->set_segment_id(segment_id);
-  request.mutable_slab_mapped()->set_read_only(read_only);
+  request.mutable_slab_mapped()->set_read_only(read_only && !unmapped);
+  request.mutable_slab_mapped()->set_unmapped(unmapped);
   auto reply = RoundTripLocked(lock, request, v1::SessionMessage::kSlabMappedAck, nullptr,
                                fmt::format("slab_mapped {}", segment_id));
   if (!reply) return std::unexpected(reply.error());

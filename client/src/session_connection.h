@@ -125,11 +125,13 @@ class SessionConnection {
   // descriptor; every other kind a descriptor (INTERNAL, closing the connection, otherwise).
   [[nodiscard]] Result<GrantedSegment> MapSegment(std::uint64_t segment_id, bool writable);
 
-  // Tells the daemon how this process mapped CUDA slab `segment_id` (SlabMapped, answered
-  // by SlabMappedAck), for its Stats. The daemon's error with its code when it refuses (a
-  // daemon that does not know the message answers with one too; the connection stays
-  // usable); the same failures of the connection as MapSegment.
-  [[nodiscard]] Status ReportSlabMapped(std::uint64_t segment_id, bool read_only);
+  // Tells the daemon how this process mapped CUDA slab `segment_id`, or (`unmapped`) that it
+  // unmapped it (SlabMapped, answered by SlabMappedAck): for its Stats, and so that it keeps
+  // the slab while mapped. The daemon's error with its code when it refuses (a daemon that
+  // does not know the message answers with one too; the connection stays usable); the same
+  // failures of the connection as MapSegment.
+  [[nodiscard]] Status ReportSlabMapped(std::uint64_t segment_id, bool read_only,
+                                        bool unmapped = false);
 
   // The fast path's directory (map_directory, answered by directory_granted) and this
   // session's lease page (map_lease_page, answered by lease_page_granted), each with its

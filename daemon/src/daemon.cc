@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 #include "descriptor_reserve.h"
 #include "exchange_service.h"
@@ -390,7 +391,8 @@ void Daemon::ReleaseIdleSlabsEvery(std::chrono::milliseconds period) {
   slab_release_timer_->async_wait([this, period](const boost::system::error_code& error) {
     if (error) return;
     const auto now = std::chrono::steady_clock::now();
-    for (CudaPool* pool : cuda_pools_) pool->ReleaseIdleSlabs(now);
+    const std::set<std::uint64_t> mapped = registry_->MappedSlabs();
+    for (CudaPool* pool : cuda_pools_) pool->ReleaseIdleSlabs(now, mapped);
     ReleaseIdleSlabsEvery(period);
   });
 }

@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,7 +78,8 @@ class FakeMapper final : public DeviceMemoryMapper {
 
 class DeviceSlabCacheTest : public ::testing::Test {
  protected:
-  std::unique_ptr<DeviceSlabCache> MakeCache(std::uint64_t cap) {
+  std::unique_ptr<DeviceSlabCache> MakeCache(
+      std::uint64_t cap, std::chrono::milliseconds idle_unmap = std::chrono::milliseconds(0)) {
     return std::make_unique<DeviceSlabCache>(
         std::make_unique<FakeMapper>(log_), cap,
         [this](std::uint64_t segment_id, bool writable) -> Result<client::GrantedSegment> {
@@ -91,9 +94,14 @@ class DeviceSlabCacheTest : public ::testing::Test {
               .device_uuid = std::string(segment_id == kOtherGpuSlab ? "GPU-other" : kUuid),
               .legacy_ipc_handle = {}};
         },
-        [this](std::uint64_t segment_id, bool read_only) {
-          reports_.emplace_back(segment_id, read_only);
-        });
+        [this](std::uint64_t segment_id, bool read_only, bool unmapped) {
+          if (unmapped) {
+            unmapped_reports_.push_back(segment_id);
+          } else {
+            reports_.emplace_back(segment_id, read_only);
+          }
+        },
+        idle_unmap);
   }
 
   static constexpr std::uint64_t kUnknownSlab = 99;
@@ -101,6 +109,7 @@ class DeviceSlabCacheTest : public ::testing::Test {
   std::shared_ptr<FakeMapper::Log> log_ = std::make_shared<FakeMapper::Log>();
   std::vector<std::pair<std::uint64_t, bool>> grants_;
   std::vector<std::pair<std::uint64_t, bool>> reports_;
+  std::vector<std::uint64_t> unmapped_reports_;
 };
 
 TEST_F(DeviceSlabCacheTest, ImportsEachSlabOncePerProcessForManyTensors) {
@@ -170,6 +179,51 @@ TEST_F(DeviceSlabCacheTest, TheDefaultCapIsTheDevicesMemory) {
     ASSERT_OK_AND_ASSIGN(SlabReference reference, cache->Acquire(slab, false, "cuda:0"));
   }
   EXPECT_EQ(log_->unmapped, (std::vector<DeviceAddress>{DeviceAddress{1} << 32}));
+}
+
+TEST_F(DeviceSlabCacheTest, TellsTheDaemonOfEachUnmapOnceTheProcessMapsTheSlabNoMore) {
+  auto cache = MakeCache(kSlabBytes);
+  {
+    ASSERT_OK_AND_ASSIGN(SlabReference written, cache->Acquire(1, true, "cuda:0"));
+    ASSERT_OK_AND_ASSIGN(SlabReference read, cache->Acquire(1, false, "cuda:0"));
+  }
+  ASSERT_OK_AND_ASSIGN(SlabReference second, cache->Acquire(2, false, "cuda:0"));
+  // Over the cap, slab 1 went: the daemon hears so, and may release it once it is empty.
+  EXPECT_EQ(unmapped_reports_, (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(reports_, (std::vector<std::pair<std::uint64_t, bool>>{{1, false}, {2, true}}));
+}
+
+TEST_F(DeviceSlabCacheTest, IdleSlabsAreUnmappedAfterTheIdleTime) {
+  auto cache = MakeCache(0, std::chrono::milliseconds(50));
+  {
+    ASSERT_OK_AND_ASSIGN(SlabReference first, cache->Acquire(1, false, "cuda:0"));
+  }
+  ASSERT_OK_AND_ASSIGN(SlabReference again, cache->Acquire(1, false, "cuda:0"));
+  again.Reset();
+  EXPECT_EQ(log_->imported.size(), 1U) << "an acquire within the idle time finds it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  ASSERT_OK_AND_ASSIGN(SlabReference other, cache->Acquire(2, false, "cuda:0"));
+  EXPECT_EQ(log_->unmapped, (std::vector<DeviceAddress>{DeviceAddress{1} << 32}));
+  EXPECT_EQ(unmapped_reports_, (std::vector<std::uint64_t>{1}));
+  // A referenced slab is never idle.
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  ASSERT_OK_AND_ASSIGN(SlabReference third, cache->Acquire(3, false, "cuda:0"));
+  EXPECT_EQ(log_->unmapped.size(), 1U);
+}
+
+TEST_F(DeviceSlabCacheTest, ARetiredCacheUnmapsWhatNothingHoldsNowAndTheRestAsItGoes) {
+  auto cache = MakeCache(0);
+  ASSERT_OK_AND_ASSIGN(SlabReference held, cache->Acquire(1, false, "cuda:0"));
+  {
+    ASSERT_OK_AND_ASSIGN(SlabReference dropped, cache->Acquire(2, false, "cuda:0"));
+  }
+  cache->Retire();
+  EXPECT_EQ(log_->unmapped, (std::vector<DeviceAddress>{DeviceAddress{2} << 32}));
+  held.Reset();
+  EXPECT_EQ(log_->unmapped.size(), 2U);
+  EXPECT_EQ(cache->mapped_slab_count(), 0U);
+  // That daemon is gone: it is told nothing.
+  EXPECT_TRUE(unmapped_reports_.empty());
 }
 
 TEST_F(DeviceSlabCacheTest, UnmapsEverythingWhenTheConnectionEnds) {

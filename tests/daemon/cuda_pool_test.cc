@@ -163,6 +163,21 @@ TEST_F(CudaPoolTest, SlabWithLiveRangesIsNeverReleased) {
   EXPECT_EQ(pool->ReleaseIdleSlabs(std::chrono::steady_clock::now()), 1u);
 }
 
+TEST_F(CudaPoolTest, EmptySlabAClientStillMapsIsNotReleased) {
+  auto pool = MakePool();
+  ASSERT_NE(pool, nullptr);
+  ASSERT_OK_AND_ASSIGN(const PoolRange range, pool->Allocate(kMiB));
+  pool->Free(range);
+  const auto later = std::chrono::steady_clock::now() + 2h;
+  // A client process maps it (Registry::MappedSlabs): its memory is not freed while mapped.
+  EXPECT_EQ(pool->ReleaseIdleSlabs(later, {range.segment_id}), 0u);
+  EXPECT_EQ(LiveSlabs(), 1u);
+  EXPECT_EQ(pool->SegmentSize(range.segment_id), 8 * kMiB);
+  // Unmapped by then, it goes at the next look.
+  EXPECT_EQ(pool->ReleaseIdleSlabs(later, {}), 1u);
+  EXPECT_EQ(Releases(), 1u);
+}
+
 TEST_F(CudaPoolTest, DoubleAndForeignFreesAreIgnored) {
   auto pool = MakePool();
   ASSERT_NE(pool, nullptr);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "hurray/descriptor_codec.h"
@@ -1180,6 +1181,30 @@ TEST_F(RegistryFenceTest, SlabMappingsAreCountedPerSessionUntilItEnds) {
       EXPECT_EQ(stats.slab_mappings(), 0u);
     }
   }
+}
+
+TEST_F(RegistryFenceTest, ASlabReportedUnmappedIsNoLongerKept) {
+  auto allocation = Allocate(producer_, CudaFloat32(1024, 0), "cuda:0");
+  ASSERT_OK(allocation);
+  const std::uint64_t slab = allocation->buffers(0).segment_id();
+  ASSERT_OK(registry_->GrantSegment(producer_, slab, /*writable=*/true));
+  ASSERT_OK(Publish(producer_, allocation->allocation_id(), "gpu/m"));
+  ASSERT_OK(Acquire(consumer_, "gpu/m"));
+  ASSERT_OK(registry_->GrantSegment(consumer_, slab, /*writable=*/false));
+  v1::SlabMapped mapped;
+  mapped.set_segment_id(slab);
+  mapped.set_read_only(true);
+  ASSERT_OK(registry_->SlabMapped(consumer_, mapped));
+  ASSERT_OK(registry_->SlabMapped(producer_, mapped));
+  EXPECT_EQ(registry_->MappedSlabs(), (std::set<std::uint64_t>{slab}));
+  mapped.set_unmapped(true);
+  ASSERT_OK(registry_->SlabMapped(consumer_, mapped));
+  // The producer still maps it.
+  EXPECT_EQ(registry_->MappedSlabs(), (std::set<std::uint64_t>{slab}));
+  EXPECT_EQ(CudaStats().slab_mappings(), 1u);
+  ASSERT_OK(registry_->SlabMapped(producer_, mapped));
+  EXPECT_TRUE(registry_->MappedSlabs().empty());
+  EXPECT_EQ(CudaStats().slab_mappings(), 0u);
 }
 
 TEST(TensorNameTest, Rules) {

@@ -536,6 +536,38 @@ TEST_F(SoftcudaPoolsTest, FullCudaPoolEvictsLeastRecentlyUsedThenRefuses) {
   }
 }
 
+// The daemon releases an empty slab only once no process maps it: device memory stays
+// allocated while mapped (cuMemRelease frees it when the last mapping goes), so releasing it
+// earlier would count as free what the device still holds (the GPU review's finding 4).
+TEST_F(SoftcudaPoolsTest, AnEmptySlabStaysWhileAProcessMapsItAndGoesOnceUnmapped) {
+  StartDaemon({fmt::format("slab_size = {}", kSlabBytes), "idle_slab_release_ms = 100"});
+  EXPECT_EQ(RunAgent("produce", {"idle/t", Bytes(kSlabBytes), "70", "synced"}), "published 1");
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<TestDevice> device, TestDevice::Open(0));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Connect("idle"));
+  {
+    ASSERT_OK_AND_ASSIGN(const TensorView view, client->Acquire("idle/t"));
+    ExpectPattern(view, *device, 70);
+  }
+  // The view is gone, the slab stays mapped here for a later acquire; the tensor goes.
+  ASSERT_OK(client->Delete("idle/t"));
+  const auto emptied = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - emptied < 1s) {
+    const v1::PoolStats pool = Pool("cuda:0");
+    ASSERT_EQ(pool.used_bytes(), 0U);
+    ASSERT_EQ(pool.segment_count(), 1U) << "released while this process maps it";
+    ASSERT_EQ(pool.slab_mappings(), 1U);
+    std::this_thread::sleep_for(50ms);
+  }
+  // Unmapped (the client closes), it goes.
+  client.reset();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (Pool("cuda:0").segment_count() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(Pool("cuda:0").segment_count(), 0U);
+  EXPECT_EQ(Pool("cuda:0").slab_mappings(), 0U);
+}
+
 // GPU tensors do not survive a restart (docs/reliability.md, guarantee 8): after SIGTERM and
 // a new daemon on the same directory, the CPU tensor is served byte for byte, the GPU tensor
 // is reported lost (NOT_FOUND), and a new GPU exchange works.

@@ -24,11 +24,12 @@ void SlabReference::Reset() {
 
 DeviceSlabCache::DeviceSlabCache(std::unique_ptr<DeviceMemoryMapper> mapper,
                                  std::uint64_t max_mapped_device_bytes, GrantFunction grant,
-                                 ReportFunction report)
+                                 ReportFunction report, std::chrono::milliseconds idle_unmap)
     : mapper_(std::move(mapper)),
       max_mapped_device_bytes_(max_mapped_device_bytes),
       grant_(std::move(grant)),
-      report_(std::move(report)) {}
+      report_(std::move(report)),
+      idle_unmap_(idle_unmap) {}
 
 DeviceSlabCache::~DeviceSlabCache() {
   for (auto& [key, entry] : entries_) mapper_->Unmap(entry.slab);
@@ -37,6 +38,7 @@ DeviceSlabCache::~DeviceSlabCache() {
 Result<SlabReference> DeviceSlabCache::Acquire(std::uint64_t segment_id, bool writable,
                                                std::string_view pool) {
   std::lock_guard lock(mutex_);
+  UnmapIdleLocked();
   // A read-write mapping serves reads too: the process already may write the slab.
   for (const bool mapped_writable : {writable, true}) {
     const Key key{segment_id, mapped_writable};
@@ -76,7 +78,7 @@ Result<SlabReference> DeviceSlabCache::ImportLocked(std::uint64_t segment_id, bo
   mapped_bytes_[slab.device_ordinal] += slab.size;
   const Key key{segment_id, writable};
   auto [entry, inserted] = entries_.emplace(key, Entry{.slab = slab});
-  if (report_) report_(segment_id, slab.read_only);
+  if (report_) report_(segment_id, slab.read_only, /*unmapped=*/false);
   return ReferenceLocked(key, entry->second);
 }
 
@@ -94,10 +96,33 @@ void DeviceSlabCache::Release(const Key& key) {
   if (found == entries_.end() || found->second.references == 0) return;
   Entry& entry = found->second;
   if (--entry.references > 0) return;
+  if (retired_) {
+    UnmapLocked(found);
+    return;
+  }
   unreferenced_.push_front(key);
   entry.unreferenced = unreferenced_.begin();
   entry.listed = true;
+  entry.unreferenced_since = std::chrono::steady_clock::now();
   MakeRoomLocked(entry.slab.device_ordinal, 0);
+  UnmapIdleLocked();
+}
+
+void DeviceSlabCache::Retire() {
+  std::lock_guard lock(mutex_);
+  retired_ = true;
+  while (!unreferenced_.empty()) UnmapLocked(entries_.find(unreferenced_.back()));
+}
+
+void DeviceSlabCache::UnmapIdleLocked() {
+  if (idle_unmap_.count() == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  // Oldest first: from the back of the list.
+  while (!unreferenced_.empty()) {
+    auto entry = entries_.find(unreferenced_.back());
+    if (now - entry->second.unreferenced_since < idle_unmap_) return;
+    UnmapLocked(entry);
+  }
 }
 
 std::uint64_t DeviceSlabCache::CapLocked(int device_ordinal) {
@@ -128,7 +153,13 @@ void DeviceSlabCache::UnmapLocked(std::map<Key, Entry>::iterator entry) {
   mapper_->Unmap(entry->second.slab);
   mapped_bytes_[entry->second.slab.device_ordinal] -= entry->second.slab.size;
   if (entry->second.listed) unreferenced_.erase(entry->second.unreferenced);
+  const auto [segment_id, writable] = entry->first;
   entries_.erase(entry);
+  // The daemon may release the slab once this process maps it no more (it may also hold a
+  // mapping of the other kind).
+  if (report_ && !retired_ && !entries_.contains(Key{segment_id, !writable})) {
+    report_(segment_id, false, /*unmapped=*/true);
+  }
 }
 
 std::uint64_t DeviceSlabCache::import_count() const {

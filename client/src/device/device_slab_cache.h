@@ -2,6 +2,7 @@
 // of one connection. Pure logic over a DeviceMemoryMapper (tested with a fake).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -56,11 +57,16 @@ class DeviceSlabCache {
   // Asks the daemon for slab `segment_id` (read-write when `writable`).
   using GrantFunction =
       std::function<Result<client::GrantedSegment>(std::uint64_t segment_id, bool writable)>;
-  // Tells the daemon how a slab was mapped; its failure is not the mapping's.
-  using ReportFunction = std::function<void(std::uint64_t segment_id, bool read_only)>;
+  // Tells the daemon how a slab was mapped, or (`unmapped`) that it was unmapped; its
+  // failure is not the mapping's.
+  using ReportFunction =
+      std::function<void(std::uint64_t segment_id, bool read_only, bool unmapped)>;
 
+  // `idle_unmap`: how long a slab no reference holds stays mapped (for a later acquire to
+  // find it), looked at on each Acquire and release; 0: until the cap needs the room.
   DeviceSlabCache(std::unique_ptr<DeviceMemoryMapper> mapper, std::uint64_t max_mapped_device_bytes,
-                  GrantFunction grant, ReportFunction report);
+                  GrantFunction grant, ReportFunction report,
+                  std::chrono::milliseconds idle_unmap = std::chrono::milliseconds(0));
   ~DeviceSlabCache();
   DeviceSlabCache(const DeviceSlabCache&) = delete;
   DeviceSlabCache& operator=(const DeviceSlabCache&) = delete;
@@ -73,6 +79,11 @@ class DeviceSlabCache {
   // The grant's or the driver's error otherwise, leaving nothing mapped.
   [[nodiscard]] Result<SlabReference> Acquire(std::uint64_t segment_id, bool writable,
                                               std::string_view pool);
+
+  // The cache's epoch is over (the daemon that granted its slabs is gone): unmaps every slab
+  // no reference holds now, and each other one as its last reference goes. Nothing is
+  // reported: that daemon's sessions are gone.
+  void Retire();
 
   // The mapper the slabs were mapped with (for fences and streams).
   [[nodiscard]] DeviceMemoryMapper& mapper() const { return *mapper_; }
@@ -89,9 +100,10 @@ class DeviceSlabCache {
   struct Entry {
     MappedSlab slab;
     std::uint64_t references = 0;
-    // Position in unreferenced_ while `listed` (references is 0).
+    // Position in unreferenced_ while `listed` (references is 0), and since when.
     std::list<Key>::iterator unreferenced;
     bool listed = false;
+    std::chrono::steady_clock::time_point unreferenced_since;
   };
 
   void Release(const Key& key);
@@ -102,12 +114,15 @@ class DeviceSlabCache {
   // `incoming` more bytes fit under the device's cap or none is left.
   void MakeRoomLocked(int device_ordinal, std::uint64_t incoming);
   std::uint64_t CapLocked(int device_ordinal);
+  // Unmaps unreferenced slabs unreferenced for longer than idle_unmap_.
+  void UnmapIdleLocked();
   void UnmapLocked(std::map<Key, Entry>::iterator entry);
 
   const std::unique_ptr<DeviceMemoryMapper> mapper_;
   const std::uint64_t max_mapped_device_bytes_;
   const GrantFunction grant_;
   const ReportFunction report_;
+  const std::chrono::milliseconds idle_unmap_;
 
   mutable std::mutex mutex_;
   std::map<Key, Entry> entries_;               // Guarded by mutex_.
@@ -115,6 +130,7 @@ class DeviceSlabCache {
   std::map<int, std::uint64_t> mapped_bytes_;  // Guarded by mutex_. Per device.
   std::map<int, std::uint64_t> caps_;          // Guarded by mutex_. Per device.
   std::uint64_t import_count_ = 0;             // Guarded by mutex_.
+  bool retired_ = false;                       // Guarded by mutex_.
 };
 
 }  // namespace hurray::client_internal

@@ -180,15 +180,18 @@ void CudaPool::Free(const PoolRange& range) {
   }
 }
 
-std::size_t CudaPool::ReleaseIdleSlabs(std::chrono::steady_clock::time_point now) {
+std::size_t CudaPool::ReleaseIdleSlabs(std::chrono::steady_clock::time_point now,
+                                       const std::set<std::uint64_t>& mapped) {
   std::size_t released = 0;
   const std::lock_guard lock(mutex_);
   for (auto slab = slabs_.begin(); slab != slabs_.end();) {
     const auto& empty_since = slab->second.empty_since;
     // Only an empty slab has empty_since; the allocation count is checked all the same: a
     // slab with live ranges must never go.
+    // A slab a client maps stays: its memory is not freed while mapped, so releasing it
+    // would only make the pool count it free and allocate more on the device.
     if (!empty_since || now - *empty_since < idle_slab_release_ ||
-        slab->second.allocator.allocation_count() != 0) {
+        slab->second.allocator.allocation_count() != 0 || mapped.contains(slab->first)) {
       ++slab;
       continue;
     }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -93,9 +94,11 @@ class CudaPool final : public Pool {
   // slab of what the capacity has left); fragmentation is of the free space inside slabs.
   [[nodiscard]] PoolUsage Usage() const override;
 
-  // Releases the slabs that have been empty since before `now - idle_slab_release`, and
+  // Releases the slabs that have been empty since before `now - idle_slab_release`, but
+  // none in `mapped` (slabs a client process still maps: Registry::MappedSlabs), and
   // returns how many. Safe to call at any time, from any thread.
-  std::size_t ReleaseIdleSlabs(std::chrono::steady_clock::time_point now);
+  std::size_t ReleaseIdleSlabs(std::chrono::steady_clock::time_point now,
+                               const std::set<std::uint64_t>& mapped = {});
 
   [[nodiscard]] SlabMechanism mechanism() const { return mechanism_; }
   [[nodiscard]] std::uint64_t slab_bytes() const { return slab_bytes_; }

@@ -658,9 +658,22 @@ Result<v1::SlabMappedAck> Registry::SlabMapped(std::uint64_t session_id,
     return PermissionDeniedError(
         fmt::format("segment_id {}: the session was never granted it", segment_id));
   }
-  session->slab_mappings.insert_or_assign(
-      segment_id, SlabMapping{.pool = pool, .read_only = request.read_only()});
+  if (request.unmapped()) {
+    session->slab_mappings.erase(segment_id);
+  } else {
+    session->slab_mappings.insert_or_assign(
+        segment_id, SlabMapping{.pool = pool, .read_only = request.read_only()});
+  }
   return v1::SlabMappedAck();
+}
+
+std::set<std::uint64_t> Registry::MappedSlabs() const {
+  std::set<std::uint64_t> mapped;
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, session] : sessions_.sessions()) {
+    for (const auto& [segment_id, mapping] : session.slab_mappings) mapped.insert(segment_id);
+  }
+  return mapped;
 }
 
 Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {

@@ -60,6 +60,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -169,9 +170,13 @@ class Registry final : public SessionHost {
   // off or on a second call; RESOURCE_EXHAUSTED when its slots would pass the uid's lease
   // quota (they count as leases until the session ends).
   [[nodiscard]] Result<LeasePageAccess> GrantLeasePage(std::uint64_t session_id) override;
-  // Records that the session mapped a CUDA slab (read-only or not), until the session ends.
+  // Records that the session mapped a CUDA slab (read-only or not), until it reports the slab
+  // unmapped or the session ends.
   // NOT_FOUND for an unknown segment, INVALID_ARGUMENT for a segment that is not a CUDA slab,
   // PERMISSION_DENIED for one GrantSegment never opened for this session.
+  // The slabs live sessions report mapped (SlabMapped), which CudaPool::ReleaseIdleSlabs
+  // must keep.
+  [[nodiscard]] std::set<std::uint64_t> MappedSlabs() const;
   [[nodiscard]] Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
                                                      const v1::SlabMapped& request) override;
 
