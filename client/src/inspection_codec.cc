@@ -132,6 +132,7 @@ PoolStats PoolStatsFromProto(const v1::PoolStats& pool) {
                    .device_ordinal = pool.device_ordinal(),
                    .mechanism = pool.mechanism(),
                    .slab_bytes = pool.slab_bytes(),
+                   .gpu_direct_rdma = pool.gpu_direct_rdma(),
                    .slab_mappings = pool.slab_mappings(),
                    .read_only_slab_mappings = pool.read_only_slab_mappings(),
                    .fences_in_use = pool.fences_in_use(),

@@ -129,8 +129,7 @@ Result<std::unique_ptr<CudaPool>> CreateCudaPool(const cuda::DriverApi& driver,
                                                  const CudaPoolPlan& plan,
                                                  const Config::CudaPool& config) {
   HURRAY_ASSIGN_OR_RETURN(
-      std::unique_ptr<CudaSlabMemory> memory,
-      CudaSlabMemory::Create(driver, plan.device.ordinal, plan.mechanism, plan.granularity_bytes));
+      std::unique_ptr<CudaSlabMemory> memory, CudaSlabMemory::Create(driver, plan));
   HURRAY_ASSIGN_OR_RETURN(
       std::unique_ptr<CudaPool> pool,
       CudaPool::Create(CudaPool::Options{.name = plan.name,

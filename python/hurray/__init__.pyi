@@ -320,6 +320,7 @@ class PoolStats:
     device_ordinal: int
     mechanism: str
     slab_bytes: int
+    gpu_direct_rdma: bool
     slab_mappings: int
     read_only_slab_mappings: int
     fences_in_use: int

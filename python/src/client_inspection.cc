@@ -103,6 +103,7 @@ void BindDaemonReports(py::module_& module) {
       .def_readonly("device_ordinal", &PoolStats::device_ordinal)
       .def_readonly("mechanism", &PoolStats::mechanism)
       .def_readonly("slab_bytes", &PoolStats::slab_bytes)
+      .def_readonly("gpu_direct_rdma", &PoolStats::gpu_direct_rdma)
       .def_readonly("slab_mappings", &PoolStats::slab_mappings)
       .def_readonly("read_only_slab_mappings", &PoolStats::read_only_slab_mappings)
       .def_readonly("fences_in_use", &PoolStats::fences_in_use)

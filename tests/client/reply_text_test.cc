@@ -37,6 +37,13 @@ TEST(RenderCudaPoolsTest, ShowsEachCudaPoolsGpuMechanismSlabsAndFences) {
             "vmm        1.0 GiB  12             10         3              1\n");
 }
 
+TEST(RenderCudaPoolsTest, SaysWhenSlabsAreGpuDirectRdmaCapable) {
+  v1::StatsResponse stats = StatsWithACudaPool();
+  stats.mutable_pools(1)->set_gpu_direct_rdma(true);
+  EXPECT_NE(RenderCudaPools(stats).find("  vmm, rdma  "), std::string::npos)
+      << RenderCudaPools(stats);
+}
+
 TEST(RenderCudaPoolsTest, IsEmptyWithoutCudaPools) {
   v1::StatsResponse stats;
   stats.add_pools()->set_kind("cpu");

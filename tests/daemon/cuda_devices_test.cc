@@ -91,6 +91,23 @@ TEST(ChooseCudaPoolsTest, ADeviceWithoutStreamMemoryOperationsGetsAPoolThatSaysS
   EXPECT_EQ(with[0].explanation.find("STREAM_MEM_OPS"), std::string::npos);
 }
 
+TEST(ChooseCudaPoolsTest, VmmSlabsAreGpuDirectRdmaCapableWhereTheDeviceSupportsIt) {
+  CudaDeviceFacts device = H200(0);
+  device.gpu_direct_rdma_with_vmm = true;
+  ASSERT_OK_AND_ASSIGN(const auto capable, ChooseCudaPools({device}, kDefaults));
+  EXPECT_TRUE(capable[0].gpu_direct_rdma);
+  EXPECT_NE(capable[0].explanation.find("GPUDirect RDMA"), std::string::npos);
+  device.gpu_direct_rdma_with_vmm = false;
+  ASSERT_OK_AND_ASSIGN(const auto without, ChooseCudaPools({device}, kDefaults));
+  EXPECT_FALSE(without[0].gpu_direct_rdma);
+  // cuMemAlloc slabs take no such flag.
+  device.gpu_direct_rdma_with_vmm = true;
+  device.posix_fd_supported = false;
+  ASSERT_OK_AND_ASSIGN(const auto legacy, ChooseCudaPools({device}, kDefaults));
+  EXPECT_EQ(legacy[0].mechanism, SlabMechanism::kLegacyIpc);
+  EXPECT_FALSE(legacy[0].gpu_direct_rdma);
+}
+
 TEST(ChooseCudaPoolsTest, SizesAreRoundedToTheGranularity) {
   CudaDeviceFacts device = H200(0);
   device.granularity_bytes = 32 * kMiB;

@@ -37,8 +37,7 @@ class CudaPoolDeviceTest : public ::testing::Test {
   // The pool of device 0, as the daemon makes it.
   std::unique_ptr<CudaPool> MakePool() {
     const CudaPoolPlan& plan = plans_.front();
-    auto memory = CudaSlabMemory::Create(*driver_, plan.device.ordinal, plan.mechanism,
-                                         plan.granularity_bytes);
+    auto memory = CudaSlabMemory::Create(*driver_, plan);
     EXPECT_OK(memory);
     if (!memory) return nullptr;
     auto pool = CudaPool::Create(CudaPool::Options{.name = plan.name,
@@ -105,6 +104,28 @@ TEST_F(CudaPoolDeviceTest, SlabsAreMadeExportedAndReleased) {
   pool->Free(large);
   EXPECT_EQ(pool->ReleaseIdleSlabs(std::chrono::steady_clock::now() + 1h), 2u);
   EXPECT_EQ(pool->Usage().segment_count, 0u);
+}
+
+TEST_F(CudaPoolDeviceTest, SlabsAreGpuDirectRdmaCapableWhereTheDeviceSupportsIt) {
+  const CudaPoolPlan& plan = plans_.front();
+  EXPECT_EQ(plan.gpu_direct_rdma,
+            plan.mechanism == SlabMechanism::kVmm && plan.device.gpu_direct_rdma_with_vmm);
+  if (plan.mechanism != SlabMechanism::kVmm) GTEST_SKIP() << "a legacy pool: cuMemAlloc slabs";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<CudaSlabMemory> memory,
+                       CudaSlabMemory::Create(*driver_, plan));
+  EXPECT_EQ(memory->gpu_direct_rdma(), plan.gpu_direct_rdma);
+  ASSERT_OK_AND_ASSIGN(const std::uint64_t handle, memory->Create(plan.slab_bytes));
+  decltype(&::cuMemGetAllocationPropertiesFromHandle) get_properties = nullptr;
+  ASSERT_OK(
+      cuda::ResolveDriverEntryPoint("cuMemGetAllocationPropertiesFromHandle", get_properties));
+  CUmemAllocationProp properties{};
+  const CUresult got =
+      get_properties(&properties, static_cast<CUmemGenericAllocationHandle>(handle));
+  memory->Release(handle);
+  ASSERT_OK(cuda::CheckCuda(*driver_, "cuMemGetAllocationPropertiesFromHandle", got));
+  EXPECT_EQ(properties.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  EXPECT_EQ(properties.allocFlags.gpuDirectRDMACapable, plan.gpu_direct_rdma ? 1 : 0);
+  std::cout << plan.name << ": GPUDirect RDMA capable slabs: " << plan.gpu_direct_rdma << "\n";
 }
 
 }  // namespace

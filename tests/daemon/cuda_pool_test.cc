@@ -273,6 +273,15 @@ TEST_F(CudaPoolTest, UsageReportsSlabsSpaceAndDevice) {
   EXPECT_EQ(usage.device_ordinal, 0u);
   EXPECT_EQ(usage.mechanism, "vmm");
   EXPECT_EQ(usage.slab_bytes, 8 * kMiB);
+  EXPECT_FALSE(usage.gpu_direct_rdma);
+}
+
+TEST_F(CudaPoolTest, UsageSaysWhenSlabsAreGpuDirectRdmaCapable) {
+  auto pool = CudaPool::Create(
+      DefaultOptions(), std::make_unique<FakeSlabMemory>(state_, SlabMechanism::kVmm, kGranularity,
+                                                         /*gpu_direct_rdma=*/true));
+  ASSERT_OK(pool);
+  EXPECT_TRUE((*pool)->Usage().gpu_direct_rdma);
 }
 
 TEST_F(CudaPoolTest, SlabSizeIsRoundedUpToTheGranularity) {

@@ -31,11 +31,16 @@ class FakeSlabMemory final : public SlabMemory {
     std::map<std::uint64_t, UniqueFd> slabs;  // Live slabs: handle -> memfd.
   };
 
-  FakeSlabMemory(State& state, SlabMechanism mechanism, std::uint64_t granularity)
-      : state_(state), mechanism_(mechanism), granularity_(granularity) {}
+  FakeSlabMemory(State& state, SlabMechanism mechanism, std::uint64_t granularity,
+                 bool gpu_direct_rdma = false)
+      : state_(state),
+        mechanism_(mechanism),
+        granularity_(granularity),
+        gpu_direct_rdma_(gpu_direct_rdma) {}
 
   [[nodiscard]] SlabMechanism mechanism() const override { return mechanism_; }
   [[nodiscard]] std::uint64_t granularity() const override { return granularity_; }
+  [[nodiscard]] bool gpu_direct_rdma() const override { return gpu_direct_rdma_; }
   // INVALID_ARGUMENT for a size that is 0 or not a multiple of the granularity (a bug of
   // the pool); RESOURCE_EXHAUSTED when a failure was injected.
   [[nodiscard]] Result<std::uint64_t> Create(std::uint64_t bytes) override;
@@ -46,6 +51,7 @@ class FakeSlabMemory final : public SlabMemory {
   State& state_;
   const SlabMechanism mechanism_;
   const std::uint64_t granularity_;
+  const bool gpu_direct_rdma_;
   // Handles count up from 1. Guarded by state_.mutex.
   std::uint64_t next_handle_ = 1;
 };

@@ -110,10 +110,23 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size,
                       " is not a nonzero multiple of the granularity " +
                       std::to_string(kGranularity) + " (cuMemGetAllocationGranularity)");
   }
-  const CUdevice device = properties->location.id;
+  if (properties->allocFlags.gpuDirectRDMACapable != 0 &&
+      AttributeOf(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED) == 0) {
+    return Refuse(CUDA_ERROR_NOT_SUPPORTED, kCall,
+                  "allocFlags.gpuDirectRDMACapable is set and "
+                  "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED is 0");
+  }
   return DriverState::Get().memory().Create(
-      handle, size, device, DriverState::Get().devices().at(device).total_memory,
-      properties->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      handle, size, *properties,
+      DriverState::Get().devices().at(properties->location.id).total_memory);
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* properties,
+                                                CUmemGenericAllocationHandle handle) {
+  constexpr const char* kCall = "cuMemGetAllocationPropertiesFromHandle";
+  if (CUresult result = CheckInitialized(kCall); result != CUDA_SUCCESS) return result;
+  if (properties == nullptr) return Refuse(CUDA_ERROR_INVALID_VALUE, kCall, "prop is NULL");
+  return DriverState::Get().memory().Properties(properties, handle);
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {

@@ -166,7 +166,10 @@ const MemorySpace::Range* MemorySpace::Find(const std::map<std::uintptr_t, Range
 }
 
 CUresult MemorySpace::Create(CUmemGenericAllocationHandle* handle, std::size_t size,
-                             CUdevice device, std::size_t limit, bool exportable) {
+                             const CUmemAllocationProp& properties, std::size_t limit) {
+  const CUdevice device = properties.location.id;
+  const bool exportable =
+      properties.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   std::lock_guard lock(mutex_);
   if (CUresult budget = CheckBudget("cuMemCreate", size, device, limit); budget != CUDA_SUCCESS) {
     return budget;
@@ -177,6 +180,7 @@ CUresult MemorySpace::Create(CUmemGenericAllocationHandle* handle, std::size_t s
   }
   *handle = next_handle_++;
   handles_[*handle] = std::move(file);
+  created_[*handle] = properties;
   return CUDA_SUCCESS;
 }
 
@@ -187,6 +191,26 @@ CUresult MemorySpace::Release(CUmemGenericAllocationHandle handle) {
     return Refuse(CUDA_ERROR_INVALID_VALUE, "cuMemRelease",
                   "handle " + Hex(handle) + " is not a live allocation handle (released twice?)");
   }
+  created_.erase(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult MemorySpace::Properties(CUmemAllocationProp* properties,
+                                 CUmemGenericAllocationHandle handle) const {
+  constexpr const char* kCall = "cuMemGetAllocationPropertiesFromHandle";
+  std::lock_guard lock(mutex_);
+  if (!handles_.contains(handle)) {
+    return Refuse(CUDA_ERROR_INVALID_VALUE, kCall,
+                  "handle " + Hex(handle) + " is not a live allocation handle");
+  }
+  const auto found = created_.find(handle);
+  if (found == created_.end()) {
+    return Refuse(CUDA_ERROR_NOT_SUPPORTED, kCall,
+                  "handle " + Hex(handle) +
+                      " was imported: softcuda knows the properties only of allocations this "
+                      "process created");
+  }
+  *properties = found->second;
   return CUDA_SUCCESS;
 }
 

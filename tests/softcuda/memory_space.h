@@ -38,10 +38,14 @@ class MemorySpace {
  public:
   MemorySpace();
 
-  // VMM. `limit` is the device's total memory.
-  CUresult Create(CUmemGenericAllocationHandle* handle, std::size_t size, CUdevice device,
-                  std::size_t limit, bool exportable);
+  // VMM. `limit` is the device's total memory; `properties` were checked by the caller.
+  CUresult Create(CUmemGenericAllocationHandle* handle, std::size_t size,
+                  const CUmemAllocationProp& properties, std::size_t limit);
   CUresult Release(CUmemGenericAllocationHandle handle);
+  // cuMemGetAllocationPropertiesFromHandle: the properties `handle` was created with.
+  // CUDA_ERROR_NOT_SUPPORTED for an imported handle (softcuda does not carry them across
+  // processes).
+  CUresult Properties(CUmemAllocationProp* properties, CUmemGenericAllocationHandle handle) const;
   CUresult Export(int* fd, CUmemGenericAllocationHandle handle);
   CUresult Import(CUmemGenericAllocationHandle* handle, int fd);
   CUresult Reserve(CUdeviceptr* address, std::size_t size, std::size_t alignment);
@@ -106,6 +110,8 @@ class MemorySpace {
   mutable std::mutex mutex_;
   CUmemGenericAllocationHandle next_handle_ = 0x5000;  // Guarded by mutex_.
   std::map<CUmemGenericAllocationHandle, std::shared_ptr<MemoryFile>> handles_;  // mutex_.
+  // What cuMemCreate was given, for the live handles it made. Guarded by mutex_.
+  std::map<CUmemGenericAllocationHandle, CUmemAllocationProp> created_;
   std::map<std::uintptr_t, std::size_t> reservations_;  // Guarded by mutex_.
   std::map<std::uintptr_t, Range> mappings_;            // Guarded by mutex_.
   std::map<std::uintptr_t, Range> allocations_;         // Guarded by mutex_.

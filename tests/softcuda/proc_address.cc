@@ -54,6 +54,8 @@ const std::array kEntryPoints{
     EntryPoint{"cuMemGetAllocationGranularity", 10020, Address(&cuMemGetAllocationGranularity)},
     EntryPoint{"cuMemCreate", 10020, Address(&cuMemCreate)},
     EntryPoint{"cuMemRelease", 10020, Address(&cuMemRelease)},
+    EntryPoint{"cuMemGetAllocationPropertiesFromHandle", 10020,
+               Address(&cuMemGetAllocationPropertiesFromHandle)},
     EntryPoint{"cuMemExportToShareableHandle", 10020, Address(&cuMemExportToShareableHandle)},
     EntryPoint{"cuMemImportFromShareableHandle", 10020, Address(&cuMemImportFromShareableHandle)},
     EntryPoint{"cuMemAddressReserve", 10020, Address(&cuMemAddressReserve)},

@@ -157,6 +157,9 @@ struct PoolStats {
   std::string mechanism;
   // Bytes of each slab.
   std::uint64_t slab_bytes = 0;
+  // Slabs are allocated GPUDirect RDMA capable: a tensor's memory may be registered with a
+  // NIC (devices with CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED).
+  bool gpu_direct_rdma = false;
   // Slab mappings sessions reported, and how many of them are read-only.
   std::uint64_t slab_mappings = 0;
   std::uint64_t read_only_slab_mappings = 0;

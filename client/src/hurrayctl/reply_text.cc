@@ -76,8 +76,8 @@ std::string RenderCudaPools(const v1::StatsResponse& stats) {
     any = true;
     table.AddRow({pool.name(), pool.device_uuid(),
                   fmt::format("{} (daemon ordinal {})", pool.device_name(), pool.device_ordinal()),
-                  pool.mechanism(), FormatBytes(pool.slab_bytes()),
-                  fmt::to_string(pool.slab_mappings()),
+                  pool.gpu_direct_rdma() ? pool.mechanism() + ", rdma" : pool.mechanism(),
+                  FormatBytes(pool.slab_bytes()), fmt::to_string(pool.slab_mappings()),
                   fmt::to_string(pool.read_only_slab_mappings()),
                   fmt::to_string(pool.fences_in_use()), fmt::to_string(pool.fences_retired())});
   }

@@ -60,6 +60,8 @@ Result<CudaPoolPlan> PlanPool(const CudaDeviceFacts& device, const CudaPoolSizin
         "; no 64-bit stream memory operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS "
         "0): Event handoffs (PublishAfter, WaitOn, ReadyEvent) fail on this device";
   }
+  const bool gpu_direct_rdma = mechanism == SlabMechanism::kVmm && device.gpu_direct_rdma_with_vmm;
+  if (gpu_direct_rdma) explanation += "; GPUDirect RDMA capable slabs";
   const std::uint64_t granule =
       mechanism == SlabMechanism::kVmm ? device.granularity_bytes : kLegacySlabGranularity;
   const std::uint64_t wanted =
@@ -88,6 +90,7 @@ Result<CudaPoolPlan> PlanPool(const CudaDeviceFacts& device, const CudaPoolSizin
                       .capacity_bytes = capacity,
                       .slab_bytes = slab,
                       .first_segment_id = (std::uint64_t{device.ordinal} + 1) << 32,
+                      .gpu_direct_rdma = gpu_direct_rdma,
                       .explanation = std::move(explanation)};
 }
 
@@ -140,12 +143,9 @@ Result<bool> DeviceFlag(const cuda::DriverApi& api, CUdevice device, std::uint32
 
 // The granularity of the slabs CudaSlabMemory creates on `device`; 0 when the driver refuses
 // the query (then the device gets a legacy pool).
-std::uint64_t ExportableGranularity(const cuda::DriverApi& api, CUdevice device) {
-  CUmemAllocationProp properties{};
-  properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  properties.location.id = device;
-  properties.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+std::uint64_t ExportableGranularity(const cuda::DriverApi& api, CUdevice device,
+                                    bool gpu_direct_rdma) {
+  const CUmemAllocationProp properties = SlabAllocationProperties(device, gpu_direct_rdma);
   std::size_t granularity = 0;
   if (api.MemGetAllocationGranularity(&granularity, &properties,
                                       CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS) {
@@ -183,8 +183,12 @@ Result<CudaDeviceFacts> ReadDevice(const cuda::DriverApi& api, std::uint32_t ord
       DeviceFlag(api, device, ordinal,
                  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                  "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED"));
+  HURRAY_ASSIGN_OR_RETURN(
+      facts.gpu_direct_rdma_with_vmm,
+      DeviceFlag(api, device, ordinal, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                 "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED"));
   if (facts.vmm_supported && facts.posix_fd_supported) {
-    facts.granularity_bytes = ExportableGranularity(api, device);
+    facts.granularity_bytes = ExportableGranularity(api, device, facts.gpu_direct_rdma_with_vmm);
   }
   facts.legacy_ipc_supported = api.IpcGetMemHandle != nullptr;
   HURRAY_ASSIGN_OR_RETURN(
@@ -195,6 +199,16 @@ Result<CudaDeviceFacts> ReadDevice(const cuda::DriverApi& api, std::uint32_t ord
 }
 
 }  // namespace
+
+CUmemAllocationProp SlabAllocationProperties(CUdevice device, bool gpu_direct_rdma) {
+  CUmemAllocationProp properties{};
+  properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  properties.location.id = device;
+  properties.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  properties.allocFlags.gpuDirectRDMACapable = gpu_direct_rdma ? 1 : 0;
+  return properties;
+}
 
 Result<std::vector<CudaDeviceFacts>> ReadCudaDevices(const cuda::DriverApi& api) {
   int count = 0;

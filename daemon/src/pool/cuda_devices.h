@@ -38,6 +38,9 @@ struct CudaDeviceFacts {
   // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: cuStreamWaitValue64/WriteValue64,
   // which every Event handoff uses.
   bool stream_mem_ops_64 = true;
+  // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: cuMemCreate takes
+  // allocFlags.gpuDirectRDMACapable, which lets a NIC reach the memory.
+  bool gpu_direct_rdma_with_vmm = false;
 
   friend bool operator==(const CudaDeviceFacts&, const CudaDeviceFacts&) = default;
 };
@@ -63,6 +66,9 @@ struct CudaPoolPlan {
   std::uint64_t slab_bytes = 0;
   // (ordinal + 1) << 32: the pool's slab ids count up from here.
   std::uint64_t first_segment_id = 0;
+  // Slabs are allocated with allocFlags.gpuDirectRDMACapable: kVmm on a device with
+  // gpu_direct_rdma_with_vmm.
+  bool gpu_direct_rdma = false;
   // For the log: the mechanism and why, and any size that was adjusted ("slab_size 2 GiB is
   // above the capacity: slabs of 1 GiB").
   std::string explanation;
@@ -79,7 +85,8 @@ inline constexpr std::uint64_t kLegacySlabGranularity = std::uint64_t{2} << 20;
 // - capacity: `sizing.capacity_bytes`, or half of the device's memory when 0 (the daemon
 //   shares the GPU with the processes that compute on it), at most the device's memory,
 //   rounded down to the granularity;
-// - slab size: `sizing.slab_bytes` rounded up to the granularity, at most the capacity.
+// - slab size: `sizing.slab_bytes` rounded up to the granularity, at most the capacity;
+// - GPUDirect RDMA capable slabs wherever the device supports them with kVmm.
 //
 // INVALID_ARGUMENT naming the device when its capacity comes to less than one granule, or
 // when an ordinal is at or above 2^24 (no room for its segment ids); FAILED_PRECONDITION when
@@ -95,6 +102,11 @@ inline constexpr std::uint64_t kLegacySlabGranularity = std::uint64_t{2} << 20;
 [[nodiscard]] std::string DescribeCudaPoolPlan(const CudaPoolPlan& plan);
 
 #if HURRAY_HAVE_CUDA
+// What a VMM slab of `device` is: pinned device memory, exportable as a POSIX file
+// descriptor, GPUDirect RDMA capable when asked. The granularity query and cuMemCreate both
+// use it.
+[[nodiscard]] CUmemAllocationProp SlabAllocationProperties(CUdevice device, bool gpu_direct_rdma);
+
 // The facts of every device the driver sees, in ordinal order (none when it sees none).
 // Errors name the failed call and the device.
 [[nodiscard]] Result<std::vector<CudaDeviceFacts>> ReadCudaDevices(const cuda::DriverApi& api);

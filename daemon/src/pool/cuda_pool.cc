@@ -252,7 +252,8 @@ PoolUsage CudaPool::Usage() const {
                   .device_name = device_name_,
                   .device_ordinal = device_ordinal_,
                   .mechanism = std::string(SlabMechanismName(mechanism_)),
-                  .slab_bytes = slab_bytes_};
+                  .slab_bytes = slab_bytes_,
+                  .gpu_direct_rdma = memory_->gpu_direct_rdma()};
   std::uint64_t largest_in_slabs = 0;
   std::uint64_t free_in_slabs = 0;
   {

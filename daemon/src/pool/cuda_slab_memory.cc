@@ -6,23 +6,10 @@
 #include <cstring>
 
 namespace hurray::daemon {
-namespace {
-
-CUmemAllocationProp ExportableDeviceMemory(CUdevice device) {
-  CUmemAllocationProp properties{};
-  properties.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  properties.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  properties.location.id = device;
-  properties.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  return properties;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<CudaSlabMemory>> CudaSlabMemory::Create(const cuda::DriverApi& api,
-                                                               std::uint32_t ordinal,
-                                                               SlabMechanism mechanism,
-                                                               std::uint64_t granularity) {
+                                                               const CudaPoolPlan& plan) {
+  const std::uint32_t ordinal = plan.device.ordinal;
   const std::string where = fmt::format("device {}", ordinal);
   CUdevice device = 0;
   if (Status got =
@@ -31,15 +18,15 @@ Result<std::unique_ptr<CudaSlabMemory>> CudaSlabMemory::Create(const cuda::Drive
     return std::unexpected(got.error().WithContext(where));
   }
   CUcontext context = nullptr;
-  if (mechanism == SlabMechanism::kLegacyIpc) {
+  if (plan.mechanism == SlabMechanism::kLegacyIpc) {
     if (Status retained = cuda::CheckCuda(api, "cuDevicePrimaryCtxRetain",
                                           api.DevicePrimaryCtxRetain(&context, device));
         !retained) {
       return std::unexpected(retained.error().WithContext(where));
     }
   }
-  return std::unique_ptr<CudaSlabMemory>(
-      new CudaSlabMemory(api, ordinal, device, mechanism, granularity, context));
+  return std::unique_ptr<CudaSlabMemory>(new CudaSlabMemory(
+      api, ordinal, device, plan.mechanism, plan.granularity_bytes, plan.gpu_direct_rdma, context));
 }
 
 CudaSlabMemory::~CudaSlabMemory() {
@@ -81,7 +68,7 @@ Status CudaSlabMemory::RetainContext() {
 
 Result<std::uint64_t> CudaSlabMemory::CreateVmm(std::uint64_t bytes) {
   HURRAY_RETURN_IF_ERROR(UseContext());
-  const CUmemAllocationProp properties = ExportableDeviceMemory(device_);
+  const CUmemAllocationProp properties = SlabAllocationProperties(device_, gpu_direct_rdma_);
   CUmemGenericAllocationHandle handle = 0;
   CUresult result = api_.MemCreate(&handle, static_cast<std::size_t>(bytes), &properties, 0);
   if (result == CUDA_ERROR_INVALID_CONTEXT) {

@@ -75,6 +75,7 @@ struct PoolUsage {
   std::uint32_t device_ordinal = 0;  // The daemon's CUDA ordinal of the device.
   std::string mechanism;             // "vmm" or "legacy_ipc".
   std::uint64_t slab_bytes = 0;      // Bytes of a slab (a multiple of the granularity).
+  bool gpu_direct_rdma = false;      // Slabs are allocated GPUDirect RDMA capable.
 };
 
 // Thread-safe: every method may be called from any thread.

@@ -56,6 +56,10 @@ class SlabMemory {
   // device's minimum allocation granularity, 2 MiB on current GPUs).
   [[nodiscard]] virtual std::uint64_t granularity() const = 0;
 
+  // Slabs are allocated GPUDirect RDMA capable (kVmm on a device that supports it), so that
+  // a client may register a tensor's memory with a NIC.
+  [[nodiscard]] virtual bool gpu_direct_rdma() const = 0;
+
   // A new slab of `bytes` (> 0, a multiple of granularity()). RESOURCE_EXHAUSTED when the
   // device has no room for it; other errors name the failed call. Nothing is left behind on
   // failure.

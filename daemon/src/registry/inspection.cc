@@ -71,6 +71,7 @@ void FillPoolStats(const PoolSet& pools, v1::StatsResponse& response) {
     stats.set_device_ordinal(usage.device_ordinal);
     stats.set_mechanism(usage.mechanism);
     stats.set_slab_bytes(usage.slab_bytes);
+    stats.set_gpu_direct_rdma(usage.gpu_direct_rdma);
     stats.set_reserved_bytes(usage.reserved_bytes);
   }
 }
