@@ -114,6 +114,16 @@ HURRAY_EXPORT HurrayStatus hurray_client_publish_batch(HurrayClient* client,
 /* Frees an unpublished allocation and writes null to *allocation. Idempotent. */
 HURRAY_EXPORT HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocation);
 
+/* hurray_allocation_cancel in stream order: the allocation is freed once the work queued on
+ * `stream` (a CUstream / cudaStream_t of the allocation's device in this process; NULL: the
+ * legacy default stream) so far is done, so that kernels still writing its buffers never
+ * write memory handed to another tensor. Returns at once and writes null to *allocation; the
+ * daemon's answer is not reported. A host-memory allocation is cancelled now, as by
+ * hurray_allocation_cancel. On a CUDA error enqueuing that point the allocation stays the
+ * caller's. Idempotent. */
+HURRAY_EXPORT HurrayStatus hurray_allocation_cancel_after(HurrayAllocation** allocation,
+                                                          void* stream);
+
 /* Leases tensor `name` (version 0: the latest), waiting up to `wait_timeout_ms` for it to be
  * published, and maps it read-only. On HURRAY_OK, *out_list (OWNED) holds one
  * HurrayBuffer per entry of the descriptor's buffer table, in table order, each pointing
@@ -133,6 +143,16 @@ HURRAY_EXPORT HurrayStatus hurray_client_acquire(HurrayClient* client, const cha
                                                  uint64_t version, uint32_t wait_timeout_ms,
                                                  HurrayBufferList** out_list,
                                                  HurrayTensorContext** out_context);
+
+/* hurray_tensor_context_destroy for a context of hurray_client_acquire, in stream order: the
+ * lease ends once the work queued on `stream` (a CUstream / cudaStream_t of the tensor's
+ * device in this process; NULL: the legacy default stream) so far is done, so that kernels
+ * still reading the buffers never read memory the daemon handed to another tensor. Returns
+ * at once and writes null to *context; destroy the buffer list first. A host-memory tensor's
+ * lease ends now. HURRAY_ERR_INVALID_ARGUMENT for a context that hurray_client_acquire did
+ * not make; on that or a CUDA error enqueuing the point, *context is left as it was.
+ * Idempotent: a null *context is a no-op. */
+HURRAY_EXPORT HurrayStatus hurray_client_release_after(HurrayTensorContext** context, void* stream);
 
 /* Deletes `name` (version 0: every version); *deleted (may be NULL) receives how many.
  * Memory returns to the pool when the last lease of each version ends. */

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,9 +30,43 @@ using hurray::internal::SetLastError;
 // A consumer's lease, kept alive by its tensor context.
 struct AcquiredTensor {
   hurray::TensorView view;
+  const HurrayTensorContext* context = nullptr;  // The context that owns it, once made.
 };
 
-void EndLease(void* owner_context) { delete static_cast<AcquiredTensor*>(owner_context); }
+// The contexts hurray_client_acquire made and that are still alive, with their leases: how
+// hurray_client_release_after finds the lease behind a context (hurray.h's context
+// shows only its descriptor). Thread-safe.
+class AcquiredContexts {
+ public:
+  static AcquiredContexts& Get() {
+    static auto* const contexts = new AcquiredContexts();  // Never destroyed: see EndLease.
+    return *contexts;
+  }
+  void Add(AcquiredTensor* acquired) {
+    const std::lock_guard lock(mutex_);
+    by_context_[acquired->context] = acquired;
+  }
+  void Remove(const AcquiredTensor* acquired) {
+    const std::lock_guard lock(mutex_);
+    by_context_.erase(acquired->context);
+  }
+  // The lease of `context`; null for a context hurray_client_acquire did not make.
+  AcquiredTensor* Find(const HurrayTensorContext* context) const {
+    const std::lock_guard lock(mutex_);
+    const auto found = by_context_.find(context);
+    return found == by_context_.end() ? nullptr : found->second;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<const HurrayTensorContext*, AcquiredTensor*> by_context_;
+};
+
+void EndLease(void* owner_context) {
+  auto* acquired = static_cast<AcquiredTensor*>(owner_context);
+  AcquiredContexts::Get().Remove(acquired);
+  delete acquired;
+}
 
 std::string OrEmpty(const char* text) { return text == nullptr ? std::string() : text; }
 
@@ -291,6 +326,41 @@ HurrayStatus hurray_allocation_cancel(HurrayAllocation** allocation) {
   });
 }
 
+HurrayStatus hurray_allocation_cancel_after(HurrayAllocation** allocation, void* stream) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    if (*allocation == nullptr) return HURRAY_OK;
+    // Host memory is cancelled now, as hurray_allocation_cancel: gone even on error.
+    if ((*allocation)->tensor.device().device_tag != hurray::DeviceTag::Cuda()) {
+      return hurray_allocation_cancel(allocation);
+    }
+    if (auto cancelled = (*allocation)->tensor.CancelAfter(stream); !cancelled) {
+      return SetLastError(cancelled.error());
+    }
+    delete *allocation;
+    *allocation = nullptr;
+    return HURRAY_OK;
+  });
+}
+
+HurrayStatus hurray_client_release_after(HurrayTensorContext** context, void* stream) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(context);
+    if (*context == nullptr) return HURRAY_OK;
+    AcquiredTensor* acquired = AcquiredContexts::Get().Find(*context);
+    if (acquired == nullptr) {
+      return SetLastError(hurray::InvalidArgumentError(
+                              "the context was not made by hurray_client_acquire (or was "
+                              "destroyed already): destroy it with hurray_tensor_context_destroy")
+                              .error());
+    }
+    if (auto released = acquired->view.ReleaseAfter(stream); !released) {
+      return SetLastError(released.error());
+    }
+    return hurray_tensor_context_destroy(context);
+  });
+}
+
 HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint64_t version,
                                    uint32_t wait_timeout_ms, HurrayBufferList** out_list,
                                    HurrayTensorContext** out_context) {
@@ -316,6 +386,8 @@ HurrayStatus hurray_client_acquire(HurrayClient* client, const char* name, uint6
     if (status != HURRAY_OK) {
       return FailAfterCleanup(status, [&] { (void)hurray_buffer_list_destroy(&list); });
     }
+    acquired->context = context;
+    AcquiredContexts::Get().Add(acquired.get());
     (void)acquired.release();  // Now owned by the context: EndLease deletes it.
     *out_list = list;
     *out_context = context;

@@ -78,10 +78,10 @@ PyTensorView Acquire(const PyClient& self, const std::string& name, std::optiona
   const std::shared_ptr<Client>& client = self.Open();
   // The fast path never blocks: served with the GIL held, saving its release and retaking.
   if (std::optional<TensorView> fast = client->AcquireIfFast(name, options)) {
-    return PyTensorView(std::make_shared<TensorView>(std::move(*fast)));
+    return PyTensorView(PyTensorView::MakeLease(std::move(*fast)));
   }
   return PyTensorView(
-      std::make_shared<TensorView>(WithoutGil([&] { return client->Acquire(name, options); })));
+      PyTensorView::MakeLease(WithoutGil([&] { return client->Acquire(name, options); })));
 }
 
 PyTensorViewBatch BatchAcquire(const PyClient& self, const std::vector<std::string>& names,

@@ -319,8 +319,15 @@ void BindTensorView(py::module_& module) {
             return MakeTensorCapsule(lease->descriptor(), buffers, LeaseOwner(lease));
           },
           "The seeds' \"hurray_tensor\" capsule; it keeps the lease.")
-      .def("release", &PyTensorView::Release,
-           "Ends this view's access; the lease ends once no array made from it is left.")
+      .def(
+          "release",
+          [](PyTensorView& self, py::object stream) { self.Release(StreamArgument(stream)); },
+          py::arg("stream") = py::none(),
+          "Ends this view's access; the lease ends once no array made from it is left. "
+          "`stream` (a GPU tensor's: a CUDA stream of this process, or an object with "
+          ".cuda_stream): the lease ends only once the work queued on it by then is done, so "
+          "that kernels still reading the tensor never read memory handed to another one. "
+          "Returns at once either way.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyTensorView& self, const py::args&) { self.Release(); })
       .def("__repr__", [](const PyTensorView& self) {
@@ -479,13 +486,46 @@ const std::shared_ptr<TensorView>& PyTensorView::Lease() const {
   return lease_;
 }
 
-void PyTensorView::Release() {
+namespace {
+
+// The deleter of a lease from MakeLease: ends it in the order of the stream Release named,
+// if any. A stream whose queued work can no longer be enqueued after (a failed context)
+// leaves the lease to the view's destructor: it ends at once.
+struct LeaseEnd {
+  // Set under the GIL by Release, before it drops its share: the last share's drop, which
+  // runs this, comes after.
+  std::optional<CudaStream> stream;
+
+  void operator()(TensorView* view) const {
+    if (stream) (void)view->ReleaseAfter(*stream);
+    delete view;  // NOLINT(cppcoreguidelines-owning-memory): the shared_ptr's own pointer.
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<TensorView> PyTensorView::MakeLease(TensorView view) {
+  return {new TensorView(std::move(view)), LeaseEnd{}};
+}
+
+void PyTensorView::Release(std::optional<CudaStream> stream) {
   std::shared_ptr<TensorView> lease = std::move(lease_);
   if (!lease) return;
   // The GIL guards every share of the lease: no other one can appear meanwhile.
   const bool last = lease.use_count() == 1;
+  if (stream && !last) {
+    LeaseEnd* deleter = std::get_deleter<LeaseEnd>(lease);
+    if (deleter == nullptr) {
+      lease_ = std::move(lease);
+      throw ToPython(FailedPreconditionError(
+                         "release(stream=...) of a view of a batch while arrays of it are alive: "
+                         "release the batch's arrays first, or the batch")
+                         .error());
+    }
+    deleter->stream = stream;
+  }
   const auto end = [&]() -> Status {
-    Status result = last ? lease->Release() : Status();
+    Status result = !last ? Status() : stream ? lease->ReleaseAfter(*stream) : lease->Release();
     lease.reset();
     return result;
   };

@@ -73,13 +73,22 @@ class PyWritableTensor {
 // object's share, after which every access raises hurray.BufferError.
 class PyTensorView {
  public:
+  // A view of its own lease (MakeLease), or of a share of a batch's.
   explicit PyTensorView(std::shared_ptr<TensorView> lease) : lease_(std::move(lease)) {}
+
+  // `view` as a lease that Release(stream) can end in stream order even while arrays of it
+  // are alive: the last share to go ends it after the stream's queued work, if a stream was
+  // named, else at once.
+  [[nodiscard]] static std::shared_ptr<TensorView> MakeLease(TensorView view);
 
   // The view's lease; hurray.BufferError once released. Needs the GIL.
   [[nodiscard]] const std::shared_ptr<TensorView>& Lease() const;
   // Drops this object's share of the lease; when it was the last one (no array is left),
-  // ends the lease now, raising the daemon's error. Releases the GIL.
-  void Release();
+  // ends the lease now, raising the daemon's error. With `stream` (a CUDA stream of this
+  // process), the lease ends once the work queued on it by the time the last share goes is
+  // done (TensorView::ReleaseAfter), raising the CUDA error of enqueuing that point when
+  // this was the last share. Releases the GIL.
+  void Release(std::optional<CudaStream> stream = std::nullopt);
   [[nodiscard]] bool released() const { return lease_ == nullptr; }
 
  private:

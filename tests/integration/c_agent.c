@@ -13,7 +13,9 @@
  * HURRAY_ERR_FAILED_PRECONDITION. It publishes a set of two allocations at once
  * (hurray_client_publish_batch): a set naming one name twice is refused with every
  * allocation and version left as it was, then the set is published (and deleted again).
- * Every acquired buffer must say it lives on the CPU.
+ * Every acquired buffer must say it lives on the CPU. Host memory goes at once through the
+ * stream-ordered calls too (hurray_allocation_cancel_after, hurray_client_release_after),
+ * and destroy_after refuses a context that hurray_client_acquire did not make.
  * Prints "OK buffers=N"; on any failure prints what went wrong to stderr and exits 1. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +59,9 @@ static int CheckAllocationDevices(HurrayClient* client) {
   if (status != HURRAY_ERR_FAILED_PRECONDITION || allocation == NULL) {
     return Fail("publish_after of a cpu allocation (expected FAILED_PRECONDITION)", status);
   }
-  status = hurray_allocation_cancel(&allocation);
-  if (status != HURRAY_OK || allocation != NULL) return Fail("cancel", status);
+  /* Host memory: cancelled now, whatever the stream. */
+  status = hurray_allocation_cancel_after(&allocation, NULL);
+  if (status != HURRAY_OK || allocation != NULL) return Fail("cancel_after", status);
 
   status = AllocateSmall(client, "cuda:0", &allocation);
   if (status == HURRAY_ERR_FAILED_PRECONDITION && allocation == NULL) return 0;
@@ -189,9 +192,22 @@ int main(int argc, char** argv) {
     }
   }
 
+  /* destroy_after takes only the contexts of hurray_client_acquire. */
+  HurrayTensorContext* foreign = NULL;
+  status = hurray_tensor_context_new(NULL, 0, NULL, NULL, &foreign);
+  if (status != HURRAY_OK) return Fail("context_new", status);
+  status = hurray_client_release_after(&foreign, NULL);
+  if (status != HURRAY_ERR_INVALID_ARGUMENT || foreign == NULL) {
+    return Fail("destroy_after of a foreign context (expected INVALID_ARGUMENT, unchanged)",
+                status);
+  }
+  hurray_tensor_context_destroy(&foreign);
+
   hurray_descriptor_destroy(descriptor);
   hurray_buffer_list_destroy(&list);
-  hurray_tensor_context_destroy(&context); /* owner_release: the lease ends. */
+  /* Stream order; a host tensor's lease ends now. */
+  status = hurray_client_release_after(&context, NULL);
+  if (status != HURRAY_OK || context != NULL) return Fail("destroy_after", status);
   status = hurray_client_close(&client);
   if (status != HURRAY_OK) return Fail("close", status);
   printf("OK buffers=%llu\n", (unsigned long long)count);
