@@ -127,10 +127,10 @@ void Connection::RememberOwnFence(const v1::Fence& fence, std::uint64_t epoch) {
 Connection::DeviceState::~DeviceState() {
   // Host registrations end before their mappings are unmapped; the slab cache unmaps its
   // slabs as it goes. A fence page a GPU relay may still read stays registered and mapped.
-  auto relay = FenceRelay::ForProcess();
+  FenceRelay* relay = FenceRelay::IfCreated();
   for (const auto& [key, registration] : registrations) {
-    if (relay && (*relay)->GpuMayRead(registration.mapping.get())) {
-      (*relay)->KeepForever(registration.mapping);
+    if (relay != nullptr && relay->GpuMayRead(registration.mapping.get())) {
+      relay->KeepForever(registration.mapping);
       continue;
     }
     slabs->mapper().UnregisterHostMemory(registration.mapping->base());

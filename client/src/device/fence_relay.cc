@@ -44,10 +44,23 @@ FenceRelay::~FenceRelay() {
   if (thread_.joinable()) thread_.join();
 }
 
-Result<FenceRelay*> FenceRelay::ForProcess() {
+namespace {
+
+// This process's relay (FenceRelay::ForProcess), guarded by ProcessRelayMutex.
+std::mutex& ProcessRelayMutex() {
   static std::mutex mutex;
+  return mutex;
+}
+FenceRelay*& ProcessRelay() {
   static FenceRelay* relay = nullptr;
-  std::lock_guard lock(mutex);
+  return relay;
+}
+
+}  // namespace
+
+Result<FenceRelay*> FenceRelay::ForProcess() {
+  std::lock_guard lock(ProcessRelayMutex());
+  FenceRelay*& relay = ProcessRelay();
   if (relay == nullptr) {
     HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<DeviceMemoryMapper> mapper,
                             CreateCudaDeviceMemoryMapper());
@@ -55,6 +68,11 @@ Result<FenceRelay*> FenceRelay::ForProcess() {
     relay = new FenceRelay(*mapper.release());  // NOLINT(cppcoreguidelines-owning-memory)
   }
   return relay;
+}
+
+FenceRelay* FenceRelay::IfCreated() {
+  std::lock_guard lock(ProcessRelayMutex());
+  return ProcessRelay();
 }
 
 Result<std::shared_ptr<const RelayedFence>> FenceRelay::Relay(FenceToRelay fence) {

@@ -101,6 +101,8 @@ class FenceRelay {
   // devices' primary contexts for the process's life). Never destroyed. CreateCuda-
   // DeviceMemoryMapper's errors (no driver), remembered for the next call to try again.
   [[nodiscard]] static Result<FenceRelay*> ForProcess();
+  // This process's relay if ForProcess made it, else null (then no GPU relay reads anything).
+  [[nodiscard]] static FenceRelay* IfCreated();
 
   [[nodiscard]] DeviceMemoryMapper& mapper() { return mapper_; }
 
