@@ -83,6 +83,32 @@ Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> leas
   return outcome;
 }
 
+// Hands `state` to a task that runs `end(std::move(state))` once the work queued on `stream`
+// (of device `device_ordinal`) so far is done: ReleaseAfter and CancelAfter. On the CUDA
+// error of enqueuing that point, `state` is put back.
+template <typename StatePointer, typename End>
+Status EndAfterStream(StatePointer& state, CudaStream stream, int device_ordinal, End end) {
+  // The process's own mapper: one of no epoch in particular.
+  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
+                          client_internal::FenceRelay::ForProcess());
+  struct EndTask final : client_internal::StreamOrderedTask {
+    EndTask(StatePointer ended, End ending) : state(std::move(ended)), end(std::move(ending)) {}
+    void Run() override { end(std::move(state)); }
+    StatePointer state;
+    End end;
+  };
+  auto task = std::make_unique<EndTask>(std::move(state), std::move(end));
+  EndTask* pending = task.get();
+  std::unique_ptr<client_internal::StreamOrderedTask> handed = std::move(task);
+  if (Status after = client_internal::StreamOrdered::ForProcess().After(relay->mapper(), stream,
+                                                                        device_ordinal, handed);
+      !after) {
+    state = std::move(pending->state);
+    return after;
+  }
+  return {};
+}
+
 }  // namespace
 
 // ---- WritableTensor ----
@@ -207,25 +233,10 @@ Status WritableTensor::Cancel() {
 Status WritableTensor::CancelAfter(CudaStream stream) {
   if (!state_) return {};
   if (state_->device.device_tag != DeviceTag::Cuda()) return Cancel();
-  // The process's own mapper: one of no epoch in particular.
-  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
-                          client_internal::FenceRelay::ForProcess());
-  struct CancelTask final : client_internal::StreamOrderedTask {
-    explicit CancelTask(std::unique_ptr<State> cancelled) : state(std::move(cancelled)) {}
-    void Run() override { (void)WritableTensor(std::move(state)).Cancel(); }
-    std::unique_ptr<State> state;
-  };
-  const int device_ordinal = state_->device.device_ordinal;
-  auto task = std::make_unique<CancelTask>(std::move(state_));
-  CancelTask* pending = task.get();
-  std::unique_ptr<client_internal::StreamOrderedTask> handed = std::move(task);
-  if (Status after = client_internal::StreamOrdered::ForProcess().After(relay->mapper(), stream,
-                                                                        device_ordinal, handed);
-      !after) {
-    state_ = std::move(pending->state);
-    return after;
-  }
-  return {};
+  return EndAfterStream(state_, stream, state_->device.device_ordinal,
+                        [](std::unique_ptr<State> cancelled) {
+                          (void)WritableTensor(std::move(cancelled)).Cancel();
+                        });
 }
 
 // ---- TensorView ----
@@ -377,25 +388,9 @@ std::uint64_t TensorView::daemon_epoch() const { return state_->tensor->daemon_e
 Status TensorView::ReleaseAfter(CudaStream stream) {
   if (!state_) return {};
   if (state_->tensor->device.device_tag != DeviceTag::Cuda()) return Release();
-  // The process's own mapper: the view may be of an earlier daemon's epoch.
-  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
-                          client_internal::FenceRelay::ForProcess());
-  struct ReleaseTask final : client_internal::StreamOrderedTask {
-    explicit ReleaseTask(std::unique_ptr<State> released) : state(std::move(released)) {}
-    void Run() override { (void)TensorView(std::move(state)).Release(); }
-    std::unique_ptr<State> state;
-  };
-  const int device_ordinal = state_->tensor->device.device_ordinal;
-  auto task = std::make_unique<ReleaseTask>(std::move(state_));
-  ReleaseTask* pending = task.get();
-  std::unique_ptr<client_internal::StreamOrderedTask> handed = std::move(task);
-  if (Status after = client_internal::StreamOrdered::ForProcess().After(relay->mapper(), stream,
-                                                                        device_ordinal, handed);
-      !after) {
-    state_ = std::move(pending->state);
-    return after;
-  }
-  return {};
+  return EndAfterStream(
+      state_, stream, state_->tensor->device.device_ordinal,
+      [](std::unique_ptr<State> released) { (void)TensorView(std::move(released)).Release(); });
 }
 
 Status TensorView::Release() {

@@ -173,7 +173,28 @@ class TestDevice {
     return cuda::CheckCuda(api_, "cuStreamSynchronize", api_.StreamSynchronize(stream_));
   }
 
+  // Holds the stream: work queued after this waits until Let() (a wait on a registered host
+  // word of this object). Once per object.
+  [[nodiscard]] Status Hold() {
+    HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(
+        api_, "cuMemHostRegister",
+        api_.MemHostRegister(&hold_word_, kHoldPage, CU_MEMHOSTREGISTER_DEVICEMAP)));
+    CUdeviceptr word = 0;
+    HURRAY_RETURN_IF_ERROR(cuda::CheckCuda(api_, "cuMemHostGetDevicePointer",
+                                           api_.MemHostGetDevicePointer(&word, &hold_word_, 0)));
+    return cuda::CheckCuda(api_, "cuStreamWaitValue64",
+                           api_.StreamWaitValue64(stream_, word, 1, CU_STREAM_WAIT_VALUE_GEQ));
+  }
+  // Lets the held stream run on, and waits until it has.
+  [[nodiscard]] Status Let() {
+    std::atomic_ref(hold_word_[0]).store(1);
+    HURRAY_RETURN_IF_ERROR(Synchronize());
+    return cuda::CheckCuda(api_, "cuMemHostUnregister", api_.MemHostUnregister(&hold_word_));
+  }
+
  private:
+  static constexpr std::size_t kHoldPage = 4096;
+
   TestDevice(const cuda::DriverApi& api, CopyCalls copies) : api_(api), copies_(copies) {}
 
   const cuda::DriverApi& api_;
@@ -181,6 +202,8 @@ class TestDevice {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
+  // The word Hold makes the stream wait on: a page of its own, as registration needs.
+  alignas(kHoldPage) std::array<std::uint64_t, kHoldPage / 8> hold_word_{};
 };
 
 // Whether this process's driver is softcuda with at least one device; an error for a driver
@@ -566,6 +589,31 @@ TEST_F(SoftcudaPoolsTest, AnEmptySlabStaysWhileAProcessMapsItAndGoesOnceUnmapped
   }
   EXPECT_EQ(Pool("cuda:0").segment_count(), 0U);
   EXPECT_EQ(Pool("cuda:0").slab_mappings(), 0U);
+}
+
+// WritableTensor::CancelAfter: the allocation stays the producer's until the work queued on
+// the stream so far is done (kernels still writing it never write memory handed to another
+// tensor), then is freed; the call returns at once.
+TEST_F(SoftcudaPoolsTest, CancelAfterFreesTheAllocationOnlyOnceTheStreamIsDone) {
+  StartDaemon();
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<TestDevice> device, TestDevice::Open(0));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Connect("cancel-after"));
+  ASSERT_OK_AND_ASSIGN(const TensorDescriptor descriptor, testing::EventTensor(kTensorBytes));
+  ASSERT_OK_AND_ASSIGN(WritableTensor tensor, client->Allocate(descriptor, "cuda:0"));
+  ASSERT_OK(device->Hold());
+  ASSERT_OK(tensor.CancelAfter(device->stream()));
+  const auto held = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - held < 300ms) {
+    ASSERT_EQ(Pool("cuda:0").allocation_count(), 1U) << "freed while the stream was held";
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_OK(device->Let());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (Pool("cuda:0").allocation_count() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(Pool("cuda:0").allocation_count(), 0U);
+  EXPECT_OK(tensor.CancelAfter(device->stream()));  // Empty now: nothing to do.
 }
 
 // GPU tensors do not survive a restart (docs/reliability.md, guarantee 8): after SIGTERM and
