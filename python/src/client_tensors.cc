@@ -169,6 +169,15 @@ void WaitForConsumer(const TensorView& view, py::handle stream) {
   const std::intptr_t number =
       stream.is_none() ? kDLPackLegacyStream : stream.cast<std::intptr_t>();
   if (number == kDLPackNoSync) return;
+  if (number == 0) {
+    // The DLPack standard disallows 0 for CUDA: it could mean either default stream.
+    throw ToPython(InvalidArgumentError(
+                       "__dlpack__(stream=0): 0 is ambiguous for a CUDA tensor and the DLPack "
+                       "standard disallows it; pass 1 (the legacy default stream), 2 (the "
+                       "per-thread default stream), a stream handle, or -1 (no "
+                       "synchronization)")
+                       .error());
+  }
   const CudaStream cuda_stream =
       number == kDLPackLegacyStream ? nullptr : reinterpret_cast<CudaStream>(number);
   const Status status = [&] {
@@ -514,7 +523,7 @@ void PyTensorView::Release(std::optional<CudaStream> stream) {
   // The GIL guards every share of the lease: no other one can appear meanwhile.
   const bool last = lease.use_count() == 1;
   if (stream && !last) {
-    LeaseEnd* deleter = std::get_deleter<LeaseEnd>(lease);
+    auto* deleter = std::get_deleter<LeaseEnd>(lease);
     if (deleter == nullptr) {
       lease_ = std::move(lease);
       throw ToPython(FailedPreconditionError(

@@ -766,6 +766,9 @@ def test_release_with_stream_ends_the_lease_once_the_stream_is_done(daemon, cuda
     try:
         cuda.wait_value(stream, word.device, 1)
         view = client.acquire("gpu/release-after", wait=_ACQUIRE_WAIT)
+        # DLPack disallows stream 0 for CUDA (either default stream): refused, nothing taken.
+        with pytest.raises(hurray.InvalidArgumentError, match="stream=0"):
+            view.__dlpack__(stream=0)
         view.release(stream=stream)
         assert view.released
         assert _lease_count(client, "gpu/release-after") == 1
