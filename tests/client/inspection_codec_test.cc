@@ -220,6 +220,7 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
     pool.set_device_ordinal(1);
     pool.set_mechanism("vmm");
     pool.set_slab_bytes(1 << 30);
+    pool.set_gpu_direct_rdma(true);
     pool.set_slab_mappings(12);
     pool.set_read_only_slab_mappings(10);
     pool.set_fences_in_use(3);
@@ -282,6 +283,7 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
                      .device_ordinal = 1,
                      .mechanism = "vmm",
                      .slab_bytes = 1 << 30,
+                     .gpu_direct_rdma = true,
                      .slab_mappings = 12,
                      .read_only_slab_mappings = 10,
                      .fences_in_use = 3,
