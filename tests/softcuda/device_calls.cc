@@ -59,7 +59,7 @@ CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) {
     return Refuse(CUDA_ERROR_INVALID_VALUE, "cuDriverGetVersion", "driverVersion is NULL");
   }
-  *version = softcuda::kDriverVersion;
+  *version = softcuda::DriverVersion();
   return CUDA_SUCCESS;
 }
 

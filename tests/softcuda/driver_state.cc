@@ -1,11 +1,29 @@
 #include "driver_state.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <system_error>
 
 #include "refusal.h"
 
 namespace softcuda {
+
+int DriverVersion() {
+  static const int version = [] {
+    const char* text = std::getenv("HURRAY_SOFTCUDA_DRIVER_VERSION");
+    if (text == nullptr) return kDriverVersion;
+    int value = 0;
+    const std::string_view digits(text);
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return error == std::errc() && end == digits.data() + digits.size() && value > 0
+               ? value
+               : kDriverVersion;
+  }();
+  return version;
+}
 
 DriverState& DriverState::Get() {
   static DriverState* const state = new DriverState();  // NOLINT: leaked on purpose.

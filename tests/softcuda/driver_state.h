@@ -34,8 +34,11 @@ struct CUctx_st {
 
 namespace softcuda {
 
-// The driver's version: CUDA 13.0.
+// The driver's version: CUDA 13.0 unless HURRAY_SOFTCUDA_DRIVER_VERSION says another (an
+// older driver than a program's CUDA runtime needs: cuDriverGetVersion says it, and
+// cuGetProcAddress refuses newer versions).
 inline constexpr int kDriverVersion = 13000;
+[[nodiscard]] int DriverVersion();
 
 // Thread-safe: every member is guarded by mutex(), except the device table and the memory
 // space, which are built once by cuInit and thread-safe themselves.

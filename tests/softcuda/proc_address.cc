@@ -92,10 +92,11 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** function, int cuda_versi
   }
   constexpr cuuint64_t kKnownFlags =
       CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  if ((flags & ~kKnownFlags) != 0 || cuda_version > softcuda::kDriverVersion) {
+  if ((flags & ~kKnownFlags) != 0 || cuda_version > softcuda::DriverVersion()) {
     return softcuda::Refuse(CUDA_ERROR_INVALID_VALUE, kCall,
                             "unknown flags, or cudaVersion " + std::to_string(cuda_version) +
-                                " is newer than the driver's 13000");
+                                " is newer than the driver's " +
+                                std::to_string(softcuda::DriverVersion()));
   }
   // softcuda has no per-thread default stream: both stream flavours get the same function.
   const EntryPoint* best = nullptr;

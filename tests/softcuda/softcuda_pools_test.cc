@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "client_internal.h"
 #include "hurray/buffer_handle.h"
 #include "hurray/client.h"
 #include "hurray/cuda/driver.h"
@@ -54,6 +55,7 @@ using ::hurray::testing::FindPool;
 
 constexpr std::uint64_t kTensorBytes = std::uint64_t{64} << 20;
 constexpr std::uint64_t kSlabBytes = std::uint64_t{2} << 20;  // softcuda's granularity.
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr auto kLineTimeout = 120s;
 // softcuda names its devices so (tests/softcuda/device_table.cc).
 constexpr std::string_view kSoftcudaDeviceName = "hurray software CUDA device";
@@ -614,6 +616,44 @@ TEST_F(SoftcudaPoolsTest, CancelAfterFreesTheAllocationOnlyOnceTheStreamIsDone) 
   }
   EXPECT_EQ(Pool("cuda:0").allocation_count(), 0U);
   EXPECT_OK(tensor.CancelAfter(device->stream()));  // Empty now: nothing to do.
+}
+
+// Review finding 6: each ready event (the C client's buffer events) is recorded on a stream of
+// its own. A tensor whose data is ready gets an event that completes at once, even while an
+// earlier event of another tensor waits for a fence that is not reached.
+TEST_F(SoftcudaPoolsTest, AReadyTensorsEventDoesNotWaitBehindAnotherTensorsFence) {
+  StartDaemon();
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<TestDevice> device, TestDevice::Open(0));
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<TestDevice> held, TestDevice::Open(0));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Connect("ready-events"));
+  ASSERT_OK(PublishPattern(*client, *device, "cuda:0", "events/ready", kMiB, 91));
+  ASSERT_OK_AND_ASSIGN(const TensorDescriptor descriptor, testing::EventTensor(kMiB));
+  ASSERT_OK_AND_ASSIGN(WritableTensor pending, client->Allocate(descriptor, "cuda:0"));
+  ASSERT_OK(held->Hold());
+  ASSERT_OK(pending.PublishAfter("events/pending", held->stream()));
+
+  ASSERT_OK_AND_ASSIGN(const TensorView waiting, client->Acquire("events/pending"));
+  ASSERT_OK_AND_ASSIGN(const TensorView ready, client->Acquire("events/ready"));
+  ASSERT_OK_AND_ASSIGN(const std::shared_ptr<void> waiting_event,
+                       client_internal::TensorViewAccess::ReadyEvent(waiting));
+  ASSERT_OK_AND_ASSIGN(const std::shared_ptr<void> ready_event,
+                       client_internal::TensorViewAccess::ReadyEvent(ready));
+  ASSERT_OK_AND_ASSIGN(const cuda::DriverApi* api, cuda::LoadDriver());
+  const auto query = [&](const std::shared_ptr<void>& event) {
+    return api->EventQuery(static_cast<CUevent>(event.get()));
+  };
+  const auto completes = [&](const std::shared_ptr<void>& event) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (query(event) == CUDA_ERROR_NOT_READY && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return query(event);
+  };
+  EXPECT_EQ(completes(ready_event), CUDA_SUCCESS)
+      << "the ready tensor's event waits behind the other tensor's fence";
+  EXPECT_EQ(query(waiting_event), CUDA_ERROR_NOT_READY);
+  ASSERT_OK(held->Let());
+  EXPECT_EQ(completes(waiting_event), CUDA_SUCCESS);
 }
 
 // GPU tensors do not survive a restart (docs/reliability.md, guarantee 8): after SIGTERM and
