@@ -360,8 +360,13 @@ void BindTensorViewBatch(py::module_& module) {
            })
       .def("__iter__",
            [](const PyTensorViewBatch& self) { return py::iter(py::cast(self.views())); })
-      .def("release", &PyTensorViewBatch::Release,
-           "Ends every view's access; the leases end in one request once no array is left.")
+      .def(
+          "release",
+          [](PyTensorViewBatch& self, py::object stream) { self.Release(StreamArgument(stream)); },
+          py::arg("stream") = py::none(),
+          "Ends every view's access; the leases end in one request once no array is left. "
+          "`stream`: as TensorView.release, for every view (each lease then ends on its own, "
+          "after the stream's queued work).")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyTensorViewBatch& self, const py::args&) { self.Release(); });
 }
@@ -497,12 +502,12 @@ const std::shared_ptr<TensorView>& PyTensorView::Lease() const {
 
 namespace {
 
-// The deleter of a lease from MakeLease: ends it in the order of the stream Release named,
-// if any. A stream whose queued work can no longer be enqueued after (a failed context)
-// leaves the lease to the view's destructor: it ends at once.
+// The deleters of a view's lease (MakeLease) and of a batch's leases (PyTensorViewBatch):
+// each ends its leases in the order of the stream a release(stream=) named, if any. A stream
+// whose queued work can no longer be enqueued after (a failed context) leaves the leases to
+// the destructor: they end at once. `stream` is set under the GIL by a release, before it
+// drops its share: the last share's drop, which runs the deleter, comes after.
 struct LeaseEnd {
-  // Set under the GIL by Release, before it drops its share: the last share's drop, which
-  // runs this, comes after.
   std::optional<CudaStream> stream;
 
   void operator()(TensorView* view) const {
@@ -510,6 +515,25 @@ struct LeaseEnd {
     delete view;  // NOLINT(cppcoreguidelines-owning-memory): the shared_ptr's own pointer.
   }
 };
+
+struct BatchEnd {
+  std::optional<CudaStream> stream;
+
+  void operator()(TensorViewBatch* batch) const {
+    if (stream) {
+      for (TensorView& view : *batch) (void)view.ReleaseAfter(*stream);
+    }
+    delete batch;  // NOLINT(cppcoreguidelines-owning-memory): the shared_ptr's own pointer.
+  }
+};
+
+// Arms the deleter of the control block `lease` shares (a view's own, or its batch's) with
+// `stream`.
+template <typename Shared>
+void EndSharesAfter(const std::shared_ptr<Shared>& lease, CudaStream stream) {
+  if (auto* own = std::get_deleter<LeaseEnd>(lease)) own->stream = stream;
+  if (auto* batch = std::get_deleter<BatchEnd>(lease)) batch->stream = stream;
+}
 
 }  // namespace
 
@@ -522,17 +546,9 @@ void PyTensorView::Release(std::optional<CudaStream> stream) {
   if (!lease) return;
   // The GIL guards every share of the lease: no other one can appear meanwhile.
   const bool last = lease.use_count() == 1;
-  if (stream && !last) {
-    auto* deleter = std::get_deleter<LeaseEnd>(lease);
-    if (deleter == nullptr) {
-      lease_ = std::move(lease);
-      throw ToPython(FailedPreconditionError(
-                         "release(stream=...) of a view of a batch while arrays of it are alive: "
-                         "release the batch's arrays first, or the batch")
-                         .error());
-    }
-    deleter->stream = stream;
-  }
+  // A view of a batch shares the batch's control block: its stream then orders the ends of
+  // every lease the batch still holds when its last share goes (later, never earlier).
+  if (stream && !last) EndSharesAfter(lease, *stream);
   const auto end = [&]() -> Status {
     Status result = !last ? Status() : stream ? lease->ReleaseAfter(*stream) : lease->Release();
     lease.reset();
@@ -547,20 +563,28 @@ void PyTensorView::Release(std::optional<CudaStream> stream) {
 }
 
 PyTensorViewBatch::PyTensorViewBatch(TensorViewBatch batch)
-    : batch_(std::make_shared<TensorViewBatch>(std::move(batch))) {
+    : batch_(new TensorViewBatch(std::move(batch)), BatchEnd{}) {
   for (TensorView& view : *batch_) {
     views_.push_back(py::cast(PyTensorView(std::shared_ptr<TensorView>(batch_, &view))));
   }
 }
 
-void PyTensorViewBatch::Release() {
+void PyTensorViewBatch::Release(std::optional<CudaStream> stream) {
   for (const py::object& view : views_) view.cast<PyTensorView&>().Release();
   std::shared_ptr<TensorViewBatch> batch = std::move(batch_);
   if (!batch) return;
   const bool last = batch.use_count() == 1;
+  if (stream && !last) EndSharesAfter(batch, *stream);
   const Status status = [&]() -> Status {
     const py::gil_scoped_release release;
-    Status result = last ? batch->Release() : Status();
+    Status result;
+    if (last && stream) {
+      for (TensorView& view : *batch) {
+        if (Status after = view.ReleaseAfter(*stream); !after && result) result = after;
+      }
+    } else if (last) {
+      result = batch->Release();
+    }
     batch.reset();
     return result;
   }();

@@ -103,8 +103,9 @@ class PyTensorViewBatch {
 
   [[nodiscard]] const std::vector<pybind11::object>& views() const { return views_; }
   // Releases every view (as PyTensorView::Release); ends the leases now when no array of
-  // them is left. Releases the GIL.
-  void Release();
+  // them is left, each in the order of `stream` when given (else when the last array goes).
+  // Releases the GIL.
+  void Release(std::optional<CudaStream> stream = std::nullopt);
 
  private:
   std::shared_ptr<TensorViewBatch> batch_;

@@ -785,8 +785,17 @@ def test_release_with_stream_ends_the_lease_once_the_stream_is_done(daemon, cuda
         ctypes.c_uint64.from_address(word.host).value = 2
         cuda.synchronize(stream)
         assert wait_for(lambda: _lease_count(client, "gpu/release-after") == 0)
+
+        # A batch's views, likewise.
+        cuda.wait_value(stream, word.device, 3)
+        batch = client.batch_acquire(["gpu/release-after"], wait=_ACQUIRE_WAIT)
+        batch.release(stream=stream)
+        assert _lease_count(client, "gpu/release-after") == 1
+        ctypes.c_uint64.from_address(word.host).value = 3
+        cuda.synchronize(stream)
+        assert wait_for(lambda: _lease_count(client, "gpu/release-after") == 0)
     finally:
-        ctypes.c_uint64.from_address(word.host).value = 2
+        ctypes.c_uint64.from_address(word.host).value = 3
         cuda.synchronize(stream)
         word.close(cuda)
 
