@@ -128,8 +128,8 @@ void NoCudaPools(PoolSet& pools, std::string reason) {
 Result<std::unique_ptr<CudaPool>> CreateCudaPool(const cuda::DriverApi& driver,
                                                  const CudaPoolPlan& plan,
                                                  const Config::CudaPool& config) {
-  HURRAY_ASSIGN_OR_RETURN(
-      std::unique_ptr<CudaSlabMemory> memory, CudaSlabMemory::Create(driver, plan));
+  HURRAY_ASSIGN_OR_RETURN(std::unique_ptr<CudaSlabMemory> memory,
+                          CudaSlabMemory::Create(driver, plan));
   HURRAY_ASSIGN_OR_RETURN(
       std::unique_ptr<CudaPool> pool,
       CudaPool::Create(CudaPool::Options{.name = plan.name,
