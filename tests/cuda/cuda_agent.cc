@@ -61,8 +61,23 @@ class KernelDevice final : public testing::AgentDevice {
 
   [[nodiscard]] CudaStream stream() const override { return stream_.get(); }
   Status QueueDelay(std::chrono::nanoseconds delay) override {
-    return CheckRuntime(LaunchBusyWait(static_cast<std::uint64_t>(delay.count()), stream_.get()),
-                        "BusyWait");
+    if (end_early_ == nullptr) {
+      void* host = nullptr;
+      HURRAY_RETURN_IF_ERROR(CheckRuntime(
+          cudaHostAlloc(&host, sizeof(std::uint32_t), cudaHostAllocMapped), "cudaHostAlloc"));
+      end_early_ = static_cast<std::uint32_t*>(host);
+      void* device = nullptr;
+      HURRAY_RETURN_IF_ERROR(
+          CheckRuntime(cudaHostGetDevicePointer(&device, host, 0), "cudaHostGetDevicePointer"));
+      end_early_device_ = static_cast<const std::uint32_t*>(device);
+    }
+    return CheckRuntime(
+        LaunchBusyWait(static_cast<std::uint64_t>(delay.count()), end_early_device_, stream_.get()),
+        "BusyWait");
+  }
+  // The busy wait ends at its next look at the mapped word (within 0.1 ms).
+  void EndDelay() override {
+    if (end_early_ != nullptr) __atomic_store_n(end_early_, 1, __ATOMIC_RELEASE);
   }
   Status QueueFill(void* data, std::uint64_t bytes, std::uint64_t seed) override {
     return FillPattern(data, bytes, seed, stream_.get());
@@ -84,6 +99,10 @@ class KernelDevice final : public testing::AgentDevice {
  private:
   DeviceStream stream_;
   MismatchCounter counter_;
+  // The word that ends QueueDelay's busy wait early: mapped host memory, made on first use
+  // and kept for the process's life (a kernel may read it until it ends).
+  std::uint32_t* end_early_ = nullptr;
+  const std::uint32_t* end_early_device_ = nullptr;
 };
 
 }  // namespace

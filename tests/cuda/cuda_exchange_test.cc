@@ -295,8 +295,10 @@ TEST_F(CudaExchangeTest, DaemonKilledThenProducerKilledReleasesTheWaitingConsume
 TEST_F(CudaExchangeTest, LeaseEndedAfterTheStreamKeepsTheMemoryUntilTheStreamIsDone) {
   EXPECT_EQ(RunAgent("produce", {"gpu/ordered", Bytes(kTensorBytes), "10", "synced"}),
             "published 1");
-  // The consumer's check waits 5 s behind a delay of its stream; its lease ends after it.
-  ChildProcess& consumer = StartAgent("consume-release-after", {"gpu/ordered", "10", "5000"});
+  // The consumer's check waits behind a delay of its stream (at most 120 s), which this test
+  // ends once it has checked; the consumer's lease ends after the check.
+  ChildProcess& consumer =
+      StartAgent("consume-release-after", {"gpu/ordered", "10", "120000"}, {.stdin_pipe = true});
   EXPECT_EQ(NextLine(consumer), "released");
   // The view is gone in the consumer, but the daemon still sees the lease: the memory can
   // not go to another tensor while the stream may still read it. A new version supersedes
@@ -308,6 +310,7 @@ TEST_F(CudaExchangeTest, LeaseEndedAfterTheStreamKeepsTheMemoryUntilTheStreamIsD
   EXPECT_EQ(RunAgent("produce", {"gpu/overwrite", Bytes(kTensorBytes), "12", "synced"}),
             "published 1");
   EXPECT_EQ(Stats().lease_count(), 1U);
+  ASSERT_OK(consumer.WriteLine("go"));
   EXPECT_EQ(NextLine(consumer), "verified " + Bytes(kTensorBytes));
   EXPECT_TRUE(Eventually([&] { return Stats().lease_count() == 0; }));
 }

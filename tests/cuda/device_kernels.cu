@@ -45,9 +45,11 @@ __device__ std::uint64_t GlobalTimer() {
   return now;
 }
 
-__global__ void BusyWait(std::uint64_t nanoseconds) {
+__global__ void BusyWait(std::uint64_t nanoseconds, const volatile std::uint32_t* end_early) {
   const std::uint64_t start = GlobalTimer();
-  while (GlobalTimer() - start < nanoseconds) __nanosleep(100000);
+  while (GlobalTimer() - start < nanoseconds && (end_early == nullptr || *end_early == 0)) {
+    __nanosleep(100000);
+  }
 }
 
 __global__ void WriteByte(std::uint8_t* data) { data[0] = 0xA5; }
@@ -71,8 +73,9 @@ cudaError_t LaunchCountMismatches(const void* data, std::uint64_t bytes, std::ui
   return cudaGetLastError();
 }
 
-cudaError_t LaunchBusyWait(std::uint64_t nanoseconds, cudaStream_t stream) {
-  BusyWait<<<1, 1, 0, stream>>>(nanoseconds);
+cudaError_t LaunchBusyWait(std::uint64_t nanoseconds, const std::uint32_t* end_early,
+                           cudaStream_t stream) {
+  BusyWait<<<1, 1, 0, stream>>>(nanoseconds, end_early);
   return cudaGetLastError();
 }
 

@@ -23,9 +23,11 @@ cudaError_t LaunchFillPattern(void* data, std::uint64_t bytes, std::uint64_t see
 cudaError_t LaunchCountMismatches(const void* data, std::uint64_t bytes, std::uint64_t seed,
                                   std::uint64_t* device_count, cudaStream_t stream);
 
-// Keeps `stream` busy for `nanoseconds` (one thread spinning on the GPU's global timer):
-// work queued after it waits that long.
-cudaError_t LaunchBusyWait(std::uint64_t nanoseconds, cudaStream_t stream);
+// Keeps `stream` busy for `nanoseconds` (one thread spinning on the GPU's global timer), or
+// until the word at `end_early` (the device address of mapped host memory; null: none)
+// becomes nonzero: work queued after it waits that long.
+cudaError_t LaunchBusyWait(std::uint64_t nanoseconds, const std::uint32_t* end_early,
+                           cudaStream_t stream);
 
 // Writes one byte (0xA5) to data[0]: through a read-only mapping, the kernel faults.
 cudaError_t LaunchWriteByte(void* data, cudaStream_t stream);

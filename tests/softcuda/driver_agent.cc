@@ -201,6 +201,12 @@ class DriverDevice final : public testing::AgentDevice {
 
   // The stream waits on a word of host memory that a thread of this process sets once
   // `delay` has passed (never, when the process ends first).
+  void EndDelay() override {
+    if (!word_) return;
+    releaser_.request_stop();
+    __atomic_store_n(reinterpret_cast<std::uint64_t*>(word_->bytes().data()), 1, __ATOMIC_RELEASE);
+  }
+
   Status QueueDelay(std::chrono::nanoseconds delay) override {
     if (word_) return FailedPreconditionError("QueueDelay: one delay per agent");
     HURRAY_ASSIGN_OR_RETURN(PinnedMemory word, PinnedMemory::Create(api_, sizeof(std::uint64_t),

@@ -155,7 +155,8 @@ int Consume(const Arguments& args, AgentDeviceFactory make_device) {
 }
 
 // Queues the check of the tensor behind a delay of the stream, ends the lease in stream order
-// (ReleaseAfter) and says "released", then waits for the check.
+// (ReleaseAfter) and says "released"; at a line on stdin ends the delay, then waits for the
+// check.
 int ConsumeReleaseAfter(const Arguments& args, AgentDeviceFactory make_device) {
   if (args.size() != 4) ExitWithError("usage: consume-release-after SOCKET NAME SEED DELAY_MS");
   const std::uint64_t seed = ParseNumber(args[2], "SEED");
@@ -170,6 +171,10 @@ int ConsumeReleaseAfter(const Arguments& args, AgentDeviceFactory make_device) {
   OkOrExit(view.ReleaseAfter(device.stream()), "ReleaseAfter");
   if (view.holds_lease()) ExitWithError("the view still holds its lease after ReleaseAfter");
   std::printf("released\n");
+  std::fflush(stdout);
+  std::string line;
+  if (!std::getline(std::cin, line)) ExitWithError("stdin closed before the go-ahead");
+  device.EndDelay();
   const std::uint64_t mismatches = ValueOrExit(device.ReadMismatches(), "read the mismatches");
   if (mismatches != 0) {
     std::printf("mismatches %llu\n", static_cast<unsigned long long>(mismatches));

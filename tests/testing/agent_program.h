@@ -75,6 +75,8 @@ class AgentDevice {
   // Queues a wait of `delay` on the stream: nothing queued after it runs before. One longer
   // than the process lives does not end.
   [[nodiscard]] virtual Status QueueDelay(std::chrono::nanoseconds delay) = 0;
+  // Ends the queued delay now (the stream goes on at once).
+  virtual void EndDelay() = 0;
   // Queues the fill of the device memory data[0, bytes) with the pattern of `seed`.
   [[nodiscard]] virtual Status QueueFill(void* data, std::uint64_t bytes, std::uint64_t seed) = 0;
   // Queues the count of the bytes of data[0, bytes) that differ from the pattern of `seed`.
