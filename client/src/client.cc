@@ -84,13 +84,12 @@ Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> leas
 }
 
 // Hands `state` to a task that runs `end(std::move(state))` once the work queued on `stream`
-// (of device `device_ordinal`) so far is done: ReleaseAfter and CancelAfter. On the CUDA
-// error of enqueuing that point, `state` is put back.
+// (of device `device_ordinal`, reached through `mapper`) so far is done: ReleaseAfter,
+// CancelAfter and PublishAfter. On the CUDA error of enqueuing that point, `state` is put
+// back.
 template <typename StatePointer, typename End>
-Status EndAfterStream(StatePointer& state, CudaStream stream, int device_ordinal, End end) {
-  // The process's own mapper: one of no epoch in particular.
-  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
-                          client_internal::FenceRelay::ForProcess());
+Status EndAfterStream(client_internal::DeviceMemoryMapper& mapper, StatePointer& state,
+                      CudaStream stream, int device_ordinal, End end) {
   struct EndTask final : client_internal::StreamOrderedTask {
     EndTask(StatePointer ended, End ending) : state(std::move(ended)), end(std::move(ending)) {}
     void Run() override { end(std::move(state)); }
@@ -100,7 +99,7 @@ Status EndAfterStream(StatePointer& state, CudaStream stream, int device_ordinal
   auto task = std::make_unique<EndTask>(std::move(state), std::move(end));
   EndTask* pending = task.get();
   std::unique_ptr<client_internal::StreamOrderedTask> handed = std::move(task);
-  if (Status after = client_internal::StreamOrdered::ForProcess().After(relay->mapper(), stream,
+  if (Status after = client_internal::StreamOrdered::ForProcess().After(mapper, stream,
                                                                         device_ordinal, handed);
       !after) {
     state = std::move(pending->state);
@@ -184,17 +183,10 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
                           PublishWith(name, SyncMode::kEvent, options, &kept));
   publisher->RememberOwnFence(own_fence, epoch);
   // The buffers' slab references go once the stream has passed the signal (so that no
-  // unmap can come before the kernels that fill them are done); at once where that point
-  // cannot be enqueued.
-  struct DropState final : client_internal::StreamOrderedTask {
-    explicit DropState(std::unique_ptr<State> dropped) : state(std::move(dropped)) {}
-    void Run() override { state.reset(); }
-    std::unique_ptr<State> state;
-  };
-  std::unique_ptr<client_internal::StreamOrderedTask> drop =
-      std::make_unique<DropState>(std::move(kept));
-  (void)client_internal::StreamOrdered::ForProcess().After(slabs->mapper(), stream, device_ordinal,
-                                                           drop);
+  // unmap can come before the kernels that fill them are done); at once (with `kept`, here)
+  // where that point cannot be enqueued.
+  (void)EndAfterStream(slabs->mapper(), kept, stream, device_ordinal,
+                       [](std::unique_ptr<State> /*dropped*/) {});
   return published;
 }
 
@@ -233,7 +225,10 @@ Status WritableTensor::Cancel() {
 Status WritableTensor::CancelAfter(CudaStream stream) {
   if (!state_) return {};
   if (state_->device.device_tag != DeviceTag::Cuda()) return Cancel();
-  return EndAfterStream(state_, stream, state_->device.device_ordinal,
+  // The process's own mapper: one of no epoch in particular.
+  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
+                          client_internal::FenceRelay::ForProcess());
+  return EndAfterStream(relay->mapper(), state_, stream, state_->device.device_ordinal,
                         [](std::unique_ptr<State> cancelled) {
                           (void)WritableTensor(std::move(cancelled)).Cancel();
                         });
@@ -388,8 +383,11 @@ std::uint64_t TensorView::daemon_epoch() const { return state_->tensor->daemon_e
 Status TensorView::ReleaseAfter(CudaStream stream) {
   if (!state_) return {};
   if (state_->tensor->device.device_tag != DeviceTag::Cuda()) return Release();
+  // The process's own mapper: the view may be of an earlier daemon's epoch.
+  HURRAY_ASSIGN_OR_RETURN(client_internal::FenceRelay * relay,
+                          client_internal::FenceRelay::ForProcess());
   return EndAfterStream(
-      state_, stream, state_->tensor->device.device_ordinal,
+      relay->mapper(), state_, stream, state_->tensor->device.device_ordinal,
       [](std::unique_ptr<State> released) { (void)TensorView(std::move(released)).Release(); });
 }
 
