@@ -390,6 +390,45 @@ TEST_F(RegistryTest, AcquireWaitTimesOut) {
   EXPECT_EQ(registry_->Stats().lease_count(), 0u);
 }
 
+// The wait timer stays armed for an answered wait's deadline (it is not re-armed for every
+// new wait): a later wait with an earlier deadline must still re-arm it, and one with a later
+// deadline must be armed for when the earlier timer fires and finds nothing expired.
+TEST_F(RegistryTest, WaitsTimeOutOnTimeAfterAnAnsweredWaitArmedTheTimer) {
+  const auto answered_then_time_out = [this](std::uint32_t answered_ms, std::uint32_t waited_ms,
+                                             const std::string& name) {
+    v1::AcquireRequest request;
+    request.set_name(name + "/answered");
+    request.set_wait_timeout_ms(answered_ms);
+    std::promise<Result<v1::AcquireResponse>> answered;
+    registry_->Acquire(consumer_, request, [&answered](Result<v1::AcquireResponse> result) {
+      answered.set_value(std::move(result));
+    });
+    Put(name + "/answered");
+    auto lease = answered.get_future().get();
+    ASSERT_OK(lease);
+    ASSERT_OK(Release(consumer_, lease->lease_id()));
+
+    request.set_name(name + "/never");
+    request.set_wait_timeout_ms(waited_ms);
+    std::promise<Result<v1::AcquireResponse>> waited;
+    const auto start = std::chrono::steady_clock::now();
+    registry_->Acquire(consumer_, request, [&waited](Result<v1::AcquireResponse> result) {
+      waited.set_value(std::move(result));
+    });
+    auto future = waited.get_future();
+    ASSERT_EQ(future.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+        << name << ": a " << waited_ms << " ms wait did not time out within 5 s";
+    EXPECT_ERROR(future.get(), StatusCode::kDeadlineExceeded, {name + "/never"});
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(waited_ms));
+  };
+  // The timer is armed for 60 s: the 100 ms wait must re-arm it.
+  answered_then_time_out(60'000, 100, "earlier");
+  // The timer is armed for 200 ms (nothing else waits now): the 400 ms wait leaves it, and is
+  // armed for when it fires.
+  answered_then_time_out(200, 400, "later");
+  EXPECT_EQ(registry_->Stats().lease_count(), 0u);
+}
+
 TEST_F(RegistryTest, CancelledWaitNeverCompletes) {
   v1::AcquireRequest request;
   request.set_name("late/tensor");

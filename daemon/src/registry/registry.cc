@@ -1275,6 +1275,12 @@ std::uint64_t Registry::StartWaitLocked(std::unique_lock<std::mutex>& lock,
 void Registry::ArmWaitTimerLocked() {
   const std::optional<Wait::Clock::time_point> next = waits_.NextDeadline();
   if (!next) return;  // A wait still armed finds nothing expired when it fires.
+  // A timer armed for this deadline or an earlier one stays: when it fires it fails what has
+  // expired and arms for the next deadline. Re-arming it for every new wait (a consumer that
+  // waits for each next version, its earlier wait answered) cost the daemon a wake-up of the
+  // io_context's thread and a timerfd_settime per wait.
+  if (wait_timer_armed_ && *wait_timer_armed_ <= *next) return;
+  wait_timer_armed_ = *next;
   // Cancels the wait armed before (its handler sees operation_aborted).
   wait_timer_.expires_at(*next);
   wait_timer_.async_wait([this](const boost::system::error_code& error) {
@@ -1288,6 +1294,7 @@ void Registry::OnWaitTimer() {
   std::vector<std::pair<Wait, std::string>> expired;
   {
     std::lock_guard lock(mutex_);
+    wait_timer_armed_.reset();
     for (Wait& wait : waits_.TakeExpired(Wait::Clock::now())) {
       constexpr std::size_t kShownNames = 8;
       std::string names;

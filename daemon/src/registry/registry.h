@@ -408,7 +408,8 @@ class Registry final : public SessionHost {
                                 std::uint32_t timeout_ms,
                                 std::function<bool(Deferred&)> try_complete,
                                 std::function<void(Error)> fail);
-  // Arms wait_timer_ for the earliest deadline of waits_.
+  // Arms wait_timer_ for the earliest deadline of waits_, unless it is armed for that
+  // deadline or an earlier one already.
   void ArmWaitTimerLocked();
   // wait_timer_ fired: fails the waits whose deadline has passed.
   void OnWaitTimer();
@@ -457,6 +458,8 @@ class Registry final : public SessionHost {
   std::uint64_t lost_count_ = 0;
   // Fires at the earliest deadline of waits_ (on the io_context). Guarded by mutex_.
   boost::asio::steady_timer wait_timer_;
+  // The deadline wait_timer_ is armed for, until it fires; guarded by mutex_.
+  std::optional<Wait::Clock::time_point> wait_timer_armed_;
   // The live sessions' lease pages. Guarded by mutex_.
   fast_path::LeaseScanner lease_pages_;
   // Fires rescan_delay_ after a version got pinned. Guarded by mutex_.
