@@ -87,4 +87,34 @@ Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
   return memory;
 }
 
+Result<ProcessCpu> ReadProcessCpu(pid_t pid) {
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code error;
+  std::filesystem::directory_iterator threads(tasks, error);
+  if (error) return NotFoundError(fmt::format("list {}: {}", tasks.string(), error.message()));
+  ProcessCpu cpu;
+  for (const std::filesystem::directory_entry& thread : threads) {
+    std::ifstream schedstat(thread.path() / "schedstat");
+    std::ifstream status(thread.path() / "status");
+    if (!schedstat || !status) continue;  // The thread ended.
+    std::uint64_t ns = 0;
+    if (!(schedstat >> ns)) return InternalError((thread.path() / "schedstat").string());
+    int found = 0;
+    std::string line;
+    while (std::getline(status, line)) {
+      std::istringstream fields(line);
+      std::string name;
+      std::uint64_t count = 0;
+      fields >> name >> count;
+      if (name == "voluntary_ctxt_switches:" || name == "nonvoluntary_ctxt_switches:") {
+        cpu.context_switches += count;
+        ++found;
+      }
+    }
+    if (found != 2) return InternalError((thread.path() / "status").string() + ": no switches");
+    cpu.cpu_ns += ns;
+  }
+  return cpu;
+}
+
 }  // namespace hurray::bench

@@ -41,4 +41,14 @@ struct ProcessMemory {
 // NOT_FOUND when the process is gone; INTERNAL when the file does not parse.
 [[nodiscard]] Result<ProcessMemory> ReadProcessMemory(pid_t pid);
 
+// What the threads of a process have run so far, summed over those alive now.
+struct ProcessCpu {
+  std::uint64_t cpu_ns = 0;            // On a CPU (/proc/PID/task/TID/schedstat, first field).
+  std::uint64_t context_switches = 0;  // Voluntary and not (/proc/PID/task/TID/status).
+};
+
+// NOT_FOUND when the process is gone; INTERNAL when a thread's file does not parse. A thread
+// that ends while it is read is left out.
+[[nodiscard]] Result<ProcessCpu> ReadProcessCpu(pid_t pid);
+
 }  // namespace hurray::bench

@@ -6,7 +6,8 @@
 // gRPC. DESIGN §9 and issue 12: acquire+release beats Plasma's get+release in the same
 // placement (peer_reference.cc); on the session socket <= 1.5x the raw round trip; on the
 // fast path <= 1 us. And the handoff (issue 25): publish -> a waiting consumer has the
-// view, 4 KiB, <= 3x the raw round trip.
+// view, 4 KiB, <= 3x the raw round trip; with what the daemon spends on each (its CPU time
+// and context switches, from /proc).
 //
 // Worker role:
 //   control-acquire-release SOCKET NAME N PATH   N timed acquire+release pairs of NAME
@@ -42,6 +43,7 @@
 #include "client_transport.h"
 #include "grpc_baseline.h"
 #include "hurray/v1/exchange.pb.h"
+#include "process.h"
 #include "sections.h"
 
 namespace hurray::bench {
@@ -285,8 +287,10 @@ int HandoffConsumerRole(const WorkerArgs& args) {
 // Publish -> a waiting consumer has the view, in `placement`: the client's default (the
 // wait on the session socket) and, side by side, the wait over gRPC (the previous release's
 // wait).
-Status MeasureHandoff(Harness& harness, Placement placement, const std::string& socket) {
-  const std::string count = std::to_string(std::max(harness.scale().round_trips / 10, 100));
+Status MeasureHandoff(Harness& harness, Placement placement, const std::string& socket,
+                      pid_t daemon_pid) {
+  const int handoffs = std::max(harness.scale().round_trips / 10, 100);
+  const std::string count = std::to_string(handoffs);
   struct Variant {
     ClientPath path;
     std::string figure;
@@ -299,6 +303,7 @@ Status MeasureHandoff(Harness& harness, Placement placement, const std::string& 
        "publish -> waiting consumer has the view, 4 KiB, all over gRPC (gRPC wait)"}};
   for (const Variant& variant : variants) {
     harness.DeleteTensors({kHandoffName});
+    HURRAY_ASSIGN_OR_RETURN(const ProcessCpu daemon_before, ReadProcessCpu(daemon_pid));
     HURRAY_ASSIGN_OR_RETURN(
         std::vector<WorkerResults> results,
         harness.RunWorkersTogether(placement,
@@ -309,6 +314,28 @@ Status MeasureHandoff(Harness& harness, Placement placement, const std::string& 
                                    kWorkerTimeout));
     AddMicroseconds(harness.report(), variant.figure, variant.label, placement,
                     results[0].Values("handoff_ns"));
+    if (variant.path != ClientPath::kDefault) continue;
+    // What the daemon spent on each handoff (the allocate, the publish, the consumer's wait
+    // and its release), its two workers' connections included: one value per run.
+    HURRAY_ASSIGN_OR_RETURN(const ProcessCpu daemon_after, ReadProcessCpu(daemon_pid));
+    const double per_handoff = 1.0 / (handoffs + 1);
+    harness.report().AddFigure(
+        FigureSpec{.key = "control.handoff_daemon_cpu",
+                   .section = kSection,
+                   .label = "hurrayd's CPU time per handoff (session socket wait)",
+                   .unit = "us"},
+        placement,
+        Summarize({static_cast<double>(daemon_after.cpu_ns - daemon_before.cpu_ns) *
+                   kNanosecondsToMicroseconds * per_handoff}));
+    harness.report().AddFigure(
+        FigureSpec{.key = "control.handoff_daemon_switches",
+                   .section = kSection,
+                   .label = "hurrayd's context switches per handoff (session socket wait)",
+                   .unit = "switches"},
+        placement,
+        Summarize(
+            {static_cast<double>(daemon_after.context_switches - daemon_before.context_switches) *
+             per_handoff}));
   }
   harness.DeleteTensors({kHandoffName});
   return {};
@@ -340,7 +367,7 @@ Status RunControlPlane(Harness& harness) {
     auto counts = MeasurePaths(harness, placement, socket, count);
     if (!counts) return std::unexpected(counts.error());
     report.AddNote(kSection, *counts);
-    HURRAY_RETURN_IF_ERROR(MeasureHandoff(harness, placement, socket));
+    HURRAY_RETURN_IF_ERROR(MeasureHandoff(harness, placement, socket, (*daemon)->pid()));
   }
   harness.DeleteTensors({kTensorName});
   AddRatios(report);
