@@ -4,6 +4,8 @@
 #              CUDA when the toolkit is at /usr/local/cuda), then the same tests under
 #              AddressSanitizer + UndefinedBehaviorSanitizer (clang, always without CUDA)
 #              and a bounded libFuzzer run of every fuzz target. It starts with `make lint`.
+#   make check installs what is needed, builds the normal build and runs its tests: the
+#              edit-test loop (no lint, no sanitizer build, no fuzzing).
 #   make lint  clang-format-19 and clang-tidy-19 over the project's own code: any format diff
 #              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats);
 #              and libhurray.so's ABI against its baseline (scripts/abi.sh: a change to an
@@ -23,7 +25,7 @@ FUZZ_SECONDS ?= 60
 CMAKE_COMMON := -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHURRAY_WERROR=ON
 CLANG := -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 
-.PHONY: all deps build build-sanitize lint test test-normal test-sanitize run package bench soak clean
+.PHONY: all deps build build-sanitize lint check test test-normal test-sanitize run package bench soak clean
 
 all: build
 
@@ -47,6 +49,9 @@ build-sanitize: deps
 
 test-normal: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
+
+# The edit-test loop: the normal build and its tests, nothing else.
+check: test-normal
 
 test-sanitize: build-sanitize
 	ctest --test-dir build-sanitize --output-on-failure -j $(JOBS)

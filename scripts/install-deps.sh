@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=("$@")
 [[ ${#packages[@]} -gt 0 ]] || packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   protobuf-compiler libprotobuf-dev
   libgrpc++-dev protobuf-compiler-grpc
   libboost1.81-dev libspdlog-dev libcli11-dev libtomlplusplus-dev libsystemd-dev
