@@ -3,7 +3,9 @@
 #   scripts/lint.sh format          fails on any file clang-format-19 would change
 #   scripts/lint.sh format --fix    rewrites those files in place
 #   scripts/lint.sh tidy BUILD_DIR  fails on any clang-tidy-19 finding, using BUILD_DIR's
-#                                   compile_commands.json (its generated headers must exist)
+#                                   compile_commands.json (its generated headers must exist);
+#                                   units whose inputs are unchanged since a clean run are
+#                                   skipped (scripts/tidy_cached.py)
 # "Own code" is every tracked C/C++ file outside generated code and the fuzz corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,12 +32,13 @@ case "${1:-}" in
     }
     # Translation units only; headers are checked through them (.clang-tidy HeaderFilterRegex).
     mapfile -t units < <(own_files | grep -E '\.(c|cc)$')
-    run-clang-tidy-19 -quiet -p "$build_dir" -j "${JOBS:-$(nproc)}" \
-      -warnings-as-errors='*' "${units[@]/#/$PWD/}" > "$build_dir/clang-tidy.log" 2>&1 || {
+    JOBS="${JOBS:-$(nproc)}" /usr/bin/python3 scripts/tidy_cached.py "$build_dir" "${units[@]}" \
+      > "$build_dir/clang-tidy.log" 2>&1 || {
       grep -E 'warning:|error:' "$build_dir/clang-tidy.log" | sort -u >&2 || true
       echo "lint: clang-tidy-19 found the problems above (full log: $build_dir/clang-tidy.log)" >&2
       exit 1
     }
+    head -n 1 "$build_dir/clang-tidy.log"
     echo "lint: clang-tidy-19: ${#units[@]} translation units clean"
     ;;
   *)
