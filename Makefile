@@ -7,7 +7,8 @@
 #   make check installs what is needed, builds the normal build and runs its tests: the
 #              edit-test loop (no lint, no sanitizer build, no fuzzing).
 #   make lint  clang-format-19 and clang-tidy-19 over the project's own code: any format diff
-#              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats);
+#              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats;
+#              clang-tidy skips the units unchanged since a clean run: scripts/tidy_cached.py);
 #              and libhurray.so's ABI against its baseline (scripts/abi.sh: a change to an
 #              existing symbol fails, an added one passes).
 #   make package builds the Debian package in a Release build (build-package/hurray_*.deb:

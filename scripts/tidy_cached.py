@@ -7,7 +7,7 @@ Runs run-clang-tidy-19 (-warnings-as-errors='*', BUILD_DIR's compile_commands.js
 UNIT (a path relative to the source tree) whose inputs changed since a run that passed, and
 exits with its status. A unit's inputs are everything clang-tidy reads for it: its compile
 commands, and the text (comments and NOLINTs included) of its source and of every header
-the same flags include (clang++-19 -M lists them), every .clang-tidy file of the tree, this
+the same flags include (clang-19 or clang++-19 -M lists them), every .clang-tidy file of the tree, this
 script, scripts/lint.sh and clang-tidy-19's version. Paths under the source tree and the
 build directory are hashed as placeholders, so that a clean clone elsewhere (CI's) finds
 what an earlier clone checked. A unit whose headers cannot be listed is always checked.
@@ -28,7 +28,7 @@ import time
 
 TIDY = "clang-tidy-19"
 RUN_TIDY = "run-clang-tidy-19"
-PREPROCESSOR = "clang++-19"
+PREPROCESSORS = {".c": "clang-19"}  # Any other suffix: clang++-19.
 KEEP_SECONDS = 30 * 24 * 3600
 
 
@@ -39,9 +39,10 @@ def compile_arguments(entry):
     return shlex.split(entry["command"])
 
 
-def dependency_arguments(arguments):
-    """The compile's arguments made a listing of its files to stdout by clang++-19."""
-    result = [PREPROCESSOR]
+def dependency_arguments(entry):
+    """The entry's compile made a listing of its files to stdout by clang-19 or clang++-19."""
+    arguments = compile_arguments(entry)
+    result = [PREPROCESSORS.get(pathlib.Path(entry["file"]).suffix, "clang++-19")]
     skip = False
     for argument in arguments[1:]:
         if skip:
@@ -75,7 +76,7 @@ class Keys:
             arguments = compile_arguments(entry)
             directory = pathlib.Path(entry.get("directory", "."))
             digest.update(self.normalized("\0".join(arguments).encode()))
-            done = subprocess.run(dependency_arguments(arguments), cwd=directory,
+            done = subprocess.run(dependency_arguments(entry), cwd=directory,
                                   capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 return None

@@ -18,10 +18,11 @@ def write_units(root, sources):
     entries = []
     for name, text in sources.items():
         (root / name).write_text(text)
-        if name.endswith(".cc"):
+        compilers = {".cc": ["clang++-19", "-std=c++20"], ".c": ["clang-19", "-std=c11"]}
+        if (compiler := compilers.get(pathlib.Path(name).suffix)) is not None:
             entries.append({"directory": str(build), "file": str(root / name),
-                            "arguments": ["clang++-19", "-std=c++20", "-Wall", "-c",
-                                          str(root / name), "-o", name + ".o"]})
+                            "arguments": [*compiler, "-Wall", "-c", str(root / name),
+                                          "-o", name + ".o"]})
     (build / "compile_commands.json").write_text(json.dumps(entries))
 
 
@@ -61,3 +62,10 @@ def test_units_missing_from_the_compile_commands_are_left_out(tmp_path):
     write_units(tmp_path, {"clean.cc": "int One() { return 1; }\n"})
     assert tidy(tmp_path, "clean.cc", "elsewhere.cc") == (
         0, "tidy_cached: 0 of 1 translation units unchanged since a clean run; checking 1")
+
+
+def test_c_units_are_remembered_too(tmp_path):
+    write_units(tmp_path, {"clean.c": "int One(void) { return 1; }\n"})
+    assert tidy(tmp_path, "clean.c")[1].endswith("checking 1")
+    assert tidy(tmp_path, "clean.c") == (0, "tidy_cached: 1 of 1 translation units unchanged "
+                                            "since a clean run; checking 0")
