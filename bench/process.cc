@@ -6,13 +6,34 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 
 #include "hurray/ipc/errno_error.h"
 
 namespace hurray::bench {
 namespace {
+
+// Adds the number of each line of a /proc status file whose first word `wanted` names to
+// its counter; returns how many lines it found.
+std::size_t AddStatusFields(std::istream& status,
+                            const std::map<std::string_view, std::uint64_t*>& wanted) {
+  std::size_t found = 0;
+  std::string line;
+  while (std::getline(status, line)) {
+    std::istringstream fields(line);
+    std::string name;
+    std::uint64_t value = 0;
+    fields >> name >> value;
+    if (auto counter = wanted.find(name); counter != wanted.end()) {
+      *counter->second += value;
+      ++found;
+    }
+  }
+  return found;
+}
 
 cpu_set_t ToMask(const std::vector<int>& cpus) {
   cpu_set_t mask;
@@ -61,29 +82,14 @@ Result<ProcessMemory> ReadProcessMemory(pid_t pid) {
   std::ifstream status(path);
   if (!status) return NotFoundError("open " + path);
   ProcessMemory memory;
-  int found = 0;
-  std::string line;
-  while (std::getline(status, line)) {
-    std::istringstream fields(line);
-    std::string name;
-    std::uint64_t kib = 0;
-    fields >> name >> kib;
-    const std::uint64_t bytes = kib * 1024;
-    if (name == "VmRSS:") {
-      memory.vm_rss = bytes;
-      ++found;
-    } else if (name == "RssAnon:") {
-      memory.rss_anon = bytes;
-      ++found;
-    } else if (name == "RssFile:") {
-      memory.rss_file = bytes;
-      ++found;
-    } else if (name == "RssShmem:") {
-      memory.rss_shmem = bytes;
-      ++found;
-    }
+  const std::map<std::string_view, std::uint64_t*> wanted = {{"VmRSS:", &memory.vm_rss},
+                                                             {"RssAnon:", &memory.rss_anon},
+                                                             {"RssFile:", &memory.rss_file},
+                                                             {"RssShmem:", &memory.rss_shmem}};
+  if (AddStatusFields(status, wanted) != wanted.size()) {
+    return InternalError(path + ": VmRSS, RssAnon, RssFile or RssShmem missing");
   }
-  if (found != 4) return InternalError(path + ": VmRSS, RssAnon, RssFile or RssShmem missing");
+  for (const auto& [name, bytes] : wanted) *bytes *= 1024;  // The file says kB.
   return memory;
 }
 
@@ -99,19 +105,12 @@ Result<ProcessCpu> ReadProcessCpu(pid_t pid) {
     if (!schedstat || !status) continue;  // The thread ended.
     std::uint64_t ns = 0;
     if (!(schedstat >> ns)) return InternalError((thread.path() / "schedstat").string());
-    int found = 0;
-    std::string line;
-    while (std::getline(status, line)) {
-      std::istringstream fields(line);
-      std::string name;
-      std::uint64_t count = 0;
-      fields >> name >> count;
-      if (name == "voluntary_ctxt_switches:" || name == "nonvoluntary_ctxt_switches:") {
-        cpu.context_switches += count;
-        ++found;
-      }
+    std::uint64_t switches = 0;
+    if (AddStatusFields(status, {{"voluntary_ctxt_switches:", &switches},
+                                 {"nonvoluntary_ctxt_switches:", &switches}}) != 2) {
+      return InternalError((thread.path() / "status").string() + ": no switches");
     }
-    if (found != 2) return InternalError((thread.path() / "status").string() + ": no switches");
+    cpu.context_switches += switches;
     cpu.cpu_ns += ns;
   }
   return cpu;
