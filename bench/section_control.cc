@@ -318,24 +318,21 @@ Status MeasureHandoff(Harness& harness, Placement placement, const std::string& 
     // What the daemon spent on each handoff (the allocate, the publish, the consumer's wait
     // and its release), its two workers' connections included: one value per run.
     HURRAY_ASSIGN_OR_RETURN(const ProcessCpu daemon_after, ReadProcessCpu(daemon_pid));
-    const double per_handoff = 1.0 / (handoffs + 1);
-    harness.report().AddFigure(
-        FigureSpec{.key = "control.handoff_daemon_cpu",
-                   .section = kSection,
-                   .label = "hurrayd's CPU time per handoff (session socket wait)",
-                   .unit = "us"},
-        placement,
-        Summarize({static_cast<double>(daemon_after.cpu_ns - daemon_before.cpu_ns) *
-                   kNanosecondsToMicroseconds * per_handoff}));
-    harness.report().AddFigure(
-        FigureSpec{.key = "control.handoff_daemon_switches",
-                   .section = kSection,
-                   .label = "hurrayd's context switches per handoff (session socket wait)",
-                   .unit = "switches"},
-        placement,
-        Summarize(
-            {static_cast<double>(daemon_after.context_switches - daemon_before.context_switches) *
-             per_handoff}));
+    const auto add_per_handoff = [&](const std::string& key, const std::string& what,
+                                     const std::string& unit, double total) {
+      harness.report().AddFigure(
+          FigureSpec{.key = key,
+                     .section = kSection,
+                     .label = "hurrayd's " + what + " per handoff (session socket wait)",
+                     .unit = unit},
+          placement, Summarize({total / (handoffs + 1)}));
+    };
+    add_per_handoff("control.handoff_daemon_cpu", "CPU time", "us",
+                    static_cast<double>(daemon_after.cpu_ns - daemon_before.cpu_ns) *
+                        kNanosecondsToMicroseconds);
+    add_per_handoff(
+        "control.handoff_daemon_switches", "context switches", "switches",
+        static_cast<double>(daemon_after.context_switches - daemon_before.context_switches));
   }
   harness.DeleteTensors({kHandoffName});
   return {};

@@ -117,13 +117,14 @@ def main():
     for entry in database:
         path = pathlib.Path(entry.get("directory", "."), entry["file"]).resolve()
         entries.setdefault(path, []).append(entry)
-    units = [unit for unit in units if (source_dir / unit).resolve() in entries]
+    paths = {unit: (source_dir / unit).resolve() for unit in units}
+    units = [unit for unit in units if paths[unit] in entries]
 
     keys = Keys(source_dir, build_dir, common_inputs(source_dir))
     jobs = int(os.environ.get("JOBS") or os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        unit_keys = dict(zip(units, pool.map(
-            lambda unit: keys.key(entries[(source_dir / unit).resolve()]), units)))
+        unit_keys = dict(zip(units, pool.map(lambda unit: keys.key(entries[paths[unit]]),
+                                             units)))
 
     now = time.time()
     stale = []
@@ -138,7 +139,7 @@ def main():
     if stale:
         status = subprocess.run([RUN_TIDY, "-quiet", "-p", str(build_dir), "-j", str(jobs),
                                  "-warnings-as-errors=*"]
-                                + [str(source_dir / unit) for unit in stale],
+                                + [str(paths[unit]) for unit in stale],
                                 check=False).returncode
     if status == 0:
         for unit in stale:
