@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -23,6 +22,7 @@
 #include "hurray/ipc/fast_path_layout.h"
 #include "pool/cpu_pool.h"
 #include "registry/registry.h"
+#include "testing/io_thread.h"
 #include "testing/shared_mapping.h"
 #include "testing/status_matchers.h"
 
@@ -275,26 +275,23 @@ class FastPathRegistryTest : public ::testing::Test {
     auto directory = DirectorySegment::Create(kPrefix, Entries(), 42);
     ASSERT_OK(directory);
     directory_ = std::move(*directory);
-    registry_ = std::make_unique<Registry>(
-        pools_, io_,
-        Registry::Options{.daemon_epoch = 42,
-                          .uid_quota = {.leases = 100},
-                          .fast_path = {.directory = directory_, .lease_slots = 8}});
-    io_thread_ = std::thread([this] {
-      auto work = boost::asio::make_work_guard(io_);
-      io_.run();
-    });
+    registry_ = std::make_unique<Registry>(pools_, io_, Options());
+    io_thread_.emplace(io_);
     producer_ = OpenSession();
     consumer_ = OpenSession();
   }
 
   void TearDown() override {
+    io_thread_.reset();  // First: its handlers reach the registry.
     registry_.reset();
-    io_.stop();
-    io_thread_.join();
   }
 
   [[nodiscard]] virtual std::uint64_t Entries() const { return 16; }
+  [[nodiscard]] virtual Registry::Options Options() const {
+    return {.daemon_epoch = 42,
+            .uid_quota = {.leases = 100},
+            .fast_path = {.directory = directory_, .lease_slots = 8}};
+  }
 
   std::uint64_t OpenSession() {
     auto grant = registry_->OpenSession(PeerCredentials{.pid = 1, .uid = 0, .gid = 0}, "test");
@@ -353,7 +350,7 @@ class FastPathRegistryTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
-  std::thread io_thread_;
+  std::optional<testing::IoThread> io_thread_;
   PoolSet pools_;
   Pool* pool_ = nullptr;
   std::shared_ptr<DirectorySegment> directory_;
@@ -514,16 +511,9 @@ TEST_F(FastPathRegistryTest, PinnedVersionCountsAgainstThePinnerNotThePublisher)
 // A directory of 16 entries, at most 4 of them for the names of one uid.
 class SharedDirectoryTest : public FastPathRegistryTest {
  protected:
-  void SetUp() override {
-    FastPathRegistryTest::SetUp();
-    registry_.reset();
-    registry_ = std::make_unique<Registry>(
-        pools_, io_,
-        Registry::Options{
-            .daemon_epoch = 42,
-            .fast_path = {.directory = directory_, .lease_slots = 8, .max_entries_per_uid = 4}});
-    producer_ = OpenSession();
-    consumer_ = OpenSession();
+  [[nodiscard]] Registry::Options Options() const override {
+    return {.daemon_epoch = 42,
+            .fast_path = {.directory = directory_, .lease_slots = 8, .max_entries_per_uid = 4}};
   }
 };
 

@@ -6,17 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <chrono>
 #include <csignal>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "hurray/descriptor_codec.h"
 #include "pool/cpu_pool.h"
 #include "registry/range_quarantine.h"
 #include "registry/registry.h"
+#include "testing/io_thread.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
@@ -143,15 +144,11 @@ class RegistryQuarantineTest : public ::testing::Test {
     pool_ = pool.get();
     pools_.Add(std::move(pool));
     registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.daemon_epoch = 1});
-    io_thread_ = std::thread([this] {
-      auto work = boost::asio::make_work_guard(io_);
-      io_.run();
-    });
+    io_thread_.emplace(io_);
   }
   void TearDown() override {
+    io_thread_.reset();  // First: its handlers reach the registry.
     registry_.reset();
-    io_.stop();
-    io_thread_.join();
     EXPECT_EQ(pool_->Usage().used_bytes, 0u) << "the pool leaked";
   }
 
@@ -179,7 +176,7 @@ class RegistryQuarantineTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
-  std::thread io_thread_;
+  std::optional<testing::IoThread> io_thread_;
   PoolSet pools_;
   Pool* pool_ = nullptr;
   std::unique_ptr<Registry> registry_;
@@ -260,6 +257,7 @@ TEST_F(RegistryQuarantineTest, RegistryDestroyedWithAHoldFreesIt) {
   ASSERT_OK(Allocate(session, 1 << 20));
   registry_->CloseSession(session);
   EXPECT_GT(pool_->Usage().used_bytes, 0u);
+  io_thread_.reset();
   registry_.reset();
   EXPECT_EQ(pool_->Usage().used_bytes, 0u);
 }

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
 #include <future>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -16,6 +16,7 @@
 #include "pool/cpu_pool.h"
 #include "registry/allocation_table.h"
 #include "registry/tensor_name.h"
+#include "testing/io_thread.h"
 #include "testing/shared_mapping.h"
 #include "testing/status_matchers.h"
 
@@ -39,10 +40,7 @@ class RegistryTest : public ::testing::Test {
     AddPools();
     registry_ = std::make_unique<Registry>(
         pools_, io_, Registry::Options{.daemon_epoch = 42, .uid_quota = Quota()});
-    io_thread_ = std::thread([this] {
-      auto work = boost::asio::make_work_guard(io_);
-      io_.run();
-    });
+    io_thread_.emplace(io_);
     producer_ = OpenSession();
     consumer_ = OpenSession();
   }
@@ -53,9 +51,16 @@ class RegistryTest : public ::testing::Test {
   [[nodiscard]] virtual UidQuota Quota() const { return {}; }
 
   void TearDown() override {
+    io_thread_.reset();  // First: its handlers reach the registry.
     registry_.reset();
-    io_.stop();
-    io_thread_.join();
+  }
+
+  // Replaces the registry of SetUp, which armed no timer, with one of these options.
+  void RebuildRegistry(Registry::Options options) {
+    io_thread_.reset();
+    registry_.reset();
+    registry_ = std::make_unique<Registry>(pools_, io_, std::move(options));
+    io_thread_.emplace(io_);
   }
 
   std::uint64_t OpenSession() {
@@ -113,7 +118,7 @@ class RegistryTest : public ::testing::Test {
   [[nodiscard]] std::uint64_t UsedBytes() const { return pool_->Usage().used_bytes; }
 
   boost::asio::io_context io_;
-  std::thread io_thread_;
+  std::optional<testing::IoThread> io_thread_;
   PoolSet pools_;
   Pool* pool_ = nullptr;
   std::unique_ptr<Registry> registry_;
@@ -754,7 +759,7 @@ TEST_F(RegistryTest, BatchWaitCountsEachListedNameOnceAndSeesADeleteInBetween) {
 }
 
 TEST_F(RegistryTest, BatchPrefixWalkIsBoundedByMaxBatchNames) {
-  registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.max_batch_names = 3});
+  RebuildRegistry(Registry::Options{.max_batch_names = 3});
   producer_ = OpenSession();
   consumer_ = OpenSession();
   for (const char* name : {"many/a", "many/b", "many/c"}) Put(name, 0);
@@ -776,7 +781,7 @@ TEST_F(RegistryTest, BatchPrefixWalkIsBoundedByMaxBatchNames) {
 }
 
 TEST_F(RegistryTest, WaitsOfOneUidAreCapped) {
-  registry_ = std::make_unique<Registry>(pools_, io_, Registry::Options{.max_waits_per_uid = 3});
+  RebuildRegistry(Registry::Options{.max_waits_per_uid = 3});
   const std::uint64_t root = OpenSession();
   const auto start_wait = [&](std::uint64_t session, const std::string& name,
                               std::optional<Result<v1::AcquireResponse>>& outcome) {
@@ -1274,8 +1279,7 @@ class RegistryAccessTest : public RegistryTest {
     return Publish(session, allocation->allocation_id(), name);
   }
   void UsePolicy(AccessPolicy policy) {
-    registry_ = std::make_unique<Registry>(
-        pools_, io_,
+    RebuildRegistry(
         Registry::Options{.access = std::make_shared<const AccessPolicy>(std::move(policy))});
   }
 };

@@ -306,7 +306,7 @@ Registry::Registry(const PoolSet& pools, boost::asio::io_context& io, Options op
 // NOLINTNEXTLINE(bugprone-exception-escape): a mutex or timer that fails here is fatal anyway.
 Registry::~Registry() {
   std::lock_guard lock(mutex_);
-  wait_timer_.cancel();  // A handler that runs later sees operation_aborted.
+  wait_timer_.cancel();  // A handler not yet begun sees operation_aborted.
   rescan_timer_.cancel();
   // The daemon stops: what waits for a process to exit goes back to the pools, which outlive
   // the registry (the processes lose their sessions' segments with the daemon anyway).

@@ -135,6 +135,9 @@ class Registry final : public SessionHost {
 
   // `pools` and `io` (which runs acquire-wait timers) must outlive the registry.
   Registry(const PoolSet& pools, boost::asio::io_context& io, Options options);
+  // Call it once no thread runs `io` (io.stop(), then join them), as the daemon does: its
+  // timers' handlers capture the registry, and a handler that has begun (it waits on the
+  // registry's mutex) is not stopped by cancelling its timer.
   ~Registry() override;
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
