@@ -1,9 +1,17 @@
 #include "registry/adopted_version.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "hurray/v1/exchange.pb.h"
 #include "registry/allocation_table.h"
+#include "registry/registry.h"
+#include "registry/registry_errors.h"
 
 namespace hurray::daemon {
 namespace {
@@ -63,6 +71,57 @@ Result<std::shared_ptr<TensorVersion>> AdoptVersion(const JournalRecord& record,
       ChargedBytes(version->byte_size, info.tensor_descriptor().ByteSizeLong());
   HURRAY_RETURN_IF_ERROR(AdoptBuffers(*pool, *version));
   return version;
+}
+
+// ---- Registry: adopting the versions of the journal ----
+
+Registry::Adoption Registry::Adopt(std::vector<JournalRecord> versions,
+                                   const std::vector<JournalRecord>& retained,
+                                   bool earlier_clients_may_map) {
+  Adoption adoption;
+  std::lock_guard lock(mutex_);
+  versions_.set_earlier_epochs_held(earlier_clients_may_map);
+  // First, so that each name's versions stay in number order. Without an earlier client,
+  // their memory is simply free.
+  for (const JournalRecord& record : retained) {
+    if (!earlier_clients_may_map) break;
+    Result<std::shared_ptr<TensorVersion>> version =
+        AdoptVersion(record, pools_, AdoptedFor::kHolding);
+    if (!version) {
+      // A CPU range that is not free or a pool that is gone: nothing of it to hold.
+      spdlog::warn("{} version {}, retired but still mapped when the daemon before ended: {}",
+                   ShownName(record.name), record.number, version.error().message());
+      continue;
+    }
+    // Charged as it was when retired, and uncharged as it is freed (the reclaim observer).
+    uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->charged_bytes);
+    versions_.AddRetained(record.name, std::move(*version));
+    adoption.held.push_back(record);
+  }
+  for (JournalRecord& record : versions) {
+    Result<std::shared_ptr<TensorVersion>> version = AdoptVersion(record, pools_);
+    if (!version) {
+      const std::string reason =
+          fmt::format("version {} did not survive the restart of hurrayd: {}", record.number,
+                      version.error().message());
+      spdlog::warn("{} is lost: {}", ShownName(record.name), reason);
+      lost_.insert_or_assign(record.name, reason);
+      ++adoption.lost;
+      continue;
+    }
+    uid_quotas_.AddPublished((*version)->publisher_uid, (*version)->charged_bytes);
+    (*version)->fast_path_id = NextFastPathIdLocked(**version);
+    versions_.Add(record.name, std::move(*version));
+    adoption.adopted.push_back(std::move(record));
+  }
+  adopted_count_ += adoption.adopted.size();
+  lost_count_ += adoption.lost;
+  return adoption;
+}
+
+std::size_t Registry::ReleaseEarlierEpochs() {
+  std::lock_guard lock(mutex_);
+  return versions_.ReleaseEarlierEpochs();
 }
 
 }  // namespace hurray::daemon

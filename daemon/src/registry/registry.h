@@ -49,6 +49,12 @@
 // callbacks (acquire completions, watch events) never run while it is held, and neither
 // does building the TensorInfo of an Acquire, BatchAcquire or Describe reply (each version
 // keeps its TensorInfo serialized once; replies parse it).
+//
+// Its methods are defined in one file per part: registry.cc (sessions, segments, fences,
+// watches), registry_publish.cc (allocate, publish, delete), registry_acquire.cc (acquire,
+// batch acquire, release), registry_waits.cc (waits and their timer), registry_fast_path.cc
+// (the directory, lease pages, rescans), inspection.cc (List, Describe, Stats) and
+// adopted_version.cc (the journal's versions at start).
 #pragma once
 
 #include <atomic>
