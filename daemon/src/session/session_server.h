@@ -1,5 +1,9 @@
 // SessionServer: the daemon's end of the session socket (proto/hurray/v1/session.proto).
 // One connection per client process; the connection's life is the session's life.
+//
+// Its parts: session_listener.h (the event loops; Core: accepting, the caps, the socket
+// file), session_connection.h (a connection: framing, replies, drain, hello) and
+// session_dispatch.cc (the requests a connection serves, and their handlers).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
