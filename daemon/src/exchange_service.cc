@@ -254,99 +254,86 @@ grpc::Status ToGrpcStatus(const Error& error) {
   return {static_cast<grpc::StatusCode>(error.code()), error.message()};
 }
 
+template <typename Response, typename Serve>
+grpc::ServerUnaryReactor* ExchangeService::ForSession(grpc::CallbackServerContext* context,
+                                                      RequestMethod method, Response* response,
+                                                      Serve serve) {
+  const RequestTimer timer = Timer(method);
+  const Result<std::uint64_t> session = SessionOf(context, registry_);
+  if (!session) {
+    return FinishWith<Response>(context, timer, std::unexpected(session.error()), response);
+  }
+  return serve(*session, timer);
+}
+
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* ExchangeService::AnswerNow(
+    grpc::CallbackServerContext* context, RequestMethod method, const Request& request,
+    Response* response, Result<Response> (Registry::*call)(std::uint64_t, const Request&)) {
+  return ForSession(
+      context, method, response, [&](std::uint64_t session, const RequestTimer& timer) {
+        return FinishWith(context, timer, (registry_.*call)(session, request), response);
+      });
+}
+
 grpc::ServerUnaryReactor* ExchangeService::Allocate(grpc::CallbackServerContext* context,
                                                     const v1::AllocateRequest* request,
                                                     v1::AllocateResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kAllocate);
-  auto session = SessionOf(context, registry_);
-  if (!session)
-    return FinishWith<v1::AllocateResponse>(context, timer, std::unexpected(session.error()),
-                                            response);
-  return FinishWith(context, timer, registry_.Allocate(*session, *request), response);
+  return AnswerNow(context, RequestMethod::kAllocate, *request, response, &Registry::Allocate);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::CancelAllocation(
     grpc::CallbackServerContext* context, const v1::CancelAllocationRequest* request,
     v1::CancelAllocationResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kCancelAllocation);
-  auto session = SessionOf(context, registry_);
-  if (!session) {
-    return FinishWith<v1::CancelAllocationResponse>(context, timer,
-                                                    std::unexpected(session.error()), response);
-  }
-  return FinishWith(context, timer, registry_.CancelAllocation(*session, *request), response);
+  return AnswerNow(context, RequestMethod::kCancelAllocation, *request, response,
+                   &Registry::CancelAllocation);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Publish(grpc::CallbackServerContext* context,
                                                    const v1::PublishRequest* request,
                                                    v1::PublishResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kPublish);
-  auto session = SessionOf(context, registry_);
-  if (!session)
-    return FinishWith<v1::PublishResponse>(context, timer, std::unexpected(session.error()),
-                                           response);
-  return FinishWith(context, timer, registry_.Publish(*session, *request), response);
+  return AnswerNow(context, RequestMethod::kPublish, *request, response, &Registry::Publish);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::PublishBatch(grpc::CallbackServerContext* context,
                                                         const v1::PublishBatchRequest* request,
                                                         v1::PublishBatchResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kPublishBatch);
-  auto session = SessionOf(context, registry_);
-  if (!session) {
-    return FinishWith<v1::PublishBatchResponse>(context, timer, std::unexpected(session.error()),
-                                                response);
-  }
-  return FinishWith(context, timer, registry_.PublishBatch(*session, *request), response);
+  return AnswerNow(context, RequestMethod::kPublishBatch, *request, response,
+                   &Registry::PublishBatch);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Acquire(grpc::CallbackServerContext* context,
                                                    const v1::AcquireRequest* request,
                                                    v1::AcquireResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kAcquire);
-  auto session = SessionOf(context, registry_);
-  if (!session)
-    return FinishWith<v1::AcquireResponse>(context, timer, std::unexpected(session.error()),
-                                           response);
-  return StartWaiting(registry_, timer, *session, response, [&](auto done) {
-    return registry_.Acquire(*session, *request, std::move(done));
-  });
+  return ForSession(context, RequestMethod::kAcquire, response,
+                    [&](std::uint64_t session, const RequestTimer& timer) {
+                      return StartWaiting(registry_, timer, session, response, [&](auto done) {
+                        return registry_.Acquire(session, *request, std::move(done));
+                      });
+                    });
 }
 
 grpc::ServerUnaryReactor* ExchangeService::BatchAcquire(grpc::CallbackServerContext* context,
                                                         const v1::BatchAcquireRequest* request,
                                                         v1::BatchAcquireResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kBatchAcquire);
-  auto session = SessionOf(context, registry_);
-  if (!session) {
-    return FinishWith<v1::BatchAcquireResponse>(context, timer, std::unexpected(session.error()),
-                                                response);
-  }
-  return StartWaiting(registry_, timer, *session, response, [&](auto done) {
-    return registry_.BatchAcquire(*session, *request, std::move(done));
-  });
+  return ForSession(context, RequestMethod::kBatchAcquire, response,
+                    [&](std::uint64_t session, const RequestTimer& timer) {
+                      return StartWaiting(registry_, timer, session, response, [&](auto done) {
+                        return registry_.BatchAcquire(session, *request, std::move(done));
+                      });
+                    });
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Release(grpc::CallbackServerContext* context,
                                                    const v1::ReleaseRequest* request,
                                                    v1::ReleaseResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kRelease);
-  auto session = SessionOf(context, registry_);
-  if (!session)
-    return FinishWith<v1::ReleaseResponse>(context, timer, std::unexpected(session.error()),
-                                           response);
-  return FinishWith(context, timer, registry_.Release(*session, *request), response);
+  return AnswerNow(context, RequestMethod::kRelease, *request, response, &Registry::Release);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::Delete(grpc::CallbackServerContext* context,
                                                   const v1::DeleteRequest* request,
                                                   v1::DeleteResponse* response) {
-  const RequestTimer timer = Timer(RequestMethod::kDelete);
-  auto session = SessionOf(context, registry_);
-  if (!session)
-    return FinishWith<v1::DeleteResponse>(context, timer, std::unexpected(session.error()),
-                                          response);
-  return FinishWith(context, timer, registry_.Delete(*session, *request), response);
+  return AnswerNow(context, RequestMethod::kDelete, *request, response, &Registry::Delete);
 }
 
 grpc::ServerUnaryReactor* ExchangeService::List(grpc::CallbackServerContext* context,

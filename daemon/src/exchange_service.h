@@ -93,6 +93,18 @@ class ExchangeService final : public v1::Exchange::CallbackService {
   [[nodiscard]] RequestTimer Timer(RequestMethod method) const {
     return {options_.request_metrics, RequestChannel::kGrpc, method};
   }
+  // What every call of a session does first: times it as `method` and finds the session
+  // that the call's metadata names, finishing the call UNAUTHENTICATED without one; then
+  // `serve(session_id, timer)` serves it.
+  template <typename Response, typename Serve>
+  grpc::ServerUnaryReactor* ForSession(grpc::CallbackServerContext* context, RequestMethod method,
+                                       Response* response, Serve serve);
+  // A call of a session that the registry's `call` answers at once.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context, RequestMethod method,
+                                      const Request& request, Response* response,
+                                      Result<Response> (Registry::*call)(std::uint64_t,
+                                                                         const Request&));
 
   Registry& registry_;
   const Options options_;
