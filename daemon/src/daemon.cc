@@ -433,12 +433,6 @@ Status Daemon::StartGrpc() {
   if (!config_.tcp_address.empty()) {
     spdlog::info("gRPC also on TCP port {} ({})", grpc_listener_->tcp_port(), config_.tcp_address);
   }
-  if (::chmod(config_.socket_path.c_str(), static_cast<mode_t>(config_.socket_mode)) != 0) {
-    const int error = errno;
-    StopGrpc();
-    return std::unexpected(
-        ErrnoError(fmt::format("chmod {:04o}", config_.socket_mode), config_.socket_path, error));
-  }
   if (auto grouped = ApplySocketGroup(config_.socket_path); !grouped) {
     StopGrpc();
     return grouped;
@@ -459,7 +453,7 @@ Status Daemon::StartSessions() {
   HURRAY_ASSIGN_OR_RETURN(
       session_server_,
       SessionServer::Create(io_, SessionSocketPath(config_.socket_path), *metered_host_, epoch_,
-                            config_.session_socket_mode, config_.socket_directory_mode,
+                            config_.session_socket_mode,
                             {.max_sessions = config_.max_sessions,
                              .max_sessions_per_uid = config_.max_sessions_per_uid,
                              .hello_timeout = std::chrono::milliseconds(config_.hello_timeout_ms),
@@ -692,9 +686,7 @@ void Daemon::StopGrpc() {
                       std::chrono::milliseconds(config_.shutdown_grace_ms));
     server_.reset();
   }
-  grpc_listener_.reset();
-  // Only a socket this daemon bound: a refused start must not unlink another daemon's.
-  ::unlink(config_.socket_path.c_str());
+  grpc_listener_.reset();  // Removes the socket file it made (only that one).
 }
 
 void Daemon::StopPreload() {

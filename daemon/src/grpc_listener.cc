@@ -20,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/unique_fd.h"
+#include "hurray/ipc/unix_socket.h"
 #include "metrics/metrics_address.h"
 
 namespace hurray::daemon {
@@ -90,6 +92,7 @@ class GrpcListener::Core : public std::enable_shared_from_this<Core> {
     boost::system::error_code ignored;
     (void)unix_acceptor_.close(ignored);
     (void)tcp_acceptor_.close(ignored);
+    RemoveSocketFile();
     unix_retry_.cancel();
     tcp_retry_.cancel();
     handlers_done_.wait(lock, [this] { return running_handlers_ == 0; });
@@ -127,18 +130,21 @@ class GrpcListener::Core : public std::enable_shared_from_this<Core> {
                                                  options_.socket_path, step, error.message()));
     };
     if (unix_acceptor_.open(stream_protocol(), error); error) return failed("socket");
-    // The socket is born with its mode (owner and group may connect, by default): nobody it
-    // leaves out can connect, not even briefly.
-    const mode_t old_umask = ::umask(static_cast<mode_t>(~options_.socket_mode & 0777u));
-    (void)unix_acceptor_.bind(stream_protocol::endpoint(options_.socket_path), error);
-    (void)::umask(old_umask);
-    if (error) return failed("bind");
+    // The file is made with its mode before the socket listens: nobody it leaves out can
+    // connect, not even briefly.
+    Result<BoundSocketFile> bound = BoundSocketFile::Bind(
+        unix_acceptor_.native_handle(), options_.socket_path, options_.socket_mode);
+    if (!bound) {
+      return FailedPreconditionError(fmt::format("cannot listen on unix:{}: {}",
+                                                 options_.socket_path, bound.error().message()));
+    }
+    socket_file_ = std::move(*bound);
     if (unix_acceptor_.listen(SOMAXCONN, error); error) {
-      ::unlink(options_.socket_path.c_str());  // The file this bind made.
+      socket_file_.reset();  // Removes the file this bind made.
       return failed("listen");
     }
     if (unix_acceptor_.non_blocking(true, error); error) {
-      ::unlink(options_.socket_path.c_str());
+      socket_file_.reset();
       return failed("O_NONBLOCK");
     }
     return {};
@@ -318,6 +324,18 @@ class GrpcListener::Core : public std::enable_shared_from_this<Core> {
     }
   }
 
+  // Removes the unix socket's file unless another file has taken its path. Called with
+  // mutex_ held.
+  void RemoveSocketFile() {
+    if (!socket_file_) return;
+    const Result<BoundSocketFile::Removal> removal = socket_file_->Remove();
+    if (!removal) {
+      spdlog::warn("gRPC: {}", removal.error().ToString());
+    } else if (*removal == BoundSocketFile::Removal::kReplaced) {
+      spdlog::warn("gRPC: {} is no longer our socket file; left in place", options_.socket_path);
+    }
+  }
+
   [[nodiscard]] std::string Where(Kind kind) const {
     return kind == kUnix ? fmt::format("unix:{}", options_.socket_path) : options_.tcp_address;
   }
@@ -336,6 +354,8 @@ class GrpcListener::Core : public std::enable_shared_from_this<Core> {
   bool accept_exhausted_ = false;            // Guarded by mutex_.
   std::atomic<std::uint64_t> refused_{0};
   std::uint16_t tcp_port_ = 0;  // Set by Listen, before any handler.
+  // The unix socket's file, once bound; removed by Stop(). Guarded by mutex_ once Serve ran.
+  std::optional<BoundSocketFile> socket_file_;
 };
 
 Result<std::unique_ptr<GrpcListener>> GrpcListener::Create(boost::asio::io_context& io_context,

@@ -37,8 +37,9 @@ namespace hurray::daemon {
 class GrpcListener {
  public:
   struct Options {
-    // The unix socket; its path was readied (PrepareSocketPath). Bound with `socket_mode`
-    // from its birth.
+    // The unix socket; its path was readied (PrepareSocketPath). Its file is made with
+    // `socket_mode` before it listens, and Stop() removes it while it is still that file
+    // (BoundSocketFile).
     std::string socket_path;
     std::uint32_t socket_mode = 0660;
     // "host:port" (ParseTcpAddress); empty: none.
@@ -64,9 +65,9 @@ class GrpcListener {
   // Starts accepting, handing every admitted connection to `server` (started). Once.
   void Serve(grpc::Server& server);
 
-  // Stops accepting and closes the listening sockets (the unix socket's file stays: the
-  // daemon unlinks it); returns once no accept handler runs, so `server` is not touched
-  // after it. Connections already handed over stay the server's. Idempotent. Never call it
+  // Stops accepting, closes the listening sockets and removes the unix socket's file (unless
+  // another file has taken its path); returns once no accept handler runs, so `server` is
+  // not touched after it. Connections already handed over stay the server's. Idempotent. Never call it
   // from an io_context thread.
   void Stop();
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "hurray/ipc/errno_error.h"
@@ -120,6 +121,61 @@ Result<bool> PrepareSocketPath(const std::string& path, std::uint32_t directory_
   HURRAY_ASSIGN_OR_RETURN(const OwnedDirectory held,
                           OwnedDirectory::Create(directory, mode, "socket directory"));
   return RemoveStaleSocket(held, name, address);
+}
+
+Result<BoundSocketFile> BoundSocketFile::Bind(int socket, const std::string& path,
+                                              std::uint32_t mode) {
+  HURRAY_ASSIGN_OR_RETURN(const sockaddr_un address, UnixSocketAddress(path));
+  if (::bind(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    return std::unexpected(ErrnoError("bind", path, errno));
+  }
+  // From here on the file is ours: removed again if what follows fails.
+  const auto fail = [&path](std::string_view call, int error) {
+    ::unlink(path.c_str());
+    return std::unexpected(ErrnoError(call, path, error));
+  };
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode & 0777U)) != 0) {
+    const int error = errno;
+    return fail(fmt::format("chmod {:04o}", mode & 0777U), error);
+  }
+  struct stat info{};
+  if (::lstat(path.c_str(), &info) != 0) return fail("lstat", errno);
+  return BoundSocketFile(path, info.st_dev, info.st_ino);
+}
+
+BoundSocketFile::BoundSocketFile(BoundSocketFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      device_(other.device_),
+      inode_(other.inode_),
+      bound_(std::exchange(other.bound_, false)) {}
+
+BoundSocketFile& BoundSocketFile::operator=(BoundSocketFile&& other) noexcept {
+  if (this != &other) {
+    (void)Remove();
+    path_ = std::move(other.path_);
+    device_ = other.device_;
+    inode_ = other.inode_;
+    bound_ = std::exchange(other.bound_, false);
+  }
+  return *this;
+}
+
+BoundSocketFile::~BoundSocketFile() { (void)Remove(); }
+
+Result<BoundSocketFile::Removal> BoundSocketFile::Remove() {
+  if (!std::exchange(bound_, false)) return Removal::kNothing;
+  struct stat info{};
+  if (::lstat(path_.c_str(), &info) != 0) {
+    if (errno == ENOENT) return Removal::kNothing;
+    return std::unexpected(ErrnoError("lstat", path_, errno));
+  }
+  if (info.st_dev != device_ || info.st_ino != inode_) return Removal::kReplaced;
+  // A file put there between the check and the unlink would be removed instead: only a
+  // process that may write the directory can, which PrepareSocketPath allows its owner alone.
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    return std::unexpected(ErrnoError("unlink", path_, errno));
+  }
+  return Removal::kRemoved;
 }
 
 }  // namespace hurray

@@ -1,5 +1,5 @@
-// Unix sockets by path: addresses, connecting, and PrepareSocketPath's one policy for every
-// listener, on real files in a temporary directory.
+// Unix sockets by path: addresses, connecting, PrepareSocketPath's one policy for every
+// listener and BoundSocketFile, on real files in a temporary directory.
 #include "hurray/ipc/unix_socket.h"
 
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "hurray/ipc/unique_fd.h"
 #include "testing/status_matchers.h"
@@ -238,6 +239,81 @@ TEST_F(UnixSocketTest, PrepareMakesTheDirectoryWithExactlyItsMode) {
   struct stat info{};
   ASSERT_EQ(::lstat((directory_ + "/run").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 07777, 0750u);
+}
+
+// A unix stream socket, neither bound nor listening.
+UniqueFd NewSocket() { return UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)); }
+
+mode_t ModeOf(const std::string& path) {
+  struct stat info{};
+  EXPECT_EQ(::lstat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 07777;
+}
+
+TEST_F(UnixSocketTest, BoundSocketFileHasItsModeWhateverTheUmask) {
+  for (const auto& [umask, mode] :
+       {std::pair<mode_t, std::uint32_t>{0, 0600}, std::pair<mode_t, std::uint32_t>{0077, 0666},
+        std::pair<mode_t, std::uint32_t>{0022, 0660}}) {
+    UniqueFd socket = NewSocket();
+    const mode_t old_umask = ::umask(umask);
+    auto bound = BoundSocketFile::Bind(socket.get(), path_, mode);
+    ::umask(old_umask);
+    ASSERT_OK(bound);
+    EXPECT_EQ(ModeOf(path_), mode) << "umask " << umask;
+    EXPECT_EQ(bound->path(), path_);
+    // Bound, not listening: nobody connects until the owner listens.
+    EXPECT_ERROR(ConnectUnixSocket(path_), StatusCode::kUnavailable, {"no daemon listens"});
+    ASSERT_EQ(::listen(socket.get(), 4), 0);
+    EXPECT_OK(ConnectUnixSocket(path_));
+    EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kRemoved);
+    EXPECT_FALSE(Exists(path_));
+  }
+}
+
+TEST_F(UnixSocketTest, BoundSocketFileGoesWithItsOwnerAndOnlyOnce) {
+  UniqueFd socket = NewSocket();
+  {
+    auto bound = BoundSocketFile::Bind(socket.get(), path_, 0600);
+    ASSERT_OK(bound);
+    BoundSocketFile moved = std::move(*bound);
+    EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kNothing);  // Moved from.
+    EXPECT_TRUE(Exists(path_));
+  }
+  EXPECT_FALSE(Exists(path_));  // The destructor removed it.
+  UniqueFd again = NewSocket();
+  auto bound = BoundSocketFile::Bind(again.get(), path_, 0600);
+  ASSERT_OK(bound);
+  EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kRemoved);
+  EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kNothing);
+}
+
+TEST_F(UnixSocketTest, BoundSocketFileLeavesAFileThatReplacedItAlone) {
+  UniqueFd socket = NewSocket();
+  auto bound = BoundSocketFile::Bind(socket.get(), path_, 0600);
+  ASSERT_OK(bound);
+  // Another daemon took the path over: its socket is there now.
+  ASSERT_EQ(::unlink(path_.c_str()), 0);
+  UniqueFd other = Bind(path_, /*listen=*/true);
+  EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kReplaced);
+  EXPECT_OK(ConnectUnixSocket(path_));
+  // A file that is simply gone is nothing to remove.
+  UniqueFd third = NewSocket();
+  auto gone = BoundSocketFile::Bind(third.get(), directory_ + "/gone.sock", 0600);
+  ASSERT_OK(gone);
+  ASSERT_EQ(::unlink((directory_ + "/gone.sock").c_str()), 0);
+  EXPECT_EQ(gone->Remove(), BoundSocketFile::Removal::kNothing);
+}
+
+TEST_F(UnixSocketTest, BoundSocketFileRefusesAPathTakenAndLeavesItAlone) {
+  {
+    UniqueFd file(::open(path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0640));
+  }
+  UniqueFd socket = NewSocket();
+  EXPECT_ERROR(BoundSocketFile::Bind(socket.get(), path_, 0600), StatusCode::kAlreadyExists,
+               {"bind " + path_});
+  EXPECT_EQ(ModeOf(path_), 0640u);
+  EXPECT_ERROR(BoundSocketFile::Bind(socket.get(), std::string(200, 'x'), 0600),
+               StatusCode::kInvalidArgument, {"at most 107"});
 }
 
 }  // namespace

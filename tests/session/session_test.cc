@@ -377,8 +377,9 @@ class SessionServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(directory_, TempDir::Create("hurray-session"));
-    // The "run" directory does not exist yet: the server creates it.
+    // The "run" directory does not exist yet: readied as the daemon readies its sockets.
     socket_path_ = directory_->Path("run/session.sock");
+    ASSERT_OK(PrepareSocketPath(socket_path_));
     for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_context_.run(); });
     auto server = SessionServer::Create(io_context_, socket_path_, host_, kDaemonEpoch);
     ASSERT_OK(server);
@@ -397,7 +398,7 @@ class SessionServerTest : public ::testing::Test {
   void RestartServer(SessionLimits limits) {
     server_.reset();
     auto server =
-        SessionServer::Create(io_context_, socket_path_, host_, kDaemonEpoch, 0660, 0755, limits);
+        SessionServer::Create(io_context_, socket_path_, host_, kDaemonEpoch, 0660, limits);
     ASSERT_OK(server);
     server_ = std::move(*server);
   }
@@ -1095,29 +1096,17 @@ class SessionServerCreateTest : public ::testing::Test {
   std::string socket_path_;
 };
 
-TEST_F(SessionServerCreateTest, RefusesPathThatIsNotASocket) {
+// The path was readied by PrepareSocketPath (tests/ipc/unix_socket_test.cc has its cases):
+// Create binds there and leaves a file it did not make alone.
+TEST_F(SessionServerCreateTest, RefusesAPathThatNamesAFileAndLeavesItAlone) {
   {
     UniqueFd file(::open(socket_path_.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
   }
   EXPECT_ERROR(SessionServer::Create(io_context_, socket_path_, host_, 1),
-               StatusCode::kFailedPrecondition, {socket_path_, "is not a socket"});
+               StatusCode::kAlreadyExists, {"bind", socket_path_});
   struct stat info{};
   ASSERT_EQ(::lstat(socket_path_.c_str(), &info), 0);
-  EXPECT_TRUE(S_ISREG(info.st_mode));  // Left alone.
-}
-
-TEST_F(SessionServerCreateTest, ReplacesStaleSocketFile) {
-  {
-    // A socket file nobody listens on, as a crashed daemon leaves it.
-    UniqueFd stale(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    auto address = UnixSocketAddress(socket_path_);
-    ASSERT_OK(address);
-    ASSERT_EQ(::bind(stale.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)),
-              0);
-  }
-  auto server = SessionServer::Create(io_context_, socket_path_, host_, 1);
-  ASSERT_OK(server);
-  EXPECT_OK(ConnectUnixSocket(socket_path_));
+  EXPECT_TRUE(S_ISREG(info.st_mode));
 }
 
 TEST_F(SessionServerCreateTest, SetsTheSocketModeItIsGiven) {
@@ -1416,7 +1405,7 @@ TEST_F(SessionServerCreateTest, RefusesSocketInUse) {
   auto first = SessionServer::Create(io_context_, socket_path_, host_, 1);
   ASSERT_OK(first);
   EXPECT_ERROR(SessionServer::Create(io_context_, socket_path_, host_, 2),
-               StatusCode::kAlreadyExists, {socket_path_, "in use"});
+               StatusCode::kAlreadyExists, {"bind", socket_path_});
   EXPECT_OK(ConnectUnixSocket(socket_path_));  // The first one still listens.
 }
 

@@ -269,15 +269,12 @@ std::optional<SessionServer::Core::Admission> SessionServer::Core::AdmitLocked(U
   return admission;
 }
 
-void SessionServer::Core::RemoveSocketFile() const {
-  struct stat info{};
-  if (::lstat(socket_path_.c_str(), &info) != 0) return;
-  if (info.st_dev != socket_file_.device || info.st_ino != socket_file_.inode) {
+void SessionServer::Core::RemoveSocketFile() {
+  const Result<BoundSocketFile::Removal> removal = socket_file_.Remove();
+  if (!removal) {
+    spdlog::warn("session server: {}", removal.error().ToString());
+  } else if (*removal == BoundSocketFile::Removal::kReplaced) {
     spdlog::warn("session server: {} is no longer our socket file; left in place", socket_path_);
-    return;
-  }
-  if (::unlink(socket_path_.c_str()) != 0 && errno != ENOENT) {
-    spdlog::warn("session server: {}", ErrnoError("unlink", socket_path_, errno).ToString());
   }
 }
 

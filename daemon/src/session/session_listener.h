@@ -26,6 +26,7 @@
 
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/unique_fd.h"
+#include "hurray/ipc/unix_socket.h"
 #include "session/session_server.h"
 
 namespace hurray::daemon {
@@ -85,12 +86,6 @@ class EventLoops {
 // connection. Thread-safe; everything mutable is guarded by mutex_.
 class SessionServer::Core : public std::enable_shared_from_this<Core> {
  public:
-  // Which file a path named when we looked, to remove only our own socket file later.
-  struct FileIdentity {
-    dev_t device = 0;
-    ino_t inode = 0;
-  };
-
   // Counts a running accept handler so that Stop() can wait for it. entered() is false once
   // the server is stopped: the handler must then do nothing.
   class HandlerScope {
@@ -110,7 +105,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   };
 
   Core(boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
-       std::uint64_t daemon_epoch, SessionLimits limits, FileIdentity socket_file,
+       std::uint64_t daemon_epoch, SessionLimits limits, BoundSocketFile socket_file,
        std::shared_ptr<const UniqueFd> epoch_hold)
       : io_context_(io_context),
         socket_path_(std::move(socket_path)),
@@ -118,7 +113,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
         daemon_epoch_(daemon_epoch),
         epoch_hold_(std::move(epoch_hold)),
         limits_(limits),
-        socket_file_(socket_file),
+        socket_file_(std::move(socket_file)),
         loops_(limits.event_loops),
         acceptor_(io_context),
         retry_timer_(io_context) {}
@@ -168,7 +163,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   // RESOURCE_EXHAUSTED naming the cap a new connection of `peer` would exceed, if any.
   [[nodiscard]] std::optional<Error> CapExceededLocked(const PeerCredentials& peer) const;
   void Refuse(int socket, const PeerCredentials& peer, const Error& error);
-  void RemoveSocketFile() const;
+  void RemoveSocketFile();
 
   boost::asio::io_context& io_context_;
   const std::string socket_path_;
@@ -176,7 +171,7 @@ class SessionServer::Core : public std::enable_shared_from_this<Core> {
   const std::uint64_t daemon_epoch_;
   const std::shared_ptr<const UniqueFd> epoch_hold_;
   const SessionLimits limits_;
-  const FileIdentity socket_file_;
+  BoundSocketFile socket_file_;  // Removed once, by Stop().
   EventLoops loops_;
 
   std::mutex stop_mutex_;  // Held by Stop(), so that a second call waits for the first.

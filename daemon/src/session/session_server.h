@@ -100,20 +100,18 @@ struct SessionLimits {
 // call after its destructor returns).
 class SessionServer {
  public:
-  // Listens on `socket_path`, readied as PrepareSocketPath (hurray/ipc/unix_socket.h)
-  // does for every listener: missing directories are created (`directory_mode`), a stale socket
-  // file (one nobody listens on) is replaced; the new one gets `socket_mode` (at most 0777)
-  // before it accepts. `daemon_epoch` goes into every welcome, and a duplicate of
+  // Listens on `socket_path`, a path that PrepareSocketPath (hurray/ipc/unix_socket.h)
+  // readied, as the daemon does for both its sockets: the socket file is made with
+  // `socket_mode` (at most 0777) before it accepts (BoundSocketFile), and removed by Stop()
+  // while it is still that file. `daemon_epoch` goes into every welcome, and a duplicate of
   // `epoch_hold` (when not null: EpochHolds) into each welcome whose hello asks for it.
   // Accepting starts at once (handlers run on `io_context`).
-  // INVALID_ARGUMENT for an empty path or one too long for a unix socket;
-  // FAILED_PRECONDITION when the path exists and is not a socket, or its directory belongs
-  // to another user; ALREADY_EXISTS when a live process listens on it; errors of the
-  // failed system call otherwise.
+  // INVALID_ARGUMENT for an empty path or one too long for a unix socket (naming
+  // socket_path); errors of the failed system call otherwise, as bind's EADDRINUSE when a
+  // file is there already.
   [[nodiscard]] static Result<std::unique_ptr<SessionServer>> Create(
       boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
-      std::uint64_t daemon_epoch, std::uint32_t socket_mode = 0660,
-      std::uint32_t directory_mode = 0755, SessionLimits limits = {},
+      std::uint64_t daemon_epoch, std::uint32_t socket_mode = 0660, SessionLimits limits = {},
       std::shared_ptr<const UniqueFd> epoch_hold = nullptr);
 
   // Stops (see Stop()).

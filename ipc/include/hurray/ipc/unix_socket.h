@@ -1,12 +1,15 @@
-// Unix stream sockets by path: their address, connecting to one, and readying a path for a
-// listener. Thread-safe (each call works on its own arguments and the file system).
+// Unix stream sockets by path: their address, connecting to one, readying a path for a
+// listener and the socket file it binds there. Thread-safe (each call works on its own
+// arguments and the file system), except BoundSocketFile, as it says.
 #pragma once
 
+#include <sys/types.h>
 #include <sys/un.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "hurray/error.h"
 #include "hurray/ipc/unique_fd.h"
@@ -47,5 +50,46 @@ namespace hurray {
 // connect or unlinkat as hurray/ipc/errno_error.h.
 [[nodiscard]] Result<bool> PrepareSocketPath(const std::string& path,
                                              std::uint32_t directory_mode = 0755);
+
+// The socket file a listener bound at a path PrepareSocketPath readied: made with the mode
+// it was given, and removed only while the path still names it. Move-only;
+// thread-compatible.
+class BoundSocketFile {
+ public:
+  // Binds `socket` (a unix stream socket, not listening yet) to `path` and sets the file's
+  // mode to `mode` (at most 0777) before the caller listens, whatever the umask: until then
+  // connect() is refused, so no client connects through a file of another mode. Remembers
+  // which file it made. INVALID_ARGUMENT as UnixSocketAddress; a failed bind, chmod or lstat
+  // as hurray/ipc/errno_error.h (a file that bind made is removed again).
+  [[nodiscard]] static Result<BoundSocketFile> Bind(int socket, const std::string& path,
+                                                    std::uint32_t mode);
+
+  BoundSocketFile(BoundSocketFile&& other) noexcept;
+  BoundSocketFile& operator=(BoundSocketFile&& other) noexcept;
+  BoundSocketFile(const BoundSocketFile&) = delete;
+  BoundSocketFile& operator=(const BoundSocketFile&) = delete;
+  // Remove(), its outcome dropped.
+  ~BoundSocketFile();
+
+  enum class Removal : std::uint8_t {
+    kRemoved,   // The file Bind made is removed.
+    kNothing,   // Nothing to remove: removed before, moved from, or the path names no file.
+    kReplaced,  // The path names another file now (another daemon's?): left in place.
+  };
+  // Removes the file when the path still names the one Bind made, and leaves whatever
+  // replaced it alone. Idempotent. A failed lstat or unlink as hurray/ipc/errno_error.h.
+  Result<Removal> Remove();
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  BoundSocketFile(std::string path, dev_t device, ino_t inode)
+      : path_(std::move(path)), device_(device), inode_(inode), bound_(true) {}
+
+  std::string path_;
+  dev_t device_ = 0;
+  ino_t inode_ = 0;
+  bool bound_ = false;  // False once removed, or moved from.
+};
 
 }  // namespace hurray
