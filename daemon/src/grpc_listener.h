@@ -67,8 +67,8 @@ class GrpcListener {
 
   // Stops accepting, closes the listening sockets and removes the unix socket's file (unless
   // another file has taken its path); returns once no accept handler runs, so `server` is
-  // not touched after it. Connections already handed over stay the server's. Idempotent. Never call it
-  // from an io_context thread.
+  // not touched after it. Connections already handed over stay the server's. Idempotent.
+  // Never call it from an io_context thread.
   void Stop();
 
   // Whom the gRPC call of peer `grpc_peer` (ServerContext::peer(), "fd:N" for the
