@@ -63,8 +63,8 @@ Status SetProcessAffinity(pid_t pid, const std::vector<int>& cpus) {
     const pid_t thread = static_cast<pid_t>(std::stol(entry.path().filename().string()));
     // A thread that ended since the listing is no error.
     if (::sched_setaffinity(thread, sizeof(mask), &mask) != 0 && errno != ESRCH) {
-      return std::unexpected(ErrnoError(
-          fmt::format("sched_setaffinity(thread {} of pid {})", thread, pid), "", errno));
+      return ErrnoFailure(fmt::format("sched_setaffinity(thread {} of pid {})", thread, pid), "",
+                          errno);
     }
   }
   if (error) return InternalError(fmt::format("list {}: {}", tasks, error.message()));

@@ -67,7 +67,7 @@ Result<std::unique_ptr<testing::DaemonProcess>> StartOpenDaemon(const Harness& h
            .pool_capacity_bytes = kPoolBytes,
            .settings = {"socket_mode = \"0666\"", "session_socket_mode = \"0666\""}}));
   if (::chmod(daemon->directory().c_str(), 0755) != 0) {
-    return std::unexpected(ErrnoError("chmod", daemon->directory(), errno));
+    return ErrnoFailure("chmod", daemon->directory(), errno);
   }
   return daemon;
 }

@@ -11,6 +11,7 @@
 #include "client_internal.h"
 #include "hurray/c_abi_internal.h"
 #include "hurray/client.h"
+#include "hurray/tensor_name.h"
 #include "hurray_client.h"
 
 struct HurrayClient {
@@ -152,8 +153,7 @@ HurrayStatus CheckBatchArguments(HurrayAllocation* const* allocations, const cha
       return SetLastError(
           hurray::InvalidArgumentError(fmt::format("allocations[{}] ({}): the same allocation as "
                                                    "allocations[{}]",
-                                                   i, std::string_view(names[i]).substr(0, 200),
-                                                   first->second))
+                                                   i, hurray::ShownName(names[i]), first->second))
               .error());
     }
   }

@@ -16,6 +16,7 @@
 #include "fast_path.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/fence_word.h"
+#include "hurray/tensor_name.h"
 #include "inspection_calls.h"
 #include "inspection_codec.h"
 #include "mapped_buffers.h"
@@ -410,8 +411,7 @@ Status TensorViewAccess::CheckAllOf(const Connection& connection,
     return InvalidArgumentError(
         fmt::format("Release: views[{}] ({} version {}, lease {}) was acquired through another "
                     "client; nothing was released",
-                    i, std::string_view(state->tensor->name).substr(0, 200), state->tensor->version,
-                    state->lease_id));
+                    i, ShownName(state->tensor->name), state->tensor->version, state->lease_id));
   }
   return {};
 }
@@ -575,7 +575,7 @@ Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTens
   request.mutable_items()->Reserve(static_cast<int>(tensors.size()));
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const WritableTensor::State* state = tensors[i].state_.get();
-    const std::string_view shown = std::string_view(names[i]).substr(0, 200);
+    const std::string shown = ShownName(names[i]);
     if (state == nullptr) {
       return FailedPreconditionError(fmt::format(
           "PublishBatch: tensors[{}] ({}) is empty: already published or cancelled", i, shown));

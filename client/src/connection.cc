@@ -347,7 +347,7 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
   void* base = ::mmap(nullptr, granted->size, protection, MAP_SHARED, granted->fd.get(), 0);
   if (base == MAP_FAILED) {
-    return std::unexpected(ErrnoError("mmap", fmt::format("segment {}", segment_id), errno));
+    return ErrnoFailure("mmap", fmt::format("segment {}", segment_id), errno);
   }
   // A pool with huge pages: ask for huge page mappings of them. Only advice: a kernel that
   // declines (hugetlbfs needs none, a tmpfs policy may refuse) leaves a working mapping.

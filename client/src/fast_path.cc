@@ -63,14 +63,14 @@ namespace {
 Result<std::shared_ptr<Mapping>> MapChecked(int fd, std::uint64_t size, bool writable,
                                             std::string_view what) {
   struct stat status{};
-  if (::fstat(fd, &status) != 0) return std::unexpected(ErrnoError("fstat", what, errno));
+  if (::fstat(fd, &status) != 0) return ErrnoFailure("fstat", what, errno);
   if (status.st_size < 0 || static_cast<std::uint64_t>(status.st_size) < size) {
     return InternalError(fmt::format("{}: the daemon granted {} bytes of a file of {} bytes", what,
                                      size, status.st_size));
   }
   const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
   void* base = ::mmap(nullptr, size, protection, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return std::unexpected(ErrnoError("mmap", what, errno));
+  if (base == MAP_FAILED) return ErrnoFailure("mmap", what, errno);
   return std::make_shared<Mapping>(base, size, writable, /*sealed=*/false);
 }
 

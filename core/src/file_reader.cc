@@ -208,10 +208,10 @@ FileReader::~FileReader() {
 
 Result<FileReader> FileReader::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::unexpected(ErrnoError("open", path, errno));
+  if (fd < 0) return ErrnoFailure("open", path, errno);
   FileReader reader(path, fd, 0, {});  // Owns the descriptor from here on.
   struct stat status{};
-  if (::fstat(fd, &status) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (::fstat(fd, &status) != 0) return ErrnoFailure("fstat", path, errno);
   if (!S_ISREG(status.st_mode)) {
     return InvalidArgumentError(fmt::format("{}: not a regular file", path));
   }

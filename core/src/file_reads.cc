@@ -75,7 +75,7 @@ Status Prefault(std::span<std::byte> destination) {
   // NOLINTNEXTLINE(performance-no-int-to-ptr): madvise takes the page-aligned address.
   if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 &&
       errno != EINVAL) {
-    return std::unexpected(ErrnoError("madvise(MADV_POPULATE_WRITE)", "", errno));
+    return ErrnoFailure("madvise(MADV_POPULATE_WRITE)", "", errno);
   }
 #endif
   return {};
@@ -91,7 +91,7 @@ Status ReadChunk(int fd, std::string_view path, const Chunk& chunk,
     const ssize_t count = ::pread(fd, left.data(), left.size(), static_cast<off_t>(offset));
     if (count < 0) {
       if (errno == EINTR) continue;
-      return std::unexpected(ErrnoError("pread", path, errno));
+      return ErrnoFailure("pread", path, errno);
     }
     if (count == 0) {
       return DataLossError(fmt::format("{}: unexpected end of file at byte {}", path, offset));

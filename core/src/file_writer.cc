@@ -49,7 +49,7 @@ Status WriteAt(int fd, const std::string& path, std::uint64_t offset,
     const ssize_t put = ::pwrite(fd, bytes.data() + written, bytes.size() - written,
                                  static_cast<off_t>(offset + written));
     if (put < 0 && errno == EINTR) continue;
-    if (put < 0) return std::unexpected(ErrnoError("pwrite", path, errno));
+    if (put < 0) return ErrnoFailure("pwrite", path, errno);
     written += static_cast<std::size_t>(put);
   }
   return {};
@@ -63,7 +63,7 @@ Result<std::pair<std::string, int>> CreateTemporary(const std::string& path) {
     std::string temp_path = fmt::format("{}.tmp-{:08x}{:08x}", path, random(), random());
     const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) return std::pair{std::move(temp_path), fd};
-    if (errno != EEXIST) return std::unexpected(ErrnoError("open(O_CREAT)", temp_path, errno));
+    if (errno != EEXIST) return ErrnoFailure("open(O_CREAT)", temp_path, errno);
   }
   return AlreadyExistsError(
       fmt::format("{}: no free temporary name after {} attempts", path, kAttempts));
@@ -73,11 +73,11 @@ Status SyncDirectoryOf(const std::string& path) {
   std::string directory = std::filesystem::path(path).parent_path().string();
   if (directory.empty()) directory = ".";
   const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return std::unexpected(ErrnoError("open(O_DIRECTORY)", directory, errno));
+  if (fd < 0) return ErrnoFailure("open(O_DIRECTORY)", directory, errno);
   const bool synced = ::fsync(fd) == 0;
   const int error_number = errno;
   ::close(fd);
-  if (!synced) return std::unexpected(ErrnoError("fsync", directory, error_number));
+  if (!synced) return ErrnoFailure("fsync", directory, error_number);
   return {};
 }
 
@@ -176,11 +176,11 @@ Status FileWriter::Finish() {
   HURRAY_RETURN_IF_ERROR(WriteAt(state.fd, state.temp_path, 0, internal::EncodeFileHeader(header)));
   // A failed write may have left bytes past the index; the index must end the file.
   if (::ftruncate(state.fd, static_cast<off_t>(state.end + index.size())) != 0) {
-    return std::unexpected(ErrnoError("ftruncate", state.temp_path, errno));
+    return ErrnoFailure("ftruncate", state.temp_path, errno);
   }
-  if (::fsync(state.fd) != 0) return std::unexpected(ErrnoError("fsync", state.temp_path, errno));
+  if (::fsync(state.fd) != 0) return ErrnoFailure("fsync", state.temp_path, errno);
   const int fd = std::exchange(state.fd, -1);
-  if (::close(fd) != 0) return std::unexpected(ErrnoError("close", state.temp_path, errno));
+  if (::close(fd) != 0) return ErrnoFailure("close", state.temp_path, errno);
   if (std::rename(state.temp_path.c_str(), state.path.c_str()) != 0) {
     return std::unexpected(
         ErrnoError(fmt::format("rename {} to", state.temp_path), state.path, errno));

@@ -317,7 +317,7 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> pref
 
 Result<SafetensorsHeader> ReadSafetensorsHeader(int fd, std::string_view path) {
   struct stat status{};
-  if (::fstat(fd, &status) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (::fstat(fd, &status) != 0) return ErrnoFailure("fstat", path, errno);
   const auto file_size = static_cast<std::uint64_t>(status.st_size);
   std::vector<std::byte> prefix(std::min(file_size, kLengthBytes));
   auto read_prefix = [&]() -> Status {

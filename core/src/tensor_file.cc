@@ -26,7 +26,7 @@ class OpenFile {
  public:
   static Result<OpenFile> Open(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::unexpected(ErrnoError("open", path, errno));
+    if (fd < 0) return ErrnoFailure("open", path, errno);
     return OpenFile(path, fd);
   }
   OpenFile(OpenFile&& other) noexcept
@@ -64,7 +64,7 @@ struct Placement {
 Result<std::string> ReadSmallFile(const OpenFile& file) {
   struct stat status{};
   if (::fstat(file.fd(), &status) != 0) {
-    return std::unexpected(ErrnoError("fstat", file.path(), errno));
+    return ErrnoFailure("fstat", file.path(), errno);
   }
   const auto size = static_cast<std::uint64_t>(status.st_size);
   if (size > kMaxSafetensorsHeaderBytes) {

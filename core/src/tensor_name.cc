@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 namespace hurray {
@@ -12,21 +13,22 @@ bool IsNameCharacter(char c) {
          c == '_' || c == '-';
 }
 
-std::string Quoted(std::string_view name) {
-  // Long or binary names are cut for the message; the limit check reports the length.
-  constexpr std::size_t kShown = 80;
+}  // namespace
+
+std::string ShownName(std::string_view name) {
   std::string shown;
-  for (char c : name.substr(0, kShown)) {
+  shown.reserve(std::min(name.size(), kShownNameBytes) + 3);
+  for (const char c : name.substr(0, kShownNameBytes)) {
     shown += (c >= 0x20 && c < 0x7F) ? c : '?';
   }
-  return fmt::format("\"{}{}\"", shown, name.size() > kShown ? "..." : "");
+  if (name.size() > kShownNameBytes) shown += "...";
+  return shown;
 }
-
-}  // namespace
 
 Status ValidateTensorName(std::string_view name, std::string_view field) {
   // Built only for an error: every request that names a tensor comes through here.
-  const auto prefix = [&] { return fmt::format("{} {}", field, Quoted(name)); };
+  // A long or binary name is cut for the message; the limit check reports its length.
+  const auto prefix = [&] { return fmt::format("{} \"{}\"", field, ShownName(name)); };
   if (name.size() > kMaxTensorNameBytes) {
     return InvalidArgumentError(fmt::format("{} is {} bytes, above the limit {}", prefix(),
                                             name.size(), kMaxTensorNameBytes));

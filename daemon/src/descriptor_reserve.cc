@@ -12,12 +12,12 @@ namespace hurray::daemon {
 Result<DescriptorLimit> RaiseDescriptorLimitToHard() {
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) != 0) {
-    return std::unexpected(ErrnoError("getrlimit(RLIMIT_NOFILE)", "", errno));
+    return ErrnoFailure("getrlimit(RLIMIT_NOFILE)", "", errno);
   }
   if (files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &files) != 0) {
-      return std::unexpected(ErrnoError("setrlimit(RLIMIT_NOFILE)", "", errno));
+      return ErrnoFailure("setrlimit(RLIMIT_NOFILE)", "", errno);
     }
   }
   return DescriptorLimit{.soft = files.rlim_cur, .hard = files.rlim_max};

@@ -18,10 +18,10 @@ namespace {
 Result<bool> MayGiveGroup(gid_t gid) {
   if (::geteuid() == 0 || ::getegid() == gid) return true;
   const int count = ::getgroups(0, nullptr);
-  if (count < 0) return std::unexpected(ErrnoError("getgroups", "", errno));
+  if (count < 0) return ErrnoFailure("getgroups", "", errno);
   std::vector<gid_t> groups(static_cast<std::size_t>(count));
   const int got = ::getgroups(count, groups.data());
-  if (got < 0) return std::unexpected(ErrnoError("getgroups", "", errno));
+  if (got < 0) return ErrnoFailure("getgroups", "", errno);
   groups.resize(static_cast<std::size_t>(got));
   return std::ranges::find(groups, gid) != groups.end();
 }
@@ -45,7 +45,7 @@ Result<SocketGroup> ResolveSocketGroup(const std::string& name) {
          ERANGE) {
     buffer.resize(buffer.size() * 2);
   }
-  if (error != 0) return std::unexpected(ErrnoError("getgrnam_r", name, error));
+  if (error != 0) return ErrnoFailure("getgrnam_r", name, error);
   if (found == nullptr) {
     return FailedPreconditionError(
         fmt::format("socket_group: there is no group \"{}\" on this host", name));
@@ -60,7 +60,7 @@ Status GiveSocketGroup(const std::string& path, const SocketGroup& group) {
   if (::chown(path.c_str(), static_cast<uid_t>(-1), group.gid) == 0) return {};
   const int error = errno;
   if (error == EPERM) return std::unexpected(NotAMember(group).error().WithContext(path));
-  return std::unexpected(ErrnoError(fmt::format("chown :{}", group.name), path, error));
+  return ErrnoFailure(fmt::format("chown :{}", group.name), path, error);
 }
 
 }  // namespace hurray::daemon

@@ -70,7 +70,7 @@ Result<std::optional<std::size_t>> ReceiveSome(int socket, std::span<std::uint8_
   } while (received < 0 && errno == EINTR);
   if (received < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return std::nullopt;
-    return std::unexpected(ErrnoError("recvmsg", "", errno));
+    return ErrnoFailure("recvmsg", "", errno);
   }
   closed += TakeDescriptors(message, fd);
   return static_cast<std::size_t>(received);

@@ -58,7 +58,7 @@ Result<bool> FrameSender::Continue(int socket) {
     if (written < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      return std::unexpected(ErrnoError("sendmsg", "", errno));
+      return ErrnoFailure("sendmsg", "", errno);
     }
     sent_ += static_cast<std::size_t>(written);
   }

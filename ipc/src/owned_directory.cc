@@ -93,10 +93,10 @@ Result<OwnedDirectory> OwnedDirectory::Open(std::string path, std::string_view w
     if ((error == ENOTDIR || error == ELOOP) && ::lstat(path.c_str(), &info) == 0) {
       HURRAY_RETURN_IF_ERROR(CheckOwnedDirectory(what, path, info, ::geteuid()));
     }
-    return std::unexpected(ErrnoError("open(O_DIRECTORY | O_NOFOLLOW)", path, error));
+    return ErrnoFailure("open(O_DIRECTORY | O_NOFOLLOW)", path, error);
   }
   struct stat info{};
-  if (::fstat(fd.get(), &info) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (::fstat(fd.get(), &info) != 0) return ErrnoFailure("fstat", path, errno);
   HURRAY_RETURN_IF_ERROR(CheckOwnedDirectory(what, path, info, ::geteuid()));
   return OwnedDirectory(std::move(path), std::move(fd));
 }
@@ -112,14 +112,14 @@ Result<OwnedDirectory> OwnedDirectory::Create(std::string path, mode_t mode,
   if (path.empty()) return InvalidArgumentError(fmt::format("{}: the path is empty", what));
   path = WithoutTrailingSlashes(std::move(path));
   const bool made = ::mkdir(path.c_str(), mode) == 0;
-  if (!made && errno != EEXIST) return std::unexpected(ErrnoError("mkdir", path, errno));
+  if (!made && errno != EEXIST) return ErrnoFailure("mkdir", path, errno);
   if (!made) return Open(std::move(path), what);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | kSafeFlags));
-  if (!fd) return std::unexpected(ErrnoError("open(O_DIRECTORY | O_NOFOLLOW)", path, errno));
+  if (!fd) return ErrnoFailure("open(O_DIRECTORY | O_NOFOLLOW)", path, errno);
   // The umask may have narrowed the mode.
-  if (::fchmod(fd.get(), mode) != 0) return std::unexpected(ErrnoError("fchmod", path, errno));
+  if (::fchmod(fd.get(), mode) != 0) return ErrnoFailure("fchmod", path, errno);
   struct stat info{};
-  if (::fstat(fd.get(), &info) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (::fstat(fd.get(), &info) != 0) return ErrnoFailure("fstat", path, errno);
   HURRAY_RETURN_IF_ERROR(CheckOwnedDirectory(what, path, info, ::geteuid()));
   return OwnedDirectory(std::move(path), std::move(fd));
 }
@@ -132,7 +132,7 @@ Result<UniqueFd> OwnedDirectory::OpenFile(std::string_view name, int flags, mode
   HURRAY_RETURN_IF_ERROR(CheckName(path_, name));
   const std::string file(name);
   UniqueFd fd(::openat(fd_.get(), file.c_str(), flags | kSafeFlags, mode));
-  if (!fd) return std::unexpected(ErrnoError("openat(O_NOFOLLOW)", PathOf(name), errno));
+  if (!fd) return ErrnoFailure("openat(O_NOFOLLOW)", PathOf(name), errno);
   return fd;
 }
 
@@ -142,7 +142,7 @@ Result<std::optional<struct stat>> OwnedDirectory::StatFile(std::string_view nam
   struct stat info{};
   if (::fstatat(fd_.get(), file.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return std::optional<struct stat>();
-    return std::unexpected(ErrnoError("fstatat", PathOf(name), errno));
+    return ErrnoFailure("fstatat", PathOf(name), errno);
   }
   return std::optional<struct stat>(info);
 }
@@ -156,7 +156,7 @@ Result<std::optional<std::string>> OwnedDirectory::ReadFile(std::string_view nam
   HURRAY_ASSIGN_OR_RETURN(const UniqueFd fd, OpenFile(name, O_RDONLY | O_NONBLOCK));
   struct stat info{};
   if (::fstat(fd.get(), &info) != 0) {
-    return std::unexpected(ErrnoError("fstat", PathOf(name), errno));
+    return ErrnoFailure("fstat", PathOf(name), errno);
   }
   HURRAY_RETURN_IF_ERROR(RequireRegularFile(PathOf(name), info));
   std::string text(max_bytes, '\0');
@@ -164,7 +164,7 @@ Result<std::optional<std::string>> OwnedDirectory::ReadFile(std::string_view nam
   while (filled < text.size()) {
     const ssize_t got = ::read(fd.get(), text.data() + filled, text.size() - filled);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return std::unexpected(ErrnoError("read", PathOf(name), errno));
+    if (got < 0) return ErrnoFailure("read", PathOf(name), errno);
     if (got == 0) break;
     filled += static_cast<std::size_t>(got);
   }
@@ -212,7 +212,7 @@ Status OwnedDirectory::RemoveFile(std::string_view name) const {
   HURRAY_RETURN_IF_ERROR(CheckName(path_, name));
   const std::string file(name);
   if (::unlinkat(fd_.get(), file.c_str(), 0) != 0 && errno != ENOENT) {
-    return std::unexpected(ErrnoError("unlinkat", PathOf(name), errno));
+    return ErrnoFailure("unlinkat", PathOf(name), errno);
   }
   return {};
 }
@@ -220,9 +220,9 @@ Status OwnedDirectory::RemoveFile(std::string_view name) const {
 Result<std::vector<std::string>> OwnedDirectory::ListNames(std::string_view prefix) const {
   // A description of its own: readdir's position is not shared with fd_.
   UniqueFd listing(::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!listing) return std::unexpected(ErrnoError("openat", path_, errno));
+  if (!listing) return ErrnoFailure("openat", path_, errno);
   DIR* directory = ::fdopendir(listing.get());
-  if (directory == nullptr) return std::unexpected(ErrnoError("fdopendir", path_, errno));
+  if (directory == nullptr) return ErrnoFailure("fdopendir", path_, errno);
   (void)listing.Release();  // closedir closes it.
   std::vector<std::string> names;
   errno = 0;
@@ -233,7 +233,7 @@ Result<std::vector<std::string>> OwnedDirectory::ListNames(std::string_view pref
   }
   const int failed = errno;
   ::closedir(directory);
-  if (failed != 0) return std::unexpected(ErrnoError("readdir", path_, failed));
+  if (failed != 0) return ErrnoFailure("readdir", path_, failed);
   return names;
 }
 

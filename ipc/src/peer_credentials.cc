@@ -15,7 +15,7 @@ Result<PeerCredentials> ReadPeerCredentials(int socket) {
   ucred credentials{};
   socklen_t length = sizeof(credentials);
   if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    return std::unexpected(ErrnoError("getsockopt(SO_PEERCRED)", "", errno));
+    return ErrnoFailure("getsockopt(SO_PEERCRED)", "", errno);
   }
   return PeerCredentials{.pid = credentials.pid, .uid = credentials.uid, .gid = credentials.gid};
 }
@@ -41,7 +41,7 @@ Result<UniqueFd> OpenPeerPidfd(int socket) {
     if (errno == ENOSYS) {
       return FailedPreconditionError("this kernel has neither SO_PEERPIDFD nor pidfd_open");
     }
-    return std::unexpected(ErrnoError("pidfd_open", fmt::format("pid {}", peer.pid), errno));
+    return ErrnoFailure("pidfd_open", fmt::format("pid {}", peer.pid), errno);
   }
   return UniqueFd(static_cast<int>(opened));
 }

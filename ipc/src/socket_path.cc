@@ -43,7 +43,7 @@ Status CheckFallbackSocketDirectory(std::string_view socket_path) {
   struct stat info{};
   if (::lstat(directory.c_str(), &info) != 0) {
     if (errno == ENOENT) return {};  // Nothing there: connecting says that no daemon listens.
-    return std::unexpected(ErrnoError("lstat", directory, errno));
+    return ErrnoFailure("lstat", directory, errno);
   }
   if (Status checked = CheckOwnedDirectory("socket directory", directory, info, ::geteuid());
       !checked) {

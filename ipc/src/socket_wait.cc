@@ -14,10 +14,10 @@ Status WaitUntilReady(int socket, std::int16_t events) {
   while (true) {
     const int ready = ::poll(&entry, 1, -1);
     if (ready > 0) {
-      if ((entry.revents & POLLNVAL) != 0) return std::unexpected(ErrnoError("poll", "", EBADF));
+      if ((entry.revents & POLLNVAL) != 0) return ErrnoFailure("poll", "", EBADF);
       return {};
     }
-    if (ready < 0 && errno != EINTR) return std::unexpected(ErrnoError("poll", "", errno));
+    if (ready < 0 && errno != EINTR) return ErrnoFailure("poll", "", errno);
   }
 }
 

@@ -23,12 +23,12 @@ namespace {
 Status MakeDirectory(const std::string& directory, mode_t mode) {
   if (::mkdir(directory.c_str(), mode) == 0) {
     if (::chmod(directory.c_str(), mode) != 0) {
-      return std::unexpected(ErrnoError("chmod", directory, errno));
+      return ErrnoFailure("chmod", directory, errno);
     }
     return {};
   }
   if (errno == EEXIST) return {};
-  return std::unexpected(ErrnoError("mkdir", directory, errno));
+  return ErrnoFailure("mkdir", directory, errno);
 }
 
 // Creates the missing parents of `directory`, each with `mode`.
@@ -56,13 +56,13 @@ Result<bool> RemoveStaleSocket(const OwnedDirectory& directory, const std::strin
   }
   // Non-blocking, so that a live listener with a full backlog reads as live, not as a hang.
   UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!probe) return std::unexpected(ErrnoError("socket", "", errno));
+  if (!probe) return ErrnoFailure("socket", "", errno);
   if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ||
       errno == EAGAIN || errno == EINPROGRESS) {
     return AlreadyExistsError(fmt::format("{} is in use: a process listens on it", path));
   }
   if (errno != ECONNREFUSED && errno != ENOENT) {
-    return std::unexpected(ErrnoError("connect", path, errno));
+    return ErrnoFailure("connect", path, errno);
   }
   HURRAY_RETURN_IF_ERROR(directory.RemoveFile(name));
   return true;
@@ -91,7 +91,7 @@ Result<UniqueFd> ConnectUnixSocket(const std::string& path) {
   HURRAY_ASSIGN_OR_RETURN(const sockaddr_un address, UnixSocketAddress(path));
   HURRAY_RETURN_IF_ERROR(CheckFallbackSocketDirectory(path));
   UniqueFd socket(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket) return std::unexpected(ErrnoError("socket", "", errno));
+  if (!socket) return ErrnoFailure("socket", "", errno);
   while (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address),
                    sizeof(sockaddr_un)) != 0) {
     const int error_number = errno;
@@ -127,12 +127,12 @@ Result<BoundSocketFile> BoundSocketFile::Bind(int socket, const std::string& pat
                                               std::uint32_t mode) {
   HURRAY_ASSIGN_OR_RETURN(const sockaddr_un address, UnixSocketAddress(path));
   if (::bind(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
-    return std::unexpected(ErrnoError("bind", path, errno));
+    return ErrnoFailure("bind", path, errno);
   }
   // From here on the file is ours: removed again if what follows fails.
   const auto fail = [&path](std::string_view call, int error) {
     ::unlink(path.c_str());
-    return std::unexpected(ErrnoError(call, path, error));
+    return ErrnoFailure(call, path, error);
   };
   if (::chmod(path.c_str(), static_cast<mode_t>(mode & 0777U)) != 0) {
     const int error = errno;
@@ -167,13 +167,13 @@ Result<BoundSocketFile::Removal> BoundSocketFile::Remove() {
   struct stat info{};
   if (::lstat(path_.c_str(), &info) != 0) {
     if (errno == ENOENT) return Removal::kNothing;
-    return std::unexpected(ErrnoError("lstat", path_, errno));
+    return ErrnoFailure("lstat", path_, errno);
   }
   if (info.st_dev != device_ || info.st_ino != inode_) return Removal::kReplaced;
   // A file put there between the check and the unlink would be removed instead: only a
   // process that may write the directory can, which PrepareSocketPath allows its owner alone.
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
-    return std::unexpected(ErrnoError("unlink", path_, errno));
+    return ErrnoFailure("unlink", path_, errno);
   }
   return Removal::kRemoved;
 }

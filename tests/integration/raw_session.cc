@@ -54,7 +54,7 @@ Status RawSession::SendBytes(std::string_view bytes) {
   while (sent < bytes.size()) {
     const ssize_t count =
         ::send(socket_.get(), bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (count < 0) return std::unexpected(ErrnoError("send", "", errno));
+    if (count < 0) return ErrnoFailure("send", "", errno);
     sent += static_cast<std::size_t>(count);
   }
   return {};

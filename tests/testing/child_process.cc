@@ -42,7 +42,7 @@ struct Pipe {
 
   Status Open() {
     int fds[2] = {-1, -1};
-    if (::pipe2(fds, O_CLOEXEC) != 0) return std::unexpected(ErrnoError("pipe2", "", errno));
+    if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoFailure("pipe2", "", errno);
     read_end = fds[0];
     write_end = fds[1];
     return {};
@@ -160,7 +160,7 @@ Result<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv,
     plan.stdin_pipe = stdin_pipe.read_end;
   }
   const pid_t pid = ::fork();
-  if (pid < 0) return std::unexpected(ErrnoError("fork", "", errno));
+  if (pid < 0) return ErrnoFailure("fork", "", errno);
   if (pid == 0) RunChild(plan);
   // The child's ends close with the pipes; the parent keeps its own.
   child.pid_ = pid;

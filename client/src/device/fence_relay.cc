@@ -77,7 +77,7 @@ FenceRelay* FenceRelay::IfCreated() {
 
 Result<std::shared_ptr<const RelayedFence>> FenceRelay::Relay(FenceToRelay fence) {
   if (FenceWordReaches(Load(fence.word), fence.value)) return nullptr;
-  if (!wake_) return std::unexpected(ErrnoError("eventfd", "the fence relay", errno));
+  if (!wake_) return ErrnoFailure("eventfd", "the fence relay", errno);
   std::lock_guard lock(mutex_);
   const auto key = std::make_pair(fence.word, fence.value);
   if (auto found = pending_.find(key); found != pending_.end()) return found->second;
@@ -127,7 +127,7 @@ Result<std::size_t> FenceRelay::TakeSlotLocked(int device_ordinal) {
     void* page =
         ::mmap(nullptr, kRelayPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED) {
-      return std::unexpected(ErrnoError("mmap", "a page of fence relay words", errno));
+      return ErrnoFailure("mmap", "a page of fence relay words", errno);
     }
     // A forked child neither inherits nor copies it: the device keeps reading this page.
     (void)::madvise(page, kRelayPageBytes, MADV_DONTFORK);

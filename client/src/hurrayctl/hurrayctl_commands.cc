@@ -172,7 +172,7 @@ Status ReadFully(int fd, std::span<std::byte> bytes, std::uint64_t offset, const
         ::pread(fd, bytes.data() + done, chunk, static_cast<off_t>(offset + done));
     if (count < 0) {
       if (errno == EINTR) continue;
-      return std::unexpected(ErrnoError("pread", path, errno));
+      return ErrnoFailure("pread", path, errno);
     }
     if (count == 0) {
       return std::unexpected(
@@ -194,7 +194,7 @@ Status WriteFully(int fd, std::span<const std::byte> bytes, const std::string& p
     const ssize_t count = ::write(fd, bytes.data() + done, chunk);
     if (count < 0) {
       if (errno == EINTR) continue;
-      return std::unexpected(ErrnoError("write", path, errno));
+      return ErrnoFailure("write", path, errno);
     }
     done += static_cast<std::uint64_t>(count);
     if (progress != nullptr) progress->Update(done, bytes.size());
@@ -292,7 +292,7 @@ Result<sigset_t> BlockSignals(std::initializer_list<int> signals) {
   sigemptyset(&set);
   for (const int signal : signals) sigaddset(&set, signal);
   if (const int error = pthread_sigmask(SIG_BLOCK, &set, nullptr); error != 0) {
-    return std::unexpected(ErrnoError("pthread_sigmask", "", error));
+    return ErrnoFailure("pthread_sigmask", "", error);
   }
   return set;
 }
@@ -475,7 +475,7 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
 
   int signal_number = 0;
   if (const int error = sigwait(&signals, &signal_number); error != 0) {
-    return std::unexpected(ErrnoError("sigwait", "", error));
+    return ErrnoFailure("sigwait", "", error);
   }
   watch->reset();  // Cancels the stream and joins its thread; on_end has run.
   if (signal_number != SIGUSR1) return {};
@@ -503,9 +503,9 @@ Status RemoveCommand(const GlobalOptions& options, std::string_view name, std::u
 Status PutCommand(const GlobalOptions& options, const TransferFlags& flags, std::string_view name,
                   const std::string& path, std::string_view pool) {
   UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!file) return std::unexpected(ErrnoError("open", path, errno));
+  if (!file) return ErrnoFailure("open", path, errno);
   struct stat status{};
-  if (::fstat(file.get(), &status) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (::fstat(file.get(), &status) != 0) return ErrnoFailure("fstat", path, errno);
   if (!S_ISREG(status.st_mode)) {
     return InvalidArgumentError(fmt::format("{}: not a regular file", path));
   }
@@ -568,14 +568,14 @@ Status GetCommand(const GlobalOptions& options, const TransferFlags& flags, std:
   if (!header) return std::unexpected(header.error());
 
   UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (!file) return std::unexpected(ErrnoError("open", path, errno));
+  if (!file) return ErrnoFailure("open", path, errno);
   Status written = WriteFully(file.get(), std::as_bytes(std::span(*header)), path);
   if (written) {
     ProgressLine progress = DataProgressLine(flags, data->size());
     written = WriteFully(file.get(), *data, path, &progress);
   }
   if (written && ::close(file.Release()) != 0) {
-    written = std::unexpected(ErrnoError("close", path, errno));
+    written = ErrnoFailure("close", path, errno);
   }
   if (!written) {
     // Remove the partial file, but never a device or pipe the path named.
@@ -680,7 +680,7 @@ namespace {
 Result<UniqueFd> TerminationSignals() {
   HURRAY_ASSIGN_OR_RETURN(const sigset_t signals, BlockSignals({SIGINT, SIGTERM, SIGHUP}));
   UniqueFd signal_fd(::signalfd(-1, &signals, SFD_CLOEXEC));
-  if (!signal_fd) return std::unexpected(ErrnoError("signalfd", "", errno));
+  if (!signal_fd) return ErrnoFailure("signalfd", "", errno);
   return signal_fd;
 }
 
@@ -692,7 +692,7 @@ Result<bool> WaitForQuit(int signal_fd, std::chrono::milliseconds interval) {
   const int ready = ::poll(watched.data(), watched.size(), static_cast<int>(interval.count()));
   if (ready < 0) {
     if (errno == EINTR) return false;
-    return std::unexpected(ErrnoError("poll", "stdin", errno));
+    return ErrnoFailure("poll", "stdin", errno);
   }
   if (watched[1].revents != 0) return true;
   if (watched[0].revents == 0) return false;

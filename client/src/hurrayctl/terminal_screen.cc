@@ -26,7 +26,7 @@ Status WriteAll(int fd, std::string_view text) {
     const ssize_t count = ::write(fd, text.data(), text.size());
     if (count < 0) {
       if (errno == EINTR) continue;
-      return std::unexpected(ErrnoError("write", "the terminal", errno));
+      return ErrnoFailure("write", "the terminal", errno);
     }
     text.remove_prefix(static_cast<std::size_t>(count));
   }
@@ -47,7 +47,7 @@ Result<TerminalScreen> TerminalScreen::Enter(int input_fd, int output_fd) {
   }
   termios saved{};
   if (::tcgetattr(input_fd, &saved) != 0) {
-    return std::unexpected(ErrnoError("tcgetattr", "stdin", errno));
+    return ErrnoFailure("tcgetattr", "stdin", errno);
   }
   termios raw = saved;
   raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO | ISIG | IEXTEN);
@@ -55,7 +55,7 @@ Result<TerminalScreen> TerminalScreen::Enter(int input_fd, int output_fd) {
   raw.c_cc[VMIN] = 1;
   raw.c_cc[VTIME] = 0;
   if (::tcsetattr(input_fd, TCSAFLUSH, &raw) != 0) {
-    return std::unexpected(ErrnoError("tcsetattr", "stdin", errno));
+    return ErrnoFailure("tcsetattr", "stdin", errno);
   }
   TerminalScreen screen(input_fd, output_fd, saved);
   HURRAY_RETURN_IF_ERROR(WriteAll(output_fd, kEnter));

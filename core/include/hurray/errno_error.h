@@ -17,6 +17,7 @@
 // reports as UNAVAILABLE in its own words.
 #pragma once
 
+#include <expected>
 #include <string_view>
 
 #include "hurray/error.h"
@@ -31,5 +32,11 @@ namespace hurray {
 // "open /tmp/x: No such file or directory". `call` may carry its arguments
 // ("open(O_RDONLY)"); `path` names the file, socket or object the call was about.
 [[nodiscard]] Error ErrnoError(std::string_view call, std::string_view path, int error_number);
+
+// ErrnoError as a Result's failure: `return ErrnoFailure("open", path, errno);`.
+[[nodiscard]] inline std::unexpected<Error> ErrnoFailure(std::string_view call,
+                                                         std::string_view path, int error_number) {
+  return std::unexpected(ErrnoError(call, path, error_number));
+}
 
 }  // namespace hurray

@@ -25,11 +25,11 @@ Result<bool> MarkEnded(const std::string& segment_path) {
   const UniqueFd fd(::open(segment_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     if (errno == ENOENT) return false;
-    return std::unexpected(ErrnoError("open", segment_path, errno));
+    return ErrnoFailure("open", segment_path, errno);
   }
   struct stat info{};
   if (::fstat(fd.get(), &info) != 0) {
-    return std::unexpected(ErrnoError("fstat", segment_path, errno));
+    return ErrnoFailure("fstat", segment_path, errno);
   }
   // Only a file of this daemon's user is written to.
   if (!S_ISREG(info.st_mode) || info.st_uid != ::geteuid() ||

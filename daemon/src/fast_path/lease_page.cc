@@ -24,12 +24,12 @@ Result<LeasePage> LeasePage::Create(std::uint32_t slot_count) {
         fmt::format("fast_path.lease_slots {}: must be 1 to {}", slot_count, kMaxSlots));
   }
   UniqueFd fd(::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd) return std::unexpected(ErrnoError("memfd_create", kMemfdName, errno));
+  if (!fd) return ErrnoFailure("memfd_create", kMemfdName, errno);
   if (::ftruncate(fd.get(), kLeasePageBytes) != 0) {
-    return std::unexpected(ErrnoError("ftruncate", kMemfdName, errno));
+    return ErrnoFailure("ftruncate", kMemfdName, errno);
   }
   if (::fcntl(fd.get(), F_ADD_SEALS, kSeals) != 0) {
-    return std::unexpected(ErrnoError("fcntl(F_ADD_SEALS)", kMemfdName, errno));
+    return ErrnoFailure("fcntl(F_ADD_SEALS)", kMemfdName, errno);
   }
   HURRAY_ASSIGN_OR_RETURN(SharedMapping mapping,
                           SharedMapping::Map(fd.get(), kLeasePageBytes, PROT_READ, kMemfdName));

@@ -12,7 +12,7 @@ namespace hurray::daemon::fast_path {
 Result<SharedMapping> SharedMapping::Map(int fd, std::size_t size, int prot,
                                          std::string_view what) {
   void* data = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) return std::unexpected(ErrnoError("mmap", what, errno));
+  if (data == MAP_FAILED) return ErrnoFailure("mmap", what, errno);
   return SharedMapping(data, size);
 }
 

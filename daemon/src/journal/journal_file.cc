@@ -117,14 +117,14 @@ int WriteAll(int fd, std::string_view bytes) {
 
 Result<std::string> ReadWhole(const std::string& path) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return std::unexpected(ErrnoError("open(O_RDONLY)", path, errno));
+  if (!fd) return ErrnoFailure("open(O_RDONLY)", path, errno);
   std::string bytes;
   std::array<char, 1 << 16> chunk{};
   while (true) {
     const ssize_t got = ::read(fd.get(), chunk.data(), chunk.size());
     if (got < 0) {
       if (errno == EINTR) continue;
-      return std::unexpected(ErrnoError("read", path, errno));
+      return ErrnoFailure("read", path, errno);
     }
     if (got == 0) return bytes;
     bytes.append(chunk.data(), static_cast<std::size_t>(got));
@@ -136,8 +136,8 @@ Status SyncDirectoryOf(const std::string& path) {
   const std::string directory = std::filesystem::path(path).parent_path().string();
   const UniqueFd fd(
       ::open(directory.empty() ? "." : directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) return std::unexpected(ErrnoError("open(O_DIRECTORY)", directory, errno));
-  if (::fsync(fd.get()) != 0) return std::unexpected(ErrnoError("fsync", directory, errno));
+  if (!fd) return ErrnoFailure("open(O_DIRECTORY)", directory, errno);
+  if (::fsync(fd.get()) != 0) return ErrnoFailure("fsync", directory, errno);
   return {};
 }
 
@@ -146,14 +146,14 @@ Status SyncDirectoryOf(const std::string& path) {
 Result<UniqueFd> WriteNewFile(const std::string& path, const std::vector<std::string>& records,
                               std::uint64_t& size) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) return std::unexpected(ErrnoError("open(O_CREAT)", path, errno));
+  if (!fd) return ErrnoFailure("open(O_CREAT)", path, errno);
   const FileHeader header;
   std::string bytes(reinterpret_cast<const char*>(&header), sizeof(header));
   for (const std::string& record : records) bytes += Framed(record);
   if (const int error = WriteAll(fd.get(), bytes); error != 0) {
-    return std::unexpected(ErrnoError("write", path, error));
+    return ErrnoFailure("write", path, error);
   }
-  if (::fdatasync(fd.get()) != 0) return std::unexpected(ErrnoError("fdatasync", path, errno));
+  if (::fdatasync(fd.get()) != 0) return ErrnoFailure("fdatasync", path, errno);
   size = bytes.size();
   return fd;
 }
@@ -210,7 +210,7 @@ Result<JournalFile> JournalFile::Replace(const std::string& path,
   std::uint64_t size = 0;
   Result<UniqueFd> fd = WriteNewFile(new_path, records, size);
   if (fd && ::rename(new_path.c_str(), path.c_str()) != 0) {
-    fd = std::unexpected(ErrnoError("rename", new_path, errno));
+    fd = ErrnoFailure("rename", new_path, errno);
   }
   if (!fd) {
     (void)::unlink(new_path.c_str());
@@ -238,14 +238,14 @@ Status JournalFile::Append(std::string_view payload) {
         ::lseek(fd_.get(), static_cast<off_t>(size_), SEEK_SET) < 0) {
       broken_ = true;
     }
-    return std::unexpected(ErrnoError("write", path_, error));
+    return ErrnoFailure("write", path_, error);
   }
   size_ += sizeof(RecordFrame) + payload.size();
   return {};
 }
 
 Status JournalFile::Sync() {
-  if (::fdatasync(fd_.get()) != 0) return std::unexpected(ErrnoError("fdatasync", path_, errno));
+  if (::fdatasync(fd_.get()) != 0) return ErrnoFailure("fdatasync", path_, errno);
   return {};
 }
 

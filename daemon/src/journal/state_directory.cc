@@ -55,7 +55,7 @@ Result<StateDirectory> StateDirectory::Open(const std::string& path) {
           "state_directory of its own",
           directory.path(), lock_path));
     }
-    return std::unexpected(ErrnoError("flock", lock_path, flock_error));
+    return ErrnoFailure("flock", lock_path, flock_error);
   }
   return StateDirectory(std::move(directory), std::move(lock));
 }

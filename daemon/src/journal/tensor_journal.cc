@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include "hurray/tensor_name.h"
+
 namespace hurray::daemon {
 namespace {
 
@@ -170,9 +172,9 @@ Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion
   std::string payload = EncodeJournalRecord(PublishRecord(name, version));
   std::lock_guard lock(mutex_);
   if (Status appended = AppendLocked(payload); !appended) {
-    return std::unexpected(appended.error().WithContext(
-        fmt::format("the journal {} cannot record {} version {}", file_->path(),
-                    std::string_view(name).substr(0, 200), version.number)));
+    return std::unexpected(
+        appended.error().WithContext(fmt::format("the journal {} cannot record {} version {}",
+                                                 file_->path(), ShownName(name), version.number)));
   }
   live_bytes_ += kFrameBytes + payload.size();
   Live& entry = live_[name];
@@ -197,7 +199,7 @@ void TensorJournal::RecordRemoval(const std::string& name, std::uint64_t number)
     spdlog::error(
         "the journal cannot record the deletion of {} version {}: {}; a restarted "
         "daemon would serve it again",
-        std::string_view(name).substr(0, 200), number, appended.error().message());
+        ShownName(name), number, appended.error().message());
     return;
   }
   RetireLocked(name, std::move(found->second));
@@ -213,8 +215,8 @@ void TensorJournal::RecordFreed(const std::string& name, std::uint64_t number) {
   if (Status appended = AppendLocked(EncodeJournalRecord(
           {.kind = JournalRecord::Kind::kFreed, .name = name, .number = number}));
       !appended) {
-    spdlog::warn("the journal cannot record that {} version {} was freed: {}",
-                 std::string_view(name).substr(0, 200), number, appended.error().message());
+    spdlog::warn("the journal cannot record that {} version {} was freed: {}", ShownName(name),
+                 number, appended.error().message());
   }
   live_bytes_ -= kFrameBytes + found->second.size();
   retained_.erase(found);

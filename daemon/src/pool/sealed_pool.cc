@@ -27,7 +27,7 @@ constexpr const char* kMemfdName = "hurray-sealed";
 Result<UniqueFd> Reopen(int memfd, int flags) {
   const std::string path = fmt::format("/proc/self/fd/{}", memfd);
   UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC));
-  if (!fd) return std::unexpected(ErrnoError("open", path, errno));
+  if (!fd) return ErrnoFailure("open", path, errno);
   return fd;
 }
 
@@ -63,17 +63,17 @@ SealedPool::SealedPool(Options options)
 
 Result<UniqueFd> SealedPool::CreateMemfd(std::uint64_t size) const {
   UniqueFd memfd(::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!memfd) return std::unexpected(ErrnoError("memfd_create", kMemfdName, errno));
+  if (!memfd) return ErrnoFailure("memfd_create", kMemfdName, errno);
   // Only the daemon's uid may open it again through /proc before it is sealed.
   if (::fchmod(memfd.get(), S_IRUSR | S_IWUSR) != 0) {
-    return std::unexpected(ErrnoError("fchmod(0600)", kMemfdName, errno));
+    return ErrnoFailure("fchmod(0600)", kMemfdName, errno);
   }
   if (const int error = ::posix_fallocate(memfd.get(), 0, static_cast<off_t>(size)); error != 0) {
     return std::unexpected(
         ErrnoError("fallocate", fmt::format("{} of {} bytes", kMemfdName, size), error));
   }
   if (::fcntl(memfd.get(), F_ADD_SEALS, kResizeSeals) != 0) {
-    return std::unexpected(ErrnoError("fcntl(F_ADD_SEALS)", kMemfdName, errno));
+    return ErrnoFailure("fcntl(F_ADD_SEALS)", kMemfdName, errno);
   }
   return memfd;
 }

@@ -76,7 +76,7 @@ Status SegmentPlace::Remove(std::string_view path) const {
   struct stat info{};
   if (::lstat(file.c_str(), &info) != 0) {
     if (errno == ENOENT) return {};
-    return std::unexpected(ErrnoError("lstat", file, errno));
+    return ErrnoFailure("lstat", file, errno);
   }
   if (!S_ISREG(info.st_mode) || info.st_uid != ::geteuid()) {
     return FailedPreconditionError(fmt::format(
@@ -84,7 +84,7 @@ Status SegmentPlace::Remove(std::string_view path) const {
         file, FileKindName(info.st_mode), info.st_uid, info.st_mode & 07777, ::geteuid()));
   }
   if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
-    return std::unexpected(ErrnoError("unlink", file, errno));
+    return ErrnoFailure("unlink", file, errno);
   }
   return {};
 }

@@ -175,7 +175,7 @@ Result<ShmSegment> ShmSegment::CreateNamed(std::string name, std::uint64_t size,
   // Not Boost's truncate: it may reserve the pages itself (posix_fallocate), and Reserve
   // does that, chunk by chunk, when the pool asks.
   if (::ftruncate(object.get_mapping_handle().handle, static_cast<off_t>(size)) != 0) {
-    return std::unexpected(ErrnoError("ftruncate", segment.name_, errno));
+    return ErrnoFailure("ftruncate", segment.name_, errno);
   }
   return segment;
 }
@@ -191,9 +191,9 @@ Result<ShmSegment> ShmSegment::Adopt(const std::string& path, std::uint64_t size
         fmt::format("segment {}: not in /dev/shm nor in this pool's hugetlbfs directory", path));
   }
   const UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) return std::unexpected(ErrnoError("open(O_RDWR)", path, errno));
+  if (!fd) return ErrnoFailure("open(O_RDWR)", path, errno);
   struct stat facts{};
-  if (::fstat(fd.get(), &facts) != 0) return std::unexpected(ErrnoError("fstat", path, errno));
+  if (::fstat(fd.get(), &facts) != 0) return ErrnoFailure("fstat", path, errno);
   if (!S_ISREG(facts.st_mode) || facts.st_uid != ::geteuid() ||
       (facts.st_mode & 0777) != kSegmentPermissions ||
       static_cast<std::uint64_t>(facts.st_size) != size) {
@@ -211,7 +211,7 @@ std::string ShmSegment::PathFor(std::string_view name, const HugePageBacking& ba
 
 Status ShmSegment::RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return std::unexpected(ErrnoError("unlink", path, errno));
+    return ErrnoFailure("unlink", path, errno);
   }
   return {};
 }
@@ -222,15 +222,15 @@ Result<ShmSegment> ShmSegment::CreateFile(std::string name, const std::string& d
   // O_EXCL: never adopt a file someone else made; O_NOFOLLOW: never follow a planted link.
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
                      kSegmentPermissions));
-  if (!fd) return std::unexpected(ErrnoError("open(O_CREAT | O_EXCL)", path, errno));
+  if (!fd) return ErrnoFailure("open(O_CREAT | O_EXCL)", path, errno);
   // From here on, a failure must remove the file again.
   ShmSegment segment(std::move(name), directory, size, HugePages::kExplicit);
   // The umask may have narrowed the mode; it must be exactly 0600.
   if (::fchmod(fd.get(), kSegmentPermissions) != 0) {
-    return std::unexpected(ErrnoError("fchmod", path, errno));
+    return ErrnoFailure("fchmod", path, errno);
   }
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-    return std::unexpected(ErrnoError("ftruncate", path, errno));
+    return ErrnoFailure("ftruncate", path, errno);
   }
   return segment;
 }
@@ -258,7 +258,7 @@ Status ShmSegment::Release(std::uint64_t offset, std::uint64_t length) const {
   HURRAY_ASSIGN_OR_RETURN(const UniqueFd fd, Open(/*writable=*/true));
   while (::fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                      static_cast<off_t>(offset), static_cast<off_t>(length)) != 0) {
-    if (errno != EINTR) return std::unexpected(ErrnoError("fallocate(PUNCH_HOLE)", path(), errno));
+    if (errno != EINTR) return ErrnoFailure("fallocate(PUNCH_HOLE)", path(), errno);
   }
   return {};
 }
@@ -304,7 +304,7 @@ Result<UniqueFd> ShmSegment::Open(bool writable) const {
     const std::string file = path();
     UniqueFd fd(::open(file.c_str(), flags | O_NOFOLLOW));
     if (!fd.valid()) {
-      return std::unexpected(ErrnoError(writable ? "open(O_RDWR)" : "open(O_RDONLY)", file, errno));
+      return ErrnoFailure(writable ? "open(O_RDWR)" : "open(O_RDONLY)", file, errno);
     }
     return fd;
   }

@@ -43,7 +43,7 @@ class SegmentMapping {
     void* base = ::mmap(nullptr, access.segment_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                         access.fd.get(), 0);
     if (base == MAP_FAILED) {
-      return std::unexpected(ErrnoError("mmap", fmt::format("segment {}", segment_id), errno));
+      return ErrnoFailure("mmap", fmt::format("segment {}", segment_id), errno);
     }
     return SegmentMapping(static_cast<std::byte*>(base), access.segment_size);
   }

@@ -84,7 +84,7 @@ Status FenceTable::AddSegmentLocked() {
   HURRAY_ASSIGN_OR_RETURN(const UniqueFd fd, shm.Open(/*writable=*/true));
   void* base =
       ::mmap(nullptr, options_.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return std::unexpected(ErrnoError("mmap", shm.name(), errno));
+  if (base == MAP_FAILED) return ErrnoFailure("mmap", shm.name(), errno);
   segments_.push_back(std::make_unique<Segment>(std::move(shm), base));
   fresh_offset_ = 0;
   spdlog::debug("pool {}: fence segment {} made ({} fences)", options_.pool_name,

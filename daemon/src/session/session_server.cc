@@ -20,12 +20,12 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(
     return std::unexpected(address.error().WithContext("socket_path"));
   }
   UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!listener) return std::unexpected(ErrnoError("socket", "", errno));
+  if (!listener) return ErrnoFailure("socket", "", errno);
   // Removed again (its destructor) if what follows fails.
   HURRAY_ASSIGN_OR_RETURN(BoundSocketFile socket_file,
                           BoundSocketFile::Bind(listener.get(), socket_path, socket_mode));
   if (::listen(listener.get(), SOMAXCONN) != 0) {
-    return std::unexpected(ErrnoError("listen", socket_path, errno));
+    return ErrnoFailure("listen", socket_path, errno);
   }
   auto core = std::make_shared<Core>(io_context, socket_path, host, daemon_epoch, limits,
                                      std::move(socket_file), std::move(epoch_hold));
