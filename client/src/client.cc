@@ -16,6 +16,7 @@
 #include "fast_path.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/fence_word.h"
+#include "hurray/pool_name.h"
 #include "hurray/tensor_name.h"
 #include "inspection_calls.h"
 #include "inspection_codec.h"
@@ -548,7 +549,7 @@ Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std:
       .device = {},
       .fence = response->has_fence() ? std::optional(response->fence()) : std::nullopt});
   auto mapped = MapBuffers(*connection_, response->buffers(), descriptor, /*writable=*/true,
-                           pool.empty() ? std::string_view("cpu") : pool, response->daemon_epoch());
+                           pool.empty() ? kDefaultPoolName : pool, response->daemon_epoch());
   if (!mapped) {
     WritableTensor abandoned(std::move(state));  // Cancels the allocation.
     return std::unexpected(mapped.error());

@@ -11,6 +11,7 @@
 
 #include "access/access_policy.h"
 #include "hurray/error.h"
+#include "hurray/pool_name.h"
 #include "journal/journal_sync.h"
 #include "logging.h"
 #include "pool/huge_pages.h"
@@ -153,7 +154,7 @@ struct Config {
     // ("llama/", "org/llama/v1-"; ValidatePreloadPrefix).
     std::string prefix;
     // The CPU pool to allocate in.
-    std::string pool = "cpu";
+    std::string pool = std::string(kDefaultPoolName);
     // True: a file that cannot be imported stops the daemon. False: it is logged and skipped.
     bool required = true;
   };

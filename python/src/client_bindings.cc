@@ -15,6 +15,7 @@
 #include "client_tensors.h"
 #include "errors.h"
 #include "hurray/client.h"
+#include "hurray/pool_name.h"
 
 namespace hurray::python {
 namespace {
@@ -133,7 +134,7 @@ void BindClientClass(py::module_& module) {
             return std::make_unique<PyWritableTensor>(
                 client, AllocateIn(*client, DenseDescriptor(shape, dtype, pool), pool));
           },
-          py::arg("shape"), py::arg("dtype"), py::arg("pool") = "cpu",
+          py::arg("shape"), py::arg("dtype"), py::arg("pool") = std::string(kDefaultPoolName),
           "A dense tensor of `shape` and `dtype` allocated in `pool`, to fill and publish.")
       .def(
           "allocate",
@@ -142,7 +143,7 @@ void BindClientClass(py::module_& module) {
             return std::make_unique<PyWritableTensor>(client,
                                                       AllocateIn(*client, descriptor, pool));
           },
-          py::arg("descriptor"), py::arg("pool") = "cpu",
+          py::arg("descriptor"), py::arg("pool") = std::string(kDefaultPoolName),
           "The buffers of `descriptor` allocated in `pool`, to fill and publish.")
       .def(
           "publish",
@@ -153,8 +154,8 @@ void BindClientClass(py::module_& module) {
             return tensor.Publish(name, std::nullopt, PublishOptions{.evictable = evictable})
                 .version;
           },
-          py::arg("name"), py::arg("obj"), py::arg("pool") = "cpu", py::kw_only(),
-          py::arg("evictable") = false,
+          py::arg("name"), py::arg("obj"), py::arg("pool") = std::string(kDefaultPoolName),
+          py::kw_only(), py::arg("evictable") = false,
           "Copies `obj` (ndarray, CPU torch tensor, hurray.Tensor) once into `pool` and "
           "publishes it under `name`; returns the version. `evictable`: the daemon may evict "
           "it (least recently used, never while leased) when the pool is full.")

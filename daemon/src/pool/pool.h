@@ -12,6 +12,7 @@
 #include "hurray/buffer_handle.h"
 #include "hurray/error.h"
 #include "hurray/ipc/unique_fd.h"
+#include "hurray/pool_name.h"
 
 namespace hurray::daemon {
 
@@ -49,10 +50,6 @@ struct SegmentAccess {
   // on the session socket (never logged); empty otherwise.
   std::string legacy_ipc_handle;
 };
-
-// The pool an allocation request that names none goes to, and the name of the CPU pool the
-// daemon always has.
-inline constexpr std::string_view kDefaultPoolName = "cpu";
 
 // What Stats reports of a pool.
 struct PoolUsage {
