@@ -129,7 +129,7 @@ Status CheckShmRoom(const CpuPool::Options& options, std::uint64_t capacity,
                     const std::string& where) {
   if (options.huge_pages.mode == HugePages::kExplicit) return {};
   struct statvfs shm{};
-  if (::statvfs("/dev/shm", &shm) != 0) return {};  // Reserving will say what is wrong.
+  if (::statvfs(kShmDirectory, &shm) != 0) return {};  // Reserving will say what is wrong.
   const std::uint64_t free = static_cast<std::uint64_t>(shm.f_bavail) * shm.f_frsize;
   if (capacity <= free) return {};
   return ResourceExhaustedError(
@@ -585,7 +585,7 @@ std::uint64_t DefaultCpuPoolCapacity() {
           : 0;
   std::optional<std::uint64_t> shm_free;
   struct statvfs shm_stats{};
-  if (::statvfs("/dev/shm", &shm_stats) == 0) {
+  if (::statvfs(kShmDirectory, &shm_stats) == 0) {
     shm_free = static_cast<std::uint64_t>(shm_stats.f_bavail) * shm_stats.f_frsize;
   }
   return DefaultCpuPoolCapacityFor(physical_ram, shm_free);

@@ -12,12 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "pool/segment_place.h"
+
 namespace hurray::daemon {
 namespace {
 
 constexpr std::uint64_t kSmallPage = 4096;
 constexpr std::uint64_t kDefaultTransparentPage = std::uint64_t{2} << 20;
-constexpr std::string_view kShmDirectory = "/dev/shm";
 
 // The whole file, or "" when it cannot be read.
 std::string ReadText(const char* path) {

@@ -13,7 +13,6 @@
 namespace hurray::daemon {
 namespace {
 
-constexpr std::string_view kShmDirectory = "/dev/shm";
 constexpr std::size_t kExcerptBytes = 120;
 // ShmSegment names carry 32; more than this is no name of ours.
 constexpr std::size_t kMaxHexDigits = 64;

@@ -11,6 +11,10 @@
 
 namespace hurray::daemon {
 
+// Where POSIX shared memory lives (shm_open's files), and so the CPU pool's segments unless
+// huge pages are backed by a hugetlbfs mount.
+inline constexpr char kShmDirectory[] = "/dev/shm";
+
 // Thread-safe (a value; Remove acts on the file system).
 struct SegmentPlace {
   // The segments' prefix ([cpu_pool] shm_prefix, or DirectorySegment::ShmPrefixFor of it).

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "hurray/ipc/errno_error.h"
+#include "pool/segment_place.h"
 #include "random_hex.h"
 
 namespace hurray::daemon {
@@ -25,7 +26,6 @@ namespace bip = boost::interprocess;
 constexpr std::size_t kMaxPrefixLength = 200;
 constexpr std::size_t kNameRandomBytes = 16;  // 128 bits.
 constexpr unsigned kSegmentPermissions = 0600;
-constexpr std::string_view kShmDirectory = "/dev/shm";
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older C library headers lack it.
