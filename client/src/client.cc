@@ -62,9 +62,8 @@ Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_
 }
 
 // Ends `lease_ids` (of daemon epoch `epoch`) in requests of at most
-// Client::kMaxLeasesPerRelease ids. The daemon stops a request at the first lease it does
-// not know (NOT_FOUND), leaving the rest of it held; then each of that request's leases is
-// released on its own, so one stale id costs the others nothing. Returns the first error.
+// Client::kMaxLeasesPerRelease ids. The daemon ends every lease of a request that it knows,
+// so one stale id costs the others nothing. Returns the first error.
 Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids,
                      std::uint64_t epoch) {
   Status outcome;
@@ -75,12 +74,7 @@ Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> leas
     v1::ReleaseRequest request;
     request.mutable_lease_ids()->Add(chunk.begin(), chunk.end());
     Status released = connection.Release(request, epoch);
-    if (released) continue;
-    if (outcome) outcome = std::unexpected(released.error());
-    // Any other error means the session is gone (and its leases with it) or the daemon
-    // refused the request as a whole: retrying one by one would only repeat it.
-    if (released.error().code() != StatusCode::kNotFound || chunk.size() == 1) continue;
-    for (std::uint64_t lease_id : chunk) (void)ReleaseLease(connection, lease_id, epoch);
+    if (!released && outcome) outcome = std::unexpected(released.error());
   }
   return outcome;
 }

@@ -370,6 +370,30 @@ TEST_F(RegistryTest, ReleaseChecksOwnership) {
   EXPECT_ERROR(Release(consumer_, lease->lease_id()), StatusCode::kNotFound);
 }
 
+TEST_F(RegistryTest, ReleaseEndsEveryLeaseItKnowsAndNamesTheOthers) {
+  Put("model/a");
+  Put("model/b");
+  auto a = Acquire(consumer_, "model/a");
+  auto b = Acquire(consumer_, "model/b");
+  auto theirs = Acquire(producer_, "model/a");
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  ASSERT_OK(theirs);
+  v1::ReleaseRequest request;
+  for (const std::uint64_t id :
+       {a->lease_id(), std::uint64_t{424242}, b->lease_id(), theirs->lease_id()}) {
+    request.add_lease_ids(id);
+  }
+  EXPECT_ERROR(registry_->Release(consumer_, request), StatusCode::kNotFound,
+               {fmt::format("lease_ids 424242, {} are not leases of this session; the other 2 "
+                            "were released",
+                            theirs->lease_id())});
+  EXPECT_EQ(registry_->Stats().lease_count(), 1u);  // The producer's, which stays.
+  EXPECT_ERROR(Release(consumer_, a->lease_id()), StatusCode::kNotFound,
+               {fmt::format("lease_id {} is not a lease of this session", a->lease_id())});
+  EXPECT_OK(Release(producer_, theirs->lease_id()));
+}
+
 TEST_F(RegistryTest, AcquireWaitsUntilPublished) {
   v1::AcquireRequest request;
   request.set_name("late/tensor");

@@ -229,13 +229,19 @@ class TestHost final : public SessionHost {
   // unknown one end, it and those after it do not.
   Result<v1::ReleaseResponse> Release(std::uint64_t /*session_id*/,
                                       const v1::ReleaseRequest& request) override {
+    // As the registry: every lease it knows ends, and the first unknown one is named.
     std::lock_guard lock(mutex_);
+    std::optional<std::uint64_t> unknown;
     for (const std::uint64_t lease_id : request.lease_ids()) {
       if (lease_id < 1 || lease_id > 3 || released_.contains(lease_id)) {
-        return NotFoundError("lease_id " + std::to_string(lease_id) +
-                             " is not a lease of this session");
+        if (!unknown) unknown = lease_id;
+        continue;
       }
       released_.insert(lease_id);
+    }
+    if (unknown) {
+      return NotFoundError("lease_id " + std::to_string(*unknown) +
+                           " is not a lease of this session");
     }
     return v1::ReleaseResponse();
   }

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <set>
@@ -39,6 +41,27 @@ Status ValidateBatchAcquire(const v1::BatchAcquireRequest& request, std::size_t 
 template <typename T>
 bool ShouldWait(const Result<T>& result, std::uint32_t wait_timeout_ms) {
   return !result && result.error().code() == StatusCode::kNotFound && wait_timeout_ms != 0;
+}
+
+// Release's refusal of the `unknown` lease ids among the `requested` ones (the others were
+// released): "lease_id 7 is not a lease of this session", or for several "lease_ids 7, 9, 12
+// and 3 more are not leases of this session; the other 5 were released".
+std::string UnknownLeases(const std::vector<std::uint64_t>& unknown, int requested) {
+  constexpr std::size_t kShownIds = 8;
+  const std::size_t released = static_cast<std::size_t>(requested) - unknown.size();
+  if (unknown.size() == 1 && released == 0) {
+    return fmt::format("lease_id {} is not a lease of this session", unknown.front());
+  }
+  std::string ids = fmt::format(
+      "{}",
+      fmt::join(unknown.begin(),
+                unknown.begin() + static_cast<std::ptrdiff_t>(std::min(unknown.size(), kShownIds)),
+                ", "));
+  if (unknown.size() > kShownIds) ids += fmt::format(" and {} more", unknown.size() - kShownIds);
+  return fmt::format("{} {} {} of this session; the other {} {} released",
+                     unknown.size() == 1 ? "lease_id" : "lease_ids", ids,
+                     unknown.size() == 1 ? "is not a lease" : "are not leases", released,
+                     released == 1 ? "was" : "were");
 }
 
 }  // namespace
@@ -284,14 +307,19 @@ void Registry::ReleaseLeaseLocked(std::uint64_t lease_id) {
 
 Result<v1::ReleaseResponse> Registry::Release(std::uint64_t session_id,
                                               const v1::ReleaseRequest& request) {
-  std::lock_guard lock(mutex_);
-  for (std::uint64_t lease_id : request.lease_ids()) {
-    const Lease* lease = leases_.Find(lease_id);
-    if (lease == nullptr || lease->session_id != session_id) {
-      return NotFoundError(fmt::format("lease_id {} is not a lease of this session", lease_id));
+  std::vector<std::uint64_t> unknown;
+  {
+    std::lock_guard lock(mutex_);
+    for (std::uint64_t lease_id : request.lease_ids()) {
+      const Lease* lease = leases_.Find(lease_id);
+      if (lease == nullptr || lease->session_id != session_id) {
+        unknown.push_back(lease_id);
+        continue;
+      }
+      ReleaseLeaseLocked(lease_id);
     }
-    ReleaseLeaseLocked(lease_id);
   }
+  if (!unknown.empty()) return NotFoundError(UnknownLeases(unknown, request.lease_ids_size()));
   v1::ReleaseResponse response;
   response.set_daemon_epoch(options_.daemon_epoch);
   return response;

@@ -142,9 +142,8 @@ class SessionServer::Connection : public std::enable_shared_from_this<Connection
   // Sends the queued answers while no other reply is being sent; false when one waits for
   // the socket or the connection has closed.
   [[nodiscard]] bool SendAnswersLocked();
-  // A release_one_way: ends every lease it names that is the session's (the host stops a
-  // release at the first lease it does not know; the rest then end one at a time), and
-  // keeps the refusal, naming the request, for the next reply.
+  // A release_one_way: ends every lease it names that is the session's (SessionHost::Release),
+  // and keeps the refusal of the others, naming the request, for the next reply.
   void ReleaseOneWayLocked(std::uint64_t session_id, const v1::SessionMessage& request);
   // Appends the pending release failures to reply_payload_ (field 30 comes last, so this
   // is where serialization puts them), unless they would take it past the frame limit:

@@ -215,16 +215,8 @@ void SessionServer::Connection::ReleaseOneWayLocked(std::uint64_t session_id,
                                                     const v1::SessionMessage& request) {
   const v1::ReleaseRequest& release = request.release_one_way();
   SessionHost& host = core_->host();
-  auto released = host.Release(session_id, release);
+  auto released = host.Release(session_id, release);  // Ends every lease it knows.
   if (released) return;
-  if (released.error().code() == StatusCode::kNotFound && release.lease_ids_size() > 1) {
-    v1::ReleaseRequest one;
-    for (const std::uint64_t lease_id : release.lease_ids()) {
-      one.clear_lease_ids();
-      one.add_lease_ids(lease_id);
-      (void)host.Release(session_id, one);  // Those already ended, or not known, fail again.
-    }
-  }
   spdlog::debug("session connection {} (pid {}): release_one_way {}: {}", id_, peer_.pid,
                 request.request_id(), released.error().ToString());
   if (release_failures_.size() >= kMaxPendingReleaseFailures) return;

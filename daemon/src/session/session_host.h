@@ -110,6 +110,8 @@ class SessionHost {
   virtual void AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
                               AcquireDone done);
   [[nodiscard]] virtual bool ServesAcquireWaits() const { return false; }
+  // Ends every lease of the session that the request names; NOT_FOUND naming the others,
+  // if any (the leases it knows are ended all the same).
   virtual Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
                                               const v1::ReleaseRequest& request);
   virtual Result<v1::CancelAllocationResponse> CancelAllocation(
