@@ -231,7 +231,7 @@ Status Daemon::StartParts() {
           .fence_shm_prefix = config_.cpu_pool.shm_prefix,
           .access = std::make_shared<const AccessPolicy>(std::move(access)),
           .uid_quota = config_.uid_quota,
-          .journal = journal_.get(),
+          .journal = registry_journal_.get(),
           .fast_path = {
               .directory = fast_path_directory_,
               .lease_slots = config_.fast_path.lease_slots,
@@ -325,6 +325,7 @@ Status Daemon::CreatePools() {
                           CreateCpuPool(config_.cpu_pool, *state_directory_, config_.journal_sync));
   cpu_pool_ = cpu_pool.pool.get();
   journal_ = std::move(cpu_pool.journal);
+  if (journal_) registry_journal_ = std::make_unique<VersionJournalOf<TensorJournal>>(*journal_);
   journaled_versions_ = std::move(cpu_pool.versions);
   retained_versions_ = std::move(cpu_pool.retained);
   // Only memory of adopted segments can be under an earlier client's view; new segments are
@@ -662,6 +663,7 @@ void Daemon::Shutdown() {
   KeepSegmentsOfLiveTensors();
   cpu_pool_ = nullptr;
   pools_.reset();  // Removes the segments (unless kept) and releases the slabs.
+  registry_journal_.reset();
   journal_.reset();
   if (serving_) spdlog::info("hurrayd stopped");
 }

@@ -18,6 +18,7 @@
 #include "journal/epoch_holds.h"
 #include "journal/journal_record.h"
 #include "journal/state_directory.h"
+#include "registry/version_journal.h"
 #include "socket_group.h"
 
 namespace grpc {
@@ -161,10 +162,11 @@ class Daemon {
   // Counted by the gRPC service and the session socket (through metered_host_), for metrics.
   std::unique_ptr<RequestMetrics> request_metrics_;
   boost::asio::io_context io_;
-  std::optional<StateDirectory> state_directory_;  // Locked while the daemon runs.
-  std::unique_ptr<TensorJournal> journal_;         // Outlives registry_, which writes to it.
-  std::vector<JournalRecord> journaled_versions_;  // For Registry::Adopt, once at start.
-  std::vector<JournalRecord> retained_versions_;   // For Registry::Adopt, once at start.
+  std::optional<StateDirectory> state_directory_;     // Locked while the daemon runs.
+  std::unique_ptr<TensorJournal> journal_;            // Outlives registry_, which writes to it.
+  std::unique_ptr<VersionJournal> registry_journal_;  // journal_, as registry_ writes to it.
+  std::vector<JournalRecord> journaled_versions_;     // For Registry::Adopt, once at start.
+  std::vector<JournalRecord> retained_versions_;      // For Registry::Adopt, once at start.
   // The CPU pool is an earlier daemon's and one of its holds was open at start.
   bool holding_for_earlier_clients_ = false;
   // This daemon's hold for its clients, and the earlier daemons' files still held.

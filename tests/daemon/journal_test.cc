@@ -21,6 +21,7 @@
 #include "pool/cpu_pool.h"
 #include "pool/range_allocator.h"
 #include "registry/registry.h"
+#include "registry/version_journal.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::daemon {
@@ -194,8 +195,8 @@ TEST_F(JournalTest, RecoverRefusesADamagedJournalNamingTheWayOut) {
         auto journal,
         TensorJournal::Create({.path = path()}, {{"cpu", {{.path = "/dev/shm/x-1", .size = 8192}}}},
                               {Publish("ns/a", 1)}));
-    ASSERT_OK(journal->RecordPublish("ns/a", TensorVersion{.number = 2}));
-    ASSERT_OK(journal->RecordPublish("ns/b", TensorVersion{.number = 1}));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/a", 2)));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/b", 1)));
   }
   std::ifstream file(path(), std::ios::binary);
   std::string bytes{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
@@ -229,11 +230,10 @@ TEST_F(JournalTest, RecoverKeepsLatestLiveVersionOfEachName) {
         auto journal,
         TensorJournal::Create({.path = path()}, {{"cpu", {{.path = "/dev/shm/x-1", .size = 8192}}}},
                               {Publish("ns/kept", 1)}));
-    TensorVersion superseding{.number = 2};
+    JournalRecord superseding = Publish("ns/kept", 2);
     superseding.info_without_name = "v2";
-    ASSERT_OK(journal->RecordPublish("ns/kept", superseding));
-    TensorVersion deleted{.number = 1};
-    ASSERT_OK(journal->RecordPublish("ns/deleted", deleted));
+    ASSERT_OK(journal->RecordPublish(superseding));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/deleted", 1)));
     journal->RecordRemoval("ns/deleted", 1);
     EXPECT_EQ(journal->live_version_count(), 1u);
   }
@@ -255,18 +255,18 @@ TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
         auto journal,
         TensorJournal::Create(
             {.path = path(), .sync = JournalSync::kNone, .compact_min_bytes = 4096}, {}, {}));
-    TensorVersion held{.number = 1, .publisher_uid = 1000};
+    JournalRecord held = Publish("ns/held", 1);
     held.info_without_name = "v1";
-    ASSERT_OK(journal->RecordPublish("ns/held", held));
-    ASSERT_OK(journal->RecordPublish("ns/held", TensorVersion{.number = 2}));
-    ASSERT_OK(journal->RecordPublish("ns/deleted", TensorVersion{.number = 1}));
+    ASSERT_OK(journal->RecordPublish(held));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/held", 2)));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/deleted", 1)));
     journal->RecordRemoval("ns/deleted", 1);
     journal->RecordFreed("ns/deleted", 1);
     journal->RecordFreed("ns/held", 2);     // Live: nothing to record.
     journal->RecordFreed("ns/unknown", 1);  // Never journaled: nothing to record.
-    ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = 1}));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/churn", 1)));
     for (std::uint64_t number = 2; number <= 300; ++number) {  // Compacts.
-      ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = number}));
+      ASSERT_OK(journal->RecordPublish(Publish("ns/churn", number)));
       journal->RecordFreed("ns/churn", number - 1);
     }
     EXPECT_EQ(journal->retained_version_count(), 1u);
@@ -298,10 +298,10 @@ TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
 TEST_F(JournalTest, KeepOnlyForgetsWhatARestartDidNotAdopt) {
   {
     ASSERT_OK_AND_ASSIGN(auto journal, TensorJournal::Create({.path = path()}, {}, {}));
-    ASSERT_OK(journal->RecordPublish("ns/kept", TensorVersion{.number = 1}));
-    ASSERT_OK(journal->RecordPublish("ns/kept", TensorVersion{.number = 2}));  // v1 retained.
-    ASSERT_OK(journal->RecordPublish("ns/lost", TensorVersion{.number = 1}));
-    ASSERT_OK(journal->RecordPublish("ns/old", TensorVersion{.number = 1}));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/kept", 1)));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/kept", 2)));  // v1 retained.
+    ASSERT_OK(journal->RecordPublish(Publish("ns/lost", 1)));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/old", 1)));
     journal->RecordRemoval("ns/old", 1);  // Retained.
   }
   ASSERT_OK_AND_ASSIGN(RecoveredJournal recovered, RecoverJournal(path()));
@@ -330,7 +330,7 @@ TEST_F(JournalTest, KeepOnlyForgetsWhatARestartDidNotAdopt) {
   EXPECT_EQ(kept.retained, held);
   // Appends go on to the rewritten file.
   next->RecordFreed("ns/kept", 1);
-  ASSERT_OK(next->RecordPublish("ns/new", TensorVersion{.number = 1}));
+  ASSERT_OK(next->RecordPublish(Publish("ns/new", 1)));
   ASSERT_OK_AND_ASSIGN(const RecoveredJournal after, RecoverJournal(path()));
   EXPECT_TRUE(after.retained.empty());
   EXPECT_EQ(after.versions.size(), 2u);  // ns/kept v2, ns/new v1.
@@ -342,7 +342,7 @@ TEST_F(JournalTest, CompactionKeepsOnlyLiveRecords) {
       TensorJournal::Create({.path = path(), .sync = JournalSync::kNone, .compact_min_bytes = 4096},
                             {}, {}));
   for (std::uint64_t number = 1; number <= 500; ++number) {
-    ASSERT_OK(journal->RecordPublish("ns/churn", TensorVersion{.number = number}));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/churn", number)));
     journal->RecordFreed("ns/churn", number - 1);  // As the registry reclaims it.
   }
   EXPECT_LT(journal->file_bytes(), 8192u);
@@ -356,7 +356,7 @@ TEST_F(JournalTest, AlwaysCommitsWithOneSyncForEveryRecordAppendedBeforeIt) {
       auto journal, TensorJournal::Create({.path = path(), .sync = JournalSync::kAlways}, {}, {}));
   // Records append without a sync; a commit syncs them all at once.
   for (std::uint64_t number = 1; number <= 3; ++number) {
-    ASSERT_OK(journal->RecordPublish("ns/a", TensorVersion{.number = number}));
+    ASSERT_OK(journal->RecordPublish(Publish("ns/a", number)));
   }
   EXPECT_EQ(journal->sync_count(), 0u);
   ASSERT_OK(journal->Commit());
@@ -378,8 +378,7 @@ TEST_F(JournalTest, ConcurrentCommitsShareSyncsAndLoseNoRecord) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&journal, t] {
       for (std::uint64_t number = 1; number <= kEach; ++number) {
-        EXPECT_OK(
-            journal->RecordPublish("ns/t" + std::to_string(t), TensorVersion{.number = number}));
+        EXPECT_OK(journal->RecordPublish(Publish("ns/t" + std::to_string(t), number)));
         EXPECT_OK(journal->Commit());
       }
     });
@@ -396,7 +395,7 @@ TEST_F(JournalTest, ConcurrentCommitsShareSyncsAndLoseNoRecord) {
 TEST_F(JournalTest, NoneNeverSyncs) {
   ASSERT_OK_AND_ASSIGN(auto journal,
                        TensorJournal::Create({.path = path(), .sync = JournalSync::kNone}, {}, {}));
-  ASSERT_OK(journal->RecordPublish("ns/a", TensorVersion{.number = 1}));
+  ASSERT_OK(journal->RecordPublish(Publish("ns/a", 1)));
   ASSERT_OK(journal->Commit());
   EXPECT_EQ(journal->sync_count(), 0u);
 }
@@ -410,7 +409,8 @@ TEST_F(JournalTest, RegistryCommitsAPublishBatchWithOneSync) {
   PoolSet pools;
   pools.Add(std::move(*pool));
   boost::asio::io_context io;
-  Registry registry(pools, io, Registry::Options{.daemon_epoch = 7, .journal = journal.get()});
+  VersionJournalOf<TensorJournal> registry_journal(*journal);
+  Registry registry(pools, io, Registry::Options{.daemon_epoch = 7, .journal = &registry_journal});
   ASSERT_OK_AND_ASSIGN(SessionGrant session,
                        registry.OpenSession(PeerCredentials{.pid = 1, .uid = 0, .gid = 0}, "t"));
   const auto allocate = [&]() -> std::uint64_t {

@@ -278,8 +278,10 @@ TEST_F(PlantedJournalTest, RestartAdoptsTheSegmentsAtTheirJournaledSizesWhatever
     EXPECT_EQ(first.pool->Usage().capacity_bytes, 3u << 20);
     v1::TensorInfo info;
     info.set_pool("cpu");
-    ASSERT_OK(first.journal->RecordPublish(
-        "kept/t", TensorVersion{.info_without_name = info.SerializeAsString(), .number = 1}));
+    ASSERT_OK(first.journal->RecordPublish({.kind = JournalRecord::Kind::kPublish,
+                                            .name = "kept/t",
+                                            .number = 1,
+                                            .info_without_name = info.SerializeAsString()}));
     first.pool->KeepSegments();  // As a killed daemon leaves them.
   }
   ASSERT_OK_AND_ASSIGN(RestartedCpuPool restarted,

@@ -3,7 +3,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "hurray/v1/exchange.pb.h"
 
 namespace hurray::daemon {
 namespace {

@@ -26,7 +26,7 @@ struct JournalRecord {
     // before any of them is created, so that a restarted daemon can remove or adopt them.
     kSegments = 1,
     // Version `number` of tensor `name` was published: `info_without_name` is its stored
-    // TensorInfo (TensorVersion::info_without_name), with its pool and buffer locations.
+    // TensorInfo without its name, with its pool and buffer locations.
     kPublish = 2,
     // Version `number` of tensor `name` was deleted.
     kRemoval = 3,

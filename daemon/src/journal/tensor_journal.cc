@@ -15,16 +15,6 @@ namespace {
 constexpr std::chrono::milliseconds kBatchSyncInterval{100};
 constexpr std::uint64_t kFrameBytes = 16;
 
-JournalRecord PublishRecord(const std::string& name, const TensorVersion& version) {
-  return JournalRecord{.kind = JournalRecord::Kind::kPublish,
-                       .name = name,
-                       .number = version.number,
-                       .publisher_uid = version.publisher_uid,
-                       .namespace_owner_uid = version.namespace_owner_uid,
-                       .evictable = version.evictable,
-                       .info_without_name = version.info_without_name};
-}
-
 using RetainedRecords = std::map<std::pair<std::string, std::uint64_t>, JournalRecord>;
 
 // A version superseded or removed: its memory counts as in use until a kFreed names it.
@@ -168,18 +158,19 @@ Status TensorJournal::KeepOnly(const std::vector<JournalRecord>& versions,
   return {};
 }
 
-Status TensorJournal::RecordPublish(const std::string& name, const TensorVersion& version) {
-  std::string payload = EncodeJournalRecord(PublishRecord(name, version));
+Status TensorJournal::RecordPublish(const JournalRecord& record) {
+  const std::string& name = record.name;
+  std::string payload = EncodeJournalRecord(record);
   std::lock_guard lock(mutex_);
   if (Status appended = AppendLocked(payload); !appended) {
     return std::unexpected(
         appended.error().WithContext(fmt::format("the journal {} cannot record {} version {}",
-                                                 file_->path(), ShownName(name), version.number)));
+                                                 file_->path(), ShownName(name), record.number)));
   }
   live_bytes_ += kFrameBytes + payload.size();
   Live& entry = live_[name];
   if (!entry.payload.empty()) RetireLocked(name, std::move(entry));  // Superseded.
-  entry = Live{.number = version.number, .payload = std::move(payload)};
+  entry = Live{.number = record.number, .payload = std::move(payload)};
   CompactLocked();
   return {};
 }

@@ -17,7 +17,6 @@
 #include "journal/journal_file.h"
 #include "journal/journal_record.h"
 #include "journal/journal_sync.h"
-#include "journal/version_journal.h"
 
 namespace hurray::daemon {
 
@@ -49,7 +48,7 @@ struct RecoveredJournal {
 //
 // Thread-safe (one mutex); the registry calls RecordPublish and RecordRemoval with its own
 // mutex held, and Commit without it.
-class TensorJournal final : public VersionJournal {
+class TensorJournal {
  public:
   struct Options {
     std::string path;
@@ -78,14 +77,13 @@ class TensorJournal final : public VersionJournal {
 
   // The append failed (RESOURCE_EXHAUSTED for a full disk): "the journal <path> cannot
   // record cpu tensor ns/x version 3: write <path>: No space left on device".
-  [[nodiscard]] Status RecordPublish(const std::string& name,
-                                     const TensorVersion& version) override;
-  void RecordRemoval(const std::string& name, std::uint64_t number) override;
-  void RecordFreed(const std::string& name, std::uint64_t number) override;
+  [[nodiscard]] Status RecordPublish(const JournalRecord& record);
+  void RecordRemoval(const std::string& name, std::uint64_t number);
+  void RecordFreed(const std::string& name, std::uint64_t number);
   // "always": one fdatasync for every record appended before it (group commit: callers that
   // come while one runs share the next); "batch": one when 100 ms have passed since the
   // last; "none": nothing. Errors name the failed fdatasync.
-  [[nodiscard]] Status Commit() override;
+  [[nodiscard]] Status Commit();
 
   // The fdatasync calls Commit made.
   [[nodiscard]] std::uint64_t sync_count() const {

@@ -371,7 +371,14 @@ Result<std::shared_ptr<TensorVersion>> Registry::PrepareVersionLocked(
       NamespaceOwner(versions_, request.name()).value_or(session.peer.uid);
   version->evictable = request.evictable();
   if (options_.journal != nullptr) {
-    HURRAY_RETURN_IF_ERROR(options_.journal->RecordPublish(request.name(), *version));
+    HURRAY_RETURN_IF_ERROR(options_.journal->RecordPublish(
+        JournalRecord{.kind = JournalRecord::Kind::kPublish,
+                      .name = request.name(),
+                      .number = version->number,
+                      .publisher_uid = version->publisher_uid,
+                      .namespace_owner_uid = version->namespace_owner_uid,
+                      .evictable = version->evictable,
+                      .info_without_name = version->info_without_name}));
   }
   return version;
 }

@@ -1,11 +1,13 @@
-// VersionJournal: what the registry tells the daemon's journal about published versions.
+// VersionJournal: what the registry tells the daemon's journal about published versions, in
+// the journal's own records (journal/journal_record.h), which the registry builds; the
+// journal knows nothing of the registry.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "hurray/error.h"
-#include "registry/version_store.h"
+#include "journal/journal_record.h"
 
 namespace hurray::daemon {
 
@@ -17,12 +19,11 @@ class VersionJournal {
  public:
   virtual ~VersionJournal() = default;
 
-  // `version` of `name` (its number, buffers, pool, uids and stored TensorInfo set) is about
-  // to be published and to supersede the name's earlier versions. An error refuses the
-  // publish (the allocation stays pending); its message says why the journal could not
-  // record it.
-  [[nodiscard]] virtual Status RecordPublish(const std::string& name,
-                                             const TensorVersion& version) = 0;
+  // The version `record` describes (a kPublish record: its name, number, uids and stored
+  // TensorInfo with its pool and buffers) is about to be published and to supersede the
+  // name's earlier versions. An error refuses the publish (the allocation stays pending);
+  // its message says why the journal could not record it.
+  [[nodiscard]] virtual Status RecordPublish(const JournalRecord& record) = 0;
 
   // Version `number` of `name` was deleted (or evicted): a restarted daemon must not serve it.
   // Failures are logged: the delete goes ahead.
@@ -40,6 +41,28 @@ class VersionJournal {
   // RecordPublish returned already survives a kill -9 of the daemon. An error: the records
   // may not survive a crash of the machine.
   [[nodiscard]] virtual Status Commit() { return {}; }
+};
+
+// The VersionJournal of a journal that has these four calls but does not derive from it
+// (TensorJournal, which knows nothing of the registry). `journal` must outlive it.
+template <typename Journal>
+class VersionJournalOf final : public VersionJournal {
+ public:
+  explicit VersionJournalOf(Journal& journal) : journal_(journal) {}
+
+  [[nodiscard]] Status RecordPublish(const JournalRecord& record) override {
+    return journal_.RecordPublish(record);
+  }
+  void RecordRemoval(const std::string& name, std::uint64_t number) override {
+    journal_.RecordRemoval(name, number);
+  }
+  void RecordFreed(const std::string& name, std::uint64_t number) override {
+    journal_.RecordFreed(name, number);
+  }
+  [[nodiscard]] Status Commit() override { return journal_.Commit(); }
+
+ private:
+  Journal& journal_;
 };
 
 }  // namespace hurray::daemon
