@@ -1,17 +1,56 @@
 #!/usr/bin/env bash
-# The project's own code against .clang-format and .clang-tidy (STYLE.md, "Tooling").
+# The project's own code against .clang-format and .clang-tidy.
 #   scripts/lint.sh format          fails on any file clang-format-19 would change
 #   scripts/lint.sh format --fix    rewrites those files in place
 #   scripts/lint.sh tidy BUILD_DIR  fails on any clang-tidy-19 finding, using BUILD_DIR's
 #                                   compile_commands.json (its generated headers must exist);
 #                                   units whose inputs are unchanged since a clean run are
 #                                   skipped (scripts/tidy_cached.py)
+#   scripts/lint.sh layers          fails on any #include that breaks the dependency rules
+#                                   (docs/architecture.md, "Dependencies point one way")
 # "Own code" is every tracked C/C++ file outside generated code and the fuzz corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 own_files() {
   git ls-files -- '*.c' '*.cc' '*.h' ':!:tests/fuzz/corpus/*'
+}
+
+# The daemon's own folders under daemon/src, as its files include them.
+daemon_dirs='(access|fast_path|journal|metrics|pool|preload|registry|session)/'
+# The client's public headers.
+client_headers='hurray/(client|inspection|file_transfer)\.h'
+
+# Each rule: the files it covers (a git pathspec), what they must not include (an extended
+# regular expression matched against the quoted name of an #include), and why.
+layer_rules=(
+  'core/|"hurray/(ipc|cuda)/|"'"$client_headers"'|"'"$daemon_dirs"'|the format (core) depends on nothing else of ours'
+  'ipc/|"'"$client_headers"'|"'"$daemon_dirs"'|ipc is below both ends'
+  'cuda/|"'"$client_headers"'|"'"$daemon_dirs"'|cuda/ depends on neither end'
+  'client/|"'"$daemon_dirs"'|"(registry|daemon|exchange_service)\.h"|a client speaks only the protocol'
+  'python/|"'"$daemon_dirs"'|python uses the client, never the daemon'
+  'daemon/|"'"$client_headers"'|the daemon includes no client header'
+  'daemon/src/registry/|"session/|"hurray/ipc/(session_protocol|frame[a-z_]*)\.h"|"hurray/v1/session\.pb\.h"|<grpcpp/|"exchange_service\.h"|the registry knows no transport'
+  'daemon/src/journal/|"registry/|the journal is told by the registry, through registry/version_journal.h'
+  'daemon/src/pool/|"(registry|session|journal)/|pools know nothing of what they hold'
+)
+
+check_layers() {
+  local failed=0 rule pathspec pattern why hits
+  for rule in "${layer_rules[@]}"; do
+    pathspec="${rule%%|*}"
+    why="${rule##*|}"
+    pattern="${rule#*|}"
+    pattern="${pattern%|*}"
+    hits="$(git grep -n -E "^[[:space:]]*#[[:space:]]*include[[:space:]]*(${pattern})" \
+      -- "${pathspec}*.h" "${pathspec}*.cc" "${pathspec}*.c" || true)"
+    if [[ -n "$hits" ]]; then
+      echo "lint: ${why}:" >&2
+      echo "$hits" >&2
+      failed=1
+    fi
+  done
+  return "$failed"
 }
 
 case "${1:-}" in
@@ -41,8 +80,15 @@ case "${1:-}" in
     head -n 1 "$build_dir/clang-tidy.log"
     echo "lint: clang-tidy-19: ${#units[@]} translation units clean"
     ;;
+  layers)
+    check_layers || {
+      echo "lint: the includes above break the dependency rules (docs/architecture.md)" >&2
+      exit 1
+    }
+    echo "lint: layers: ${#layer_rules[@]} dependency rules hold"
+    ;;
   *)
-    echo "usage: scripts/lint.sh format [--fix] | tidy BUILD_DIR" >&2
+    echo "usage: scripts/lint.sh format [--fix] | tidy BUILD_DIR | layers" >&2
     exit 2
     ;;
 esac

@@ -41,6 +41,7 @@ class PoolSet;
 class Preloader;
 class TensorJournal;
 class Registry;
+class RegistrySessionHost;
 class ServingProbe;
 class RequestMetrics;
 class SessionServer;
@@ -97,10 +98,11 @@ class Daemon {
   // RLIMIT_NOFILE's soft limit raised to the hard one (a warning when it cannot be).
   void RaiseDescriptorLimit();
   // Both socket paths checked, their directory made, stale sockets of a dead daemon removed,
-  // before any pool exists: a start refused for a socket in use costs nothing. The session
-  // server readies its own path once more as it binds (SessionServer::Create stands alone).
+  // before any pool exists: a start refused for a socket in use costs nothing. Each listener
+  // then binds its own file (ipc's BoundSocketFile) and removes it as it stops.
   Status PrepareSocketPaths();
   // The CPU pool and a CUDA pool per device (none, saying why, without a driver or device).
+  // It and CreateFastPathDirectory are defined in daemon_pools.cc.
   Status CreatePools();
   // Marks the fast-path directory a crashed daemon of the state directory left kEnded (before
   // anything is adopted or freed), then makes this daemon's, unless [fast_path] is off.
@@ -185,7 +187,8 @@ class Daemon {
   std::unique_ptr<ExchangeService> service_;
   std::unique_ptr<GrpcListener> grpc_listener_;  // Accepts server_'s connections; outlives it.
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MeteredSessionHost> metered_host_;  // The registry, as the sessions see it.
+  std::unique_ptr<RegistrySessionHost> session_host_;  // The registry, as the sessions see it.
+  std::unique_ptr<MeteredSessionHost> metered_host_;   // session_host_, counted.
   std::unique_ptr<SessionServer> session_server_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<Preloader> preloader_;

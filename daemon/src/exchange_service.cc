@@ -15,7 +15,10 @@ Result<std::uint64_t> SessionOf(const grpc::CallbackServerContext* context,
                                 const Registry& registry) {
   const auto& metadata = context->client_metadata();
   auto found = metadata.find(kSessionMetadataKey);
-  if (found == metadata.end()) return registry.Authenticate("");
+  if (found == metadata.end() || found->second.empty()) {
+    return UnauthenticatedError(
+        fmt::format("no session token: send {} metadata", kSessionMetadataKey));
+  }
   return registry.Authenticate(std::string_view(found->second.data(), found->second.size()));
 }
 

@@ -44,10 +44,6 @@ constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 // other's handlers on the same thread.
 constexpr int kMaxAcceptsPerWakeup = 64;
 
-bool IsExhaustion(int error) {
-  return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
-}
-
 // Whether descriptor `connection.fd` is still the socket the ledger recorded.
 bool StillOpen(const GrpcConnectionLedger::Connection& connection) {
   struct stat info{};
@@ -251,7 +247,7 @@ class GrpcListener::Core : public std::enable_shared_from_this<Core> {
       const int failure = errno;
       if (failure == EINTR || failure == ECONNABORTED) continue;
       if (failure == EAGAIN || failure == EWOULDBLOCK) return true;
-      if (!IsExhaustion(failure)) {
+      if (!IsAcceptExhaustion(failure)) {
         spdlog::warn("gRPC on {}: {}", Where(kind), ErrnoError("accept4", "", failure).ToString());
       } else if (!accept_exhausted_) {
         accept_exhausted_ = true;
@@ -328,11 +324,8 @@ class GrpcListener::Core : public std::enable_shared_from_this<Core> {
   // mutex_ held.
   void RemoveSocketFile() {
     if (!socket_file_) return;
-    const Result<BoundSocketFile::Removal> removal = socket_file_->Remove();
-    if (!removal) {
-      spdlog::warn("gRPC: {}", removal.error().ToString());
-    } else if (*removal == BoundSocketFile::Removal::kReplaced) {
-      spdlog::warn("gRPC: {} is no longer our socket file; left in place", options_.socket_path);
+    if (const Status removed = socket_file_->Remove(); !removed) {
+      spdlog::warn("gRPC: {}", removed.error().ToString());
     }
   }
 

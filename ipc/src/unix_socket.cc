@@ -162,20 +162,23 @@ BoundSocketFile& BoundSocketFile::operator=(BoundSocketFile&& other) noexcept {
 
 BoundSocketFile::~BoundSocketFile() { (void)Remove(); }
 
-Result<BoundSocketFile::Removal> BoundSocketFile::Remove() {
-  if (!std::exchange(bound_, false)) return Removal::kNothing;
+Status BoundSocketFile::Remove() {
+  if (!std::exchange(bound_, false)) return {};
   struct stat info{};
   if (::lstat(path_.c_str(), &info) != 0) {
-    if (errno == ENOENT) return Removal::kNothing;
+    if (errno == ENOENT) return {};
     return ErrnoFailure("lstat", path_, errno);
   }
-  if (info.st_dev != device_ || info.st_ino != inode_) return Removal::kReplaced;
+  if (info.st_dev != device_ || info.st_ino != inode_) {
+    return FailedPreconditionError(
+        fmt::format("{} is no longer our socket file (another process's?); left in place", path_));
+  }
   // A file put there between the check and the unlink would be removed instead: only a
   // process that may write the directory can, which PrepareSocketPath allows its owner alone.
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
     return ErrnoFailure("unlink", path_, errno);
   }
-  return Removal::kRemoved;
+  return {};
 }
 
 }  // namespace hurray

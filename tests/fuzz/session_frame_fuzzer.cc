@@ -31,6 +31,7 @@
 #include "hurray/ipc/unix_socket.h"
 #include "hurray/v1/session.pb.h"
 #include "registry_fuzz_harness.h"
+#include "session/registry_session_host.h"
 #include "session/session_server.h"
 #include "spdlog/spdlog.h"
 
@@ -127,8 +128,8 @@ struct Process {
 void RunOne(std::span<const std::uint8_t> input) {
   static Process& process = *new Process;  // Never destroyed: see Process.
   RegistryFuzzHarness harness(kFuzzer, process.io);
-  auto server = SessionServer::Create(process.io, process.socket_path, harness.registry(),
-                                      /*daemon_epoch=*/1);
+  RegistrySessionHost host(harness.registry());
+  auto server = SessionServer::Create(process.io, process.socket_path, host, /*daemon_epoch=*/1);
   if (!server) BrokenInvariant(kFuzzer, "the server starts", server.error().ToString());
   {
     auto connection = ConnectUnixSocket(process.socket_path);

@@ -265,7 +265,7 @@ TEST_F(UnixSocketTest, BoundSocketFileHasItsModeWhateverTheUmask) {
     EXPECT_ERROR(ConnectUnixSocket(path_), StatusCode::kUnavailable, {"no daemon listens"});
     ASSERT_EQ(::listen(socket.get(), 4), 0);
     EXPECT_OK(ConnectUnixSocket(path_));
-    EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kRemoved);
+    EXPECT_OK(bound->Remove());
     EXPECT_FALSE(Exists(path_));
   }
 }
@@ -276,15 +276,19 @@ TEST_F(UnixSocketTest, BoundSocketFileGoesWithItsOwnerAndOnlyOnce) {
     auto bound = BoundSocketFile::Bind(socket.get(), path_, 0600);
     ASSERT_OK(bound);
     BoundSocketFile moved = std::move(*bound);
-    EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kNothing);  // Moved from.
+    EXPECT_OK(bound->Remove());  // Moved from: nothing to remove.
     EXPECT_TRUE(Exists(path_));
   }
   EXPECT_FALSE(Exists(path_));  // The destructor removed it.
   UniqueFd again = NewSocket();
   auto bound = BoundSocketFile::Bind(again.get(), path_, 0600);
   ASSERT_OK(bound);
-  EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kRemoved);
-  EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kNothing);
+  EXPECT_OK(bound->Remove());
+  EXPECT_FALSE(Exists(path_));
+  // Again: nothing to remove, and a file made at the path since is not touched.
+  UniqueFd later = Bind(path_, /*listen=*/true);
+  EXPECT_OK(bound->Remove());
+  EXPECT_TRUE(Exists(path_));
 }
 
 TEST_F(UnixSocketTest, BoundSocketFileLeavesAFileThatReplacedItAlone) {
@@ -294,14 +298,16 @@ TEST_F(UnixSocketTest, BoundSocketFileLeavesAFileThatReplacedItAlone) {
   // Another daemon took the path over: its socket is there now.
   ASSERT_EQ(::unlink(path_.c_str()), 0);
   UniqueFd other = Bind(path_, /*listen=*/true);
-  EXPECT_EQ(bound->Remove(), BoundSocketFile::Removal::kReplaced);
+  EXPECT_ERROR(bound->Remove(), StatusCode::kFailedPrecondition,
+               {path_, "no longer our socket file", "left in place"});
   EXPECT_OK(ConnectUnixSocket(path_));
   // A file that is simply gone is nothing to remove.
   UniqueFd third = NewSocket();
   auto gone = BoundSocketFile::Bind(third.get(), directory_ + "/gone.sock", 0600);
   ASSERT_OK(gone);
   ASSERT_EQ(::unlink((directory_ + "/gone.sock").c_str()), 0);
-  EXPECT_EQ(gone->Remove(), BoundSocketFile::Removal::kNothing);
+  EXPECT_OK(gone->Remove());
+  EXPECT_FALSE(Exists(directory_ + "/gone.sock"));
 }
 
 TEST_F(UnixSocketTest, BoundSocketFileRefusesAPathTakenAndLeavesItAlone) {

@@ -106,9 +106,7 @@ Registry::~Registry() {
 Result<SessionGrant> Registry::OpenSession(const PeerCredentials& peer,
                                            std::string_view client_name) {
   HURRAY_ASSIGN_OR_RETURN(std::string token, RandomHex(kSessionTokenBytes));
-  Session session{.peer = peer,
-                  .client_name = std::string(client_name.substr(0, kMaxSessionClientNameBytes)),
-                  .token = token};
+  Session session{.peer = peer, .client_name = std::string(client_name), .token = token};
   std::lock_guard lock(mutex_);
   const std::uint64_t id = next_id_++;
   const Session& opened = sessions_.Open(id, std::move(session));
@@ -330,9 +328,7 @@ Result<SegmentAccess> Registry::GrantSegment(std::uint64_t session_id, std::uint
   return access;
 }
 
-Result<v1::SlabMappedAck> Registry::SlabMapped(std::uint64_t session_id,
-                                               const v1::SlabMapped& request) {
-  const std::uint64_t segment_id = request.segment_id();
+Status Registry::SlabMapped(std::uint64_t session_id, std::uint64_t segment_id, SlabUse use) {
   const Pool* pool = pools_.FindBySegment(segment_id);
   if (pool == nullptr) {
     if (!SegmentExists(segment_id)) {
@@ -353,13 +349,13 @@ Result<v1::SlabMappedAck> Registry::SlabMapped(std::uint64_t session_id,
     return PermissionDeniedError(
         fmt::format("segment_id {}: the session was never granted it", segment_id));
   }
-  if (request.unmapped()) {
+  if (use == SlabUse::kUnmapped) {
     session->slab_mappings.erase(segment_id);
   } else {
     session->slab_mappings.insert_or_assign(
-        segment_id, SlabMapping{.pool = pool, .read_only = request.read_only()});
+        segment_id, SlabMapping{.pool = pool, .read_only = use == SlabUse::kReadOnly});
   }
-  return v1::SlabMappedAck();
+  return {};
 }
 
 std::set<std::uint64_t> Registry::MappedSlabs() const {
@@ -374,10 +370,7 @@ std::set<std::uint64_t> Registry::MappedSlabs() const {
 Result<std::uint64_t> Registry::Authenticate(std::string_view token) const {
   std::lock_guard lock(mutex_);
   if (std::optional<std::uint64_t> id = sessions_.FindByToken(token)) return *id;
-  if (token.empty()) {
-    return UnauthenticatedError(
-        fmt::format("no session token: send {} metadata", kSessionMetadataKey));
-  }
+  if (token.empty()) return UnauthenticatedError("no session token");
   return UnauthenticatedError("unknown session token");
 }
 

@@ -22,7 +22,7 @@
 // mode Event takes a fence; its version keeps it; a producer whose session ends before its
 // fence is reached has the fence poisoned and the version deleted.
 //
-// Quarantine (review finding 5): a session that ends while it could still write somewhere
+// Quarantine: a session that ends while it could still write somewhere
 // (an unpublished allocation, or an Event-mode version whose fence it never reached) may
 // belong to a process that still writes there: a dead producer's last GPU work lands after
 // its socket closed, a live process that closed its socket keeps its mapping. When the
@@ -84,17 +84,17 @@
 #include "registry/lease_table.h"
 #include "registry/process_exit_watch.h"
 #include "registry/range_quarantine.h"
+#include "registry/session_access.h"
 #include "registry/session_table.h"
 #include "registry/uid_quota_table.h"
 #include "registry/version_journal.h"
 #include "registry/version_store.h"
 #include "registry/wait_set.h"
 #include "registry/watch_hub.h"
-#include "session/session_host.h"
 
 namespace hurray::daemon {
 
-class Registry final : public SessionHost {
+class Registry final {
  public:
   struct Options {
     // Changes on every daemon start; in every reply.
@@ -144,14 +144,20 @@ class Registry final : public SessionHost {
   // Call it once no thread runs `io` (io.stop(), then join them), as the daemon does: its
   // timers' handlers capture the registry, and a handler that has begun (it waits on the
   // registry's mutex) is not stopped by cancelling its timer.
-  ~Registry() override;
+  ~Registry();
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // ---- Sessions (SessionHost) ----
+  // ---- Sessions ----
+  //
+  // The session socket reaches these through RegistrySessionHost (session/), gRPC through
+  // ExchangeService; the registry knows neither.
 
+  // Opens a session for the process `peer` describes. `client_name` is kept for logs and
+  // Stats as it is: the caller bounds it (the session socket refuses a hello whose name is
+  // over its limit).
   [[nodiscard]] Result<SessionGrant> OpenSession(const PeerCredentials& peer,
-                                                 std::string_view client_name) override;
+                                                 std::string_view client_name);
   // Releases the session's leases, frees its unpublished allocations and ends its waits
   // (they complete with CANCELLED). Every Event-mode version it published whose fence is
   // not reached is poisoned and deleted, as Delete does (watchers see KIND_DELETED; memory
@@ -159,26 +165,25 @@ class Registry final : public SessionHost {
   // With a pidfd on its process, the allocations' ranges and those versions' are
   // quarantined instead of freed, until the process has exited (see "Quarantine" above).
   // Unknown ids are ignored.
-  void CloseSession(std::uint64_t session_id) override;
+  void CloseSession(std::uint64_t session_id);
   // Keeps `process` (a pidfd) with the session, for CloseSession's quarantine. Unknown ids:
   // the descriptor is closed.
-  void SetPeerProcess(std::uint64_t session_id, UniqueFd process) override;
+  void SetPeerProcess(std::uint64_t session_id, UniqueFd process);
   // Counted in Stats' refused_connection_count.
-  void ConnectionRefused(const PeerCredentials& peer, const Error& refusal) override;
+  void ConnectionRefused(const PeerCredentials& peer, const Error& refusal);
   // A descriptor on a segment: writable only while the session has an unpublished
   // allocation in it; read-only while it has a lease or an allocation in it. For a fence
   // segment, "in it" means the allocation's fence, or the leased version's. PERMISSION_DENIED
   // otherwise, NOT_FOUND for an unknown segment.
   [[nodiscard]] Result<SegmentAccess> GrantSegment(std::uint64_t session_id,
-                                                   std::uint64_t segment_id,
-                                                   bool writable) override;
+                                                   std::uint64_t segment_id, bool writable);
   // A read-only descriptor on the fast path's directory. FAILED_PRECONDITION with the fast
   // path off.
-  [[nodiscard]] Result<DirectoryAccess> GrantDirectory(std::uint64_t session_id) override;
+  [[nodiscard]] Result<DirectoryAccess> GrantDirectory(std::uint64_t session_id);
   // The session's lease page, made on the first call: FAILED_PRECONDITION with the fast path
   // off or on a second call; RESOURCE_EXHAUSTED when its slots would pass the uid's lease
   // quota (they count as leases until the session ends).
-  [[nodiscard]] Result<LeasePageAccess> GrantLeasePage(std::uint64_t session_id) override;
+  [[nodiscard]] Result<LeasePageAccess> GrantLeasePage(std::uint64_t session_id);
   // Records that the session mapped a CUDA slab (read-only or not), until it reports the slab
   // unmapped or the session ends.
   // NOT_FOUND for an unknown segment, INVALID_ARGUMENT for a segment that is not a CUDA slab,
@@ -186,8 +191,9 @@ class Registry final : public SessionHost {
   // The slabs live sessions report mapped (SlabMapped), which CudaPool::ReleaseIdleSlabs
   // must keep.
   [[nodiscard]] std::set<std::uint64_t> MappedSlabs() const;
-  [[nodiscard]] Result<v1::SlabMappedAck> SlabMapped(std::uint64_t session_id,
-                                                     const v1::SlabMapped& request) override;
+  // How a session maps a CUDA slab, as it reports it.
+  enum class SlabUse : std::uint8_t { kReadWrite, kReadOnly, kUnmapped };
+  [[nodiscard]] Status SlabMapped(std::uint64_t session_id, std::uint64_t segment_id, SlabUse use);
 
   // The session a token names; UNAUTHENTICATED for an unknown token.
   [[nodiscard]] Result<std::uint64_t> Authenticate(std::string_view token) const;
@@ -197,20 +203,28 @@ class Registry final : public SessionHost {
   // ---- Exchange ----
 
   [[nodiscard]] Result<v1::AllocateResponse> Allocate(std::uint64_t session_id,
-                                                      const v1::AllocateRequest& request) override;
+                                                      const v1::AllocateRequest& request);
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
-      std::uint64_t session_id, const v1::CancelAllocationRequest& request) override;
+      std::uint64_t session_id, const v1::CancelAllocationRequest& request);
   [[nodiscard]] Result<v1::PublishResponse> Publish(std::uint64_t session_id,
-                                                    const v1::PublishRequest& request) override;
+                                                    const v1::PublishRequest& request);
   // Publishes every item as Publish would, all under one hold of the mutex: each item is
   // checked first (Options::max_batch_names; names; no name or allocation_id twice; each
   // allocation pending and of this session; each handoff), then every version is added,
   // and only then are waits woken and watchers told (one event per item, in order). A
   // refusal changes nothing and names the first offender ("items[3] (model/w3): ...").
   [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
-      std::uint64_t session_id, const v1::PublishBatchRequest& request) override;
+      std::uint64_t session_id, const v1::PublishBatchRequest& request);
 
+  using AcquireDone = std::function<void(Result<v1::AcquireResponse>)>;
   using BatchAcquireDone = std::function<void(Result<v1::BatchAcquireResponse>)>;
+  // A lease just taken, and what its reply is built from.
+  struct LeaseGrant {
+    std::uint64_t lease_id = 0;
+    std::shared_ptr<const TensorVersion> version;
+    // Event handoff: the version's fence was reached when the lease was taken.
+    bool ready = false;
+  };
 
   // Acquires now, or (with wait_timeout_ms) once the tensor is published. `done` runs
   // exactly once: on this thread before returning, or later on a publishing thread or the
@@ -220,27 +234,20 @@ class Registry final : public SessionHost {
   // All listed names (and prefix matches) or none, with the same waiting rules.
   std::uint64_t BatchAcquire(std::uint64_t session_id, const v1::BatchAcquireRequest& request,
                              BatchAcquireDone done);
-  // Acquire without a wait (the session socket's path): INVALID_ARGUMENT when
-  // wait_timeout_ms is not 0.
+  // Acquire without a wait: INVALID_ARGUMENT when wait_timeout_ms is not 0.
   [[nodiscard]] Result<v1::AcquireResponse> AcquireNow(std::uint64_t session_id,
-                                                       const v1::AcquireRequest& request) override;
-  // AcquireNow, its reply encoded from the version's stored bytes (acquire_reply_encoder.h):
-  // the lease is taken under the mutex, the bytes written after it is released.
-  [[nodiscard]] Status AcquireNowEncoded(std::uint64_t session_id,
-                                         const v1::AcquireRequest& request,
-                                         std::string& reply) override;
+                                                       const v1::AcquireRequest& request);
+  // Takes a lease on `name`'s version `version_number` (0: the latest) now: the rules and
+  // errors of an Acquire without a wait, and no reply built. The caller builds it from the
+  // grant (the session socket encodes it from the version's stored bytes).
+  [[nodiscard]] Result<LeaseGrant> AcquireLease(std::uint64_t session_id, const std::string& name,
+                                                std::uint64_t version_number);
   // Drops a waiting acquire without running its `done`. False when it already completed
   // (or is completing): then `done` runs (or ran) as usual.
   bool CancelWait(std::uint64_t wait_id);
-  // The session socket's acquire that waits: Acquire (CloseSession ends its wait).
-  void AcquireWaiting(std::uint64_t session_id, const v1::AcquireRequest& request,
-                      AcquireDone done) override {
-    (void)Acquire(session_id, request, std::move(done));  // The wait's id: never cancelled.
-  }
-  [[nodiscard]] bool ServesAcquireWaits() const override { return true; }
 
   [[nodiscard]] Result<v1::ReleaseResponse> Release(std::uint64_t session_id,
-                                                    const v1::ReleaseRequest& request) override;
+                                                    const v1::ReleaseRequest& request);
   // PERMISSION_DENIED when the access policy does not let the session's uid delete there.
   [[nodiscard]] Result<v1::DeleteResponse> Delete(std::uint64_t session_id,
                                                   const v1::DeleteRequest& request);
@@ -297,14 +304,10 @@ class Registry final : public SessionHost {
   [[nodiscard]] std::uint64_t daemon_epoch() const { return options_.daemon_epoch; }
 
  private:
-  // A lease just taken: what its reply is built from, once the mutex is released.
-  struct Grant {
-    std::uint64_t lease_id = 0;
-    std::shared_ptr<const TensorVersion> version;
-  };
+  // A lease of a batch, with the name it was taken under.
   struct NamedGrant {
     std::string name;
-    Grant grant;
+    LeaseGrant grant;
   };
   // Where a session may use a segment from, and the pool that holds it.
   struct SegmentUse {
@@ -378,17 +381,17 @@ class Registry final : public SessionHost {
                                                            const v1::SyncHandoff& handoff) const;
   [[nodiscard]] SegmentUse SegmentUseLocked(const Session& session, std::uint64_t segment_id) const;
   // Takes a lease. The reply is built from the grant after the mutex is released.
-  [[nodiscard]] Result<Grant> AcquireLocked(std::uint64_t session_id, const std::string& name,
-                                            std::uint64_t version);
+  [[nodiscard]] Result<LeaseGrant> AcquireLocked(std::uint64_t session_id, const std::string& name,
+                                                 std::uint64_t version);
   [[nodiscard]] Result<std::vector<NamedGrant>> BatchAcquireLocked(
       std::uint64_t session_id, const v1::BatchAcquireRequest& request);
   // Replies built from grants; called without the mutex.
   [[nodiscard]] Result<v1::AcquireResponse> AcquireReply(const std::string& name,
-                                                         Result<Grant> grant) const;
+                                                         Result<LeaseGrant> grant) const;
   [[nodiscard]] Result<v1::BatchAcquireResponse> BatchAcquireReply(
       Result<std::vector<NamedGrant>> grants) const;
   // One tensor's acquire reply (lease, TensorInfo, epoch) from its grant; needs no mutex.
-  void FillAcquireResponse(const std::string& name, const Grant& grant,
+  void FillAcquireResponse(const std::string& name, const LeaseGrant& grant,
                            v1::AcquireResponse& response) const;
   void ReleaseLeaseLocked(std::uint64_t lease_id);
   // Why the session may not get a lease page now (see GrantLeasePage), or OK.

@@ -12,7 +12,6 @@
 #include "registry/registry.h"
 #include "registry/registry_errors.h"
 #include "registry/tensor_name.h"
-#include "session/acquire_reply_encoder.h"
 
 namespace hurray::daemon {
 namespace {
@@ -66,8 +65,9 @@ std::string UnknownLeases(const std::vector<std::uint64_t>& unknown, int request
 
 }  // namespace
 
-Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const std::string& name,
-                                                std::uint64_t version_number) {
+Result<Registry::LeaseGrant> Registry::AcquireLocked(std::uint64_t session_id,
+                                                     const std::string& name,
+                                                     std::uint64_t version_number) {
   Session* session = sessions_.Find(session_id);
   if (session == nullptr) return std::unexpected(SessionEnded(session_id));
   // Before the lookup: a refusal says nothing of whether the name is published.
@@ -102,16 +102,16 @@ Result<Registry::Grant> Registry::AcquireLocked(std::uint64_t session_id, const 
   // Its identity goes to this session in the reply: from now its uid's lease pages may pin it.
   if (version->fast_path_id != 0) version->Grant(session->peer.uid);
   versions_.MarkUsed(version.get());
-  return Grant{.lease_id = lease_id, .version = std::move(version)};
+  const bool ready = version->fence && version->fence.State() == FenceState::kReady;
+  return LeaseGrant{.lease_id = lease_id, .version = std::move(version), .ready = ready};
 }
 
-void Registry::FillAcquireResponse(const std::string& name, const Grant& grant,
+void Registry::FillAcquireResponse(const std::string& name, const LeaseGrant& grant,
                                    v1::AcquireResponse& response) const {
   response.set_lease_id(grant.lease_id);
   grant.version->FillTensorInfo(name, *response.mutable_tensor());
   if (grant.version->fence) {
-    response.mutable_tensor()->mutable_handoff()->set_ready(grant.version->fence.State() ==
-                                                            FenceState::kReady);
+    response.mutable_tensor()->mutable_handoff()->set_ready(grant.ready);
   }
   response.set_daemon_epoch(options_.daemon_epoch);
   if (grant.version->fast_path_id != 0) {
@@ -121,7 +121,7 @@ void Registry::FillAcquireResponse(const std::string& name, const Grant& grant,
 }
 
 Result<v1::AcquireResponse> Registry::AcquireReply(const std::string& name,
-                                                   Result<Grant> grant) const {
+                                                   Result<LeaseGrant> grant) const {
   if (!grant) return std::unexpected(std::move(grant.error()));
   v1::AcquireResponse response;
   FillAcquireResponse(name, *grant, response);
@@ -166,7 +166,7 @@ Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
                                                  const v1::AcquireRequest& request) {
   if (request.wait_timeout_ms() != 0) {
     return InvalidArgumentError(fmt::format(
-        "wait_timeout_ms {}: an acquire that waits goes through gRPC", request.wait_timeout_ms()));
+        "wait_timeout_ms {}: AcquireNow does not wait (Acquire does)", request.wait_timeout_ms()));
   }
   std::optional<Result<v1::AcquireResponse>> result;
   Acquire(session_id, request,
@@ -175,31 +175,12 @@ Result<v1::AcquireResponse> Registry::AcquireNow(std::uint64_t session_id,
   return std::move(*result);  // NOLINT(bugprone-unchecked-optional-access)
 }
 
-Status Registry::AcquireNowEncoded(std::uint64_t session_id, const v1::AcquireRequest& request,
-                                   std::string& reply) {
-  if (request.wait_timeout_ms() != 0) {
-    return InvalidArgumentError(fmt::format(
-        "wait_timeout_ms {}: an acquire that waits goes through gRPC", request.wait_timeout_ms()));
-  }
-  HURRAY_RETURN_IF_ERROR(ValidateTensorName(request.name()));
-  Result<Grant> grant;
-  {
-    std::lock_guard lock(mutex_);
-    grant = AcquireLocked(session_id, request.name(), request.version());
-  }
-  if (!grant) return std::unexpected(std::move(grant.error()));
-  const TensorVersion& version = *grant->version;
-  const bool fast_path = version.fast_path_id != 0;
-  AppendAcquireResponse(
-      AcquireReplyParts{.lease_id = grant->lease_id,
-                        .name = request.name(),
-                        .info_without_name = version.info_without_name,
-                        .ready = version.fence && version.fence.State() == FenceState::kReady,
-                        .daemon_epoch = options_.daemon_epoch,
-                        .version_id = fast_path ? version.fast_path_id : 0,
-                        .directory_entry = fast_path ? version.directory_entry : 0},
-      reply);
-  return {};
+Result<Registry::LeaseGrant> Registry::AcquireLease(std::uint64_t session_id,
+                                                    const std::string& name,
+                                                    std::uint64_t version_number) {
+  HURRAY_RETURN_IF_ERROR(ValidateTensorName(name));
+  std::lock_guard lock(mutex_);
+  return AcquireLocked(session_id, name, version_number);
 }
 
 Result<std::vector<Registry::NamedGrant>> Registry::BatchAcquireLocked(

@@ -4,9 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <cstddef>
 #include <cstdint>
-#include <string_view>
 
 #include "hurray/error.h"
 #include "hurray/tensor_name.h"  // IWYU pragma: export (ShownName)

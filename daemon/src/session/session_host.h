@@ -15,31 +15,12 @@
 #include "hurray/v1/exchange.pb.h"
 #include "hurray/v1/session.pb.h"
 #include "pool/pool.h"
+#include "registry/session_access.h"
 
 namespace hurray::daemon {
 
-// What a session is known by: its id in the daemon, and the token the client sends as gRPC
-// metadata (`x-hurray-session`) on calls made for it.
-struct SessionGrant {
-  std::uint64_t session_id;
-  std::string token;
-};
-
-// The fast path's directory, for one session: a read-only descriptor and its shape.
-struct DirectoryAccess {
-  UniqueFd fd;
-  std::uint64_t size = 0;         // Bytes of the segment.
-  std::uint64_t entry_count = 0;  // Entries after its header.
-};
-
-// A session's lease page: a read-write descriptor, and the slots it holds at its start.
-struct LeasePageAccess {
-  UniqueFd fd;
-  std::uint64_t size = 0;
-  std::uint32_t slot_count = 0;
-};
-
-// Implemented by the registry. Thread-safe; called from io_context threads.
+// Implemented over the registry by RegistrySessionHost (registry_session_host.h), and by the
+// tests' fakes. Thread-safe; called from io_context threads.
 class SessionHost {
  public:
   virtual ~SessionHost() = default;

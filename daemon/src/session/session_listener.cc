@@ -29,11 +29,6 @@ namespace {
 
 using boost::asio::local::stream_protocol;
 
-// accept4's errors that say the process or the host ran out of something, which passes.
-bool IsExhaustion(int error) {
-  return error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM;
-}
-
 }  // namespace
 
 Status SessionServer::Core::Listen(UniqueFd listener) {
@@ -177,7 +172,7 @@ bool SessionServer::Core::AcceptQueuedLocked(std::vector<UniqueFd>& accepted) {
     const int failure = errno;
     if (failure == EINTR || failure == ECONNABORTED) continue;
     if (failure == EAGAIN || failure == EWOULDBLOCK) return true;
-    if (!IsExhaustion(failure)) {
+    if (!IsAcceptExhaustion(failure)) {
       spdlog::warn("session server on {}: {}", socket_path_,
                    ErrnoError("accept4", "", failure).ToString());
     } else if (!accept_exhausted_) {
@@ -270,11 +265,8 @@ std::optional<SessionServer::Core::Admission> SessionServer::Core::AdmitLocked(U
 }
 
 void SessionServer::Core::RemoveSocketFile() {
-  const Result<BoundSocketFile::Removal> removal = socket_file_.Remove();
-  if (!removal) {
-    spdlog::warn("session server: {}", removal.error().ToString());
-  } else if (*removal == BoundSocketFile::Removal::kReplaced) {
-    spdlog::warn("session server: {} is no longer our socket file; left in place", socket_path_);
+  if (const Status removed = socket_file_.Remove(); !removed) {
+    spdlog::warn("session server: {}", removed.error().ToString());
   }
 }
 

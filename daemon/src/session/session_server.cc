@@ -16,14 +16,12 @@ Result<std::unique_ptr<SessionServer>> SessionServer::Create(
     boost::asio::io_context& io_context, std::string socket_path, SessionHost& host,
     std::uint64_t daemon_epoch, std::uint32_t socket_mode, SessionLimits limits,
     std::shared_ptr<const UniqueFd> epoch_hold) {
-  if (auto address = UnixSocketAddress(socket_path); !address) {
-    return std::unexpected(address.error().WithContext("socket_path"));
-  }
   UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!listener) return ErrnoFailure("socket", "", errno);
   // Removed again (its destructor) if what follows fails.
-  HURRAY_ASSIGN_OR_RETURN(BoundSocketFile socket_file,
-                          BoundSocketFile::Bind(listener.get(), socket_path, socket_mode));
+  Result<BoundSocketFile> bound = BoundSocketFile::Bind(listener.get(), socket_path, socket_mode);
+  if (!bound) return std::unexpected(bound.error().WithContext("socket_path"));
+  BoundSocketFile socket_file = std::move(*bound);
   if (::listen(listener.get(), SOMAXCONN) != 0) {
     return ErrnoFailure("listen", socket_path, errno);
   }

@@ -71,14 +71,11 @@ class BoundSocketFile {
   // Remove(), its outcome dropped.
   ~BoundSocketFile();
 
-  enum class Removal : std::uint8_t {
-    kRemoved,   // The file Bind made is removed.
-    kNothing,   // Nothing to remove: removed before, moved from, or the path names no file.
-    kReplaced,  // The path names another file now (another daemon's?): left in place.
-  };
-  // Removes the file when the path still names the one Bind made, and leaves whatever
-  // replaced it alone. Idempotent. A failed lstat or unlink as hurray/ipc/errno_error.h.
-  Result<Removal> Remove();
+  // Removes the file when the path still names the one Bind made. OK too when there is
+  // nothing to remove (removed before, moved from, or the path names no file). A file that
+  // replaced it (another daemon's?) is left in place: FAILED_PRECONDITION naming the path.
+  // Idempotent. A failed lstat or unlink as hurray/ipc/errno_error.h.
+  Status Remove();
 
   [[nodiscard]] const std::string& path() const { return path_; }
 
