@@ -1,5 +1,6 @@
 // What the client module does with TensorViews beyond their public API: builds them from
-// the daemon's acquire replies and ends many leases at once. Private to the client module
+// the daemon's acquire replies, ends many leases at once, and fills a tensor's page tables.
+// Defined in tensor_view.cc. Private to the client module
 // (client.h declares it a friend of TensorView; nothing outside client/src includes this).
 #pragma once
 
@@ -59,5 +60,17 @@ class TensorViewAccess {
   // FAILED_PRECONDITION on an empty view or one of a CPU pool; the driver's errors.
   [[nodiscard]] static Result<std::shared_ptr<void>> ReadyEvent(const TensorView& view);
 };
+
+// Ends lease `lease_id` of daemon epoch `epoch`.
+Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_t epoch);
+
+// Ends `lease_ids` (of daemon epoch `epoch`) in requests of at most
+// Client::kMaxLeasesPerRelease ids. The daemon ends every lease of a request that it knows,
+// so one stale id costs the others nothing. Returns the first error.
+Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids,
+                     std::uint64_t epoch);
+
+// Fills this process's page tables for the tensor's host buffers (AcquireOptions::populate).
+void PopulateTensor(const DecodedTensor& tensor);
 
 }  // namespace hurray::client_internal

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "device/device_memory_mapper.h"
 #include "hurray/error.h"
@@ -58,5 +59,29 @@ class StreamOrdered {
   std::size_t running_ = 0;                               // Guarded by mutex_.
   std::thread thread_;
 };
+
+// Hands `state` to a task that runs `end(std::move(state))` once the work queued on `stream`
+// (of device `device_ordinal`, reached through `mapper`) so far is done: ReleaseAfter,
+// CancelAfter and PublishAfter. On the CUDA error of enqueuing that point, `state` is put
+// back.
+template <typename StatePointer, typename End>
+[[nodiscard]] Status EndAfterStream(DeviceMemoryMapper& mapper, StatePointer& state, void* stream,
+                                    int device_ordinal, End end) {
+  struct EndTask final : StreamOrderedTask {
+    EndTask(StatePointer ended, End ending) : state(std::move(ended)), end(std::move(ending)) {}
+    void Run() override { end(std::move(state)); }
+    StatePointer state;
+    End end;
+  };
+  auto task = std::make_unique<EndTask>(std::move(state), std::move(end));
+  EndTask* pending = task.get();
+  std::unique_ptr<StreamOrderedTask> handed = std::move(task);
+  if (Status after = StreamOrdered::ForProcess().After(mapper, stream, device_ordinal, handed);
+      !after) {
+    state = std::move(pending->state);
+    return after;
+  }
+  return {};
+}
 
 }  // namespace hurray::client_internal
