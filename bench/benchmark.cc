@@ -45,10 +45,10 @@ int RunBenchmark(const Options& options) {
   report.SetSectionTitle(0, "Setup");
   report.SetSectionTitle(1,
                          "Size independence: hand over a tensor at 4 KiB ... 1 GiB "
-                         "(DESIGN 9: 1 GiB / 4 KiB <= 1.5)");
+                         "(target: 1 GiB / 4 KiB <= 1.5)");
   report.SetSectionTitle(2,
                          "Getting the bytes: read every byte of a just-published tensor "
-                         "(DESIGN 9: <= 1.3x local memory; >= 20x faster than gRPC or Redis)");
+                         "(targets: <= 1.3x local memory; >= 20x faster than gRPC or Redis)");
   report.SetSectionTitle(3,
                          "Control plane: acquire+release vs an empty gRPC call vs a raw "
                          "unix-socket round trip");
@@ -62,16 +62,16 @@ int RunBenchmark(const Options& options) {
                          "set) vs a device copy of the same bytes");
   report.SetSectionTitle(8,
                          "Model files: a safetensors model imported from the page cache, "
-                         "and a .hrry load (issue 11: import <= 1.3x cat)");
+                         "and a .hrry load (target: import <= 1.3x cat)");
   report.SetSectionTitle(9,
                          "Time to serving: hurrayd with a 1, 8, 16 GiB cpu pool, exec to "
                          "serving and to fully reserved, vs fallocate of the same size");
   report.SetSectionTitle(10,
                          "Sealed pool: cost per tensor of a memfd sealed at publish vs the "
-                         "shared-segment cpu pool (issue 14), sealed / cpu per size");
+                         "shared-segment cpu pool, sealed / cpu per size");
   report.SetSectionTitle(11,
                          "Under attack: a victim's publish and acquire while another uid runs "
-                         "each attack of the security audit (issue 24)");
+                         "each attack of the security audit");
 
   struct Step {
     int section;

@@ -27,7 +27,8 @@ struct FigureSpec {
   std::string unit;   // "us", "ms", "pairs/s", "tensors/s", "B", "B/tensor"
 };
 
-// A bound a ratio is held to (DESIGN §9): the ratio must be at most, or at least, `value`.
+// A bound a ratio is held to (a target of docs/performance.md): the ratio must be at most, or
+// at least, `value`.
 struct Target {
   enum class Kind : std::uint8_t { kAtMost, kAtLeast } kind = Kind::kAtMost;
   double value = 0;
@@ -48,8 +49,8 @@ struct RatioSpec {
   std::optional<Target> target;
 };
 
-// A figure of the closest peer (Apache Arrow's Plasma store) taken from an issue (`source`
-// says which, and on what machine): a constant, NOT measured here. Compared with the median
+// A figure of the closest peer (Apache Arrow's Plasma store) measured elsewhere (`source` says
+// where, and on what machine): a constant, NOT measured here. Compared with the median
 // of our figure `ours` in the same placement.
 struct PeerReferenceSpec {
   std::string key;
@@ -61,7 +62,7 @@ struct PeerReferenceSpec {
   std::optional<double> pinned;
   std::optional<double> unpinned;
   bool higher_is_better = false;
-  std::string source;  // "Plasma get+release: 30.0 us pinned, 20.0 us unpinned (issue 12, ...)".
+  std::string source;  // "Plasma get+release: 30.0 us pinned, 20.0 us unpinned (side-by-side ...)".
 };
 
 class Report {

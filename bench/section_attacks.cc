@@ -1,4 +1,4 @@
-// Section 11, the victim under attack (issue 24; docs/reliability.md, "Under attack"): what
+// Section 11, the victim under attack (docs/reliability.md, "Under attack"): what
 // each attack of the security audit costs a user within their limits. For each attack a
 // fresh hurrayd (sockets open to every uid, as the adversarial tests run it); the attack
 // agent (hurray_attack_agent, tests/testing) drops to uid 65534 and puts the attack in

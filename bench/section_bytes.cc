@@ -1,6 +1,6 @@
 // Section 2, getting the bytes: a consumer reads every byte of a just-published tensor
-// (1 GiB) through hurray, against reading its own already-touched memory (the floor, DESIGN
-// §9: <= 1.3x), memcpy, gRPC bytes and a GET from redis-server (DESIGN §9: hurray >= 20x
+// (1 GiB) through hurray, against reading its own already-touched memory (the floor; the
+// target: <= 1.3x), memcpy, gRPC bytes and a GET from redis-server (the target: hurray >= 20x
 // faster). "First" is the first time a fresh consumer process gets and reads the bytes
 // (page faults, allocation and every copy on the way included); "repeat" is the same
 // process doing it again.

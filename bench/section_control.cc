@@ -3,11 +3,11 @@
 // server, and grpc.health.v1 Check on hurrayd's own socket) and a raw unix-socket round trip.
 // The paths (client_transport.h): the client's default (the fast path: no system call once
 // the version is mapped), the session socket with the fast path off (release one-way), and
-// gRPC. DESIGN §9 and issue 12: acquire+release beats Plasma's get+release in the same
-// placement (peer_reference.cc); on the session socket <= 1.5x the raw round trip; on the
-// fast path <= 1 us. And the handoff (issue 25): publish -> a waiting consumer has the
-// view, 4 KiB, <= 3x the raw round trip; with what the daemon spends on each (its CPU time
-// and context switches, from /proc).
+// gRPC. The targets: acquire+release beats Plasma's get+release in the same placement
+// (peer_reference.cc); on the session socket <= 1.5x the raw round trip; on the fast path
+// <= 1 us. And the handoff: publish -> a waiting consumer has the view, 4 KiB, <= 3x the raw
+// round trip; with what the daemon spends on each (its CPU time and context switches, from
+// /proc).
 //
 // Worker role:
 //   control-acquire-release SOCKET NAME N PATH   N timed acquire+release pairs of NAME
@@ -55,7 +55,7 @@ constexpr auto kWorkerTimeout = seconds(300);
 constexpr int kSection = 3;
 constexpr int kWarmUpPairs = 100;
 constexpr double kNanosecondsToMicroseconds = 1e-3;
-constexpr double kFastPathTargetMicroseconds = 1.0;  // Issue 12.
+constexpr double kFastPathTargetMicroseconds = 1.0;
 const std::string kTensorName = "bench/control/tensor";
 constexpr std::uint64_t kTensorBytes = 4096;
 const std::string kHandoffName = "bench/control/handoff";
@@ -159,9 +159,8 @@ void AddRatios(Report& report) {
   ratio("acquire_release_over_raw_uds", "acquire+release, client default / raw round trip",
         "control.acquire_release", "control.raw_uds_round_trip");
   ratio("acquire_release_slow_path_over_raw_uds",
-        "acquire+release, session socket / raw round trip (issue 12)",
-        "control.acquire_release_slow_path", "control.raw_uds_round_trip",
-        Target{.kind = Target::Kind::kAtMost, .value = 1.5});
+        "acquire+release, session socket / raw round trip", "control.acquire_release_slow_path",
+        "control.raw_uds_round_trip", Target{.kind = Target::Kind::kAtMost, .value = 1.5});
   ratio("acquire_release_over_grpc_over_raw_uds", "acquire+release, gRPC / raw round trip",
         "control.acquire_release_over_grpc", "control.raw_uds_round_trip");
   ratio("handoff_over_raw_uds", "publish -> waiting consumer has the view / raw round trip",
@@ -174,7 +173,7 @@ void AddRatios(Report& report) {
         "control.handoff_grpc_wait");
 }
 
-// Issue 12's absolute target for the fast path, and a check of the transport from the
+// The fast path's absolute target, and a check of the transport from the
 // timings: over gRPC an acquire+release is two calls, so it cannot cost less than one
 // empty call on hurrayd's own socket.
 void AddVerdicts(Report& report) {
@@ -187,7 +186,7 @@ void AddVerdicts(Report& report) {
   }
   if (!fast.empty()) {
     report.AddNote(kSection,
-                   "issue 12: acquire+release on the fast path (the client default) "
+                   "target: acquire+release on the fast path (the client default) "
                    "<= 1 us: " +
                        fast);
   }

@@ -1,4 +1,4 @@
-// Section 7, GPU exchange (issue 9): handing over device memory of the daemon's pool
+// Section 7, GPU exchange: handing over device memory of the daemon's pool
 // cuda:0 — acquire+map of one 1 GiB tensor (--gpu-tensor-mib) and of a 1,000-tensor model set,
 // first in a fresh process (the slabs are imported and mapped) and steady (the mappings are cached)
 // — against copying the same bytes: cuMemcpyDtoD (device to device), and through pinned host memory

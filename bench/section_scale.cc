@@ -1,5 +1,5 @@
 // Section 5, scale and memory: the daemon holding 100,000 small published tensors — its own
-// memory per tensor (DESIGN §9: well under 1 KiB), and list and describe latency at that
+// memory per tensor (the target: well under 1 KiB), and list and describe latency at that
 // size — then a model-like set (1,000 tensors, 2 GiB in all) batch-acquired by a consumer.
 // The section runs on a fresh hurrayd, so the heap it measures holds only these tensors.
 //
@@ -226,7 +226,7 @@ Status RunScaleAndMemory(Harness& harness) {
       (static_cast<double>(after->vm_rss) - static_cast<double>(before->vm_rss)) / n);
   char verdict[200];
   std::snprintf(verdict, sizeof(verdict),
-                "DESIGN 9 asks for well under 1 KiB of the daemon's own memory per tensor: "
+                "target: well under 1 KiB of the daemon's own memory per tensor: "
                 "%.0f B of RssAnon per tensor, %s",
                 heap_per_tensor, heap_per_tensor < 1024 ? "met" : "NOT met");
   report.AddNote(kSection, verdict);

@@ -1,5 +1,5 @@
 // Section 10, the sealed pool's cost per tensor: a tensor of its own memfd, sealed at
-// publish (issue 14), against the shared-segment cpu pool, as a ratio per size.
+// publish, against the shared-segment cpu pool, as a ratio per size.
 //
 // Worker roles:
 //   sealed-producer SOCKET POOL BYTES NAME M   allocate a BYTES tensor in POOL, write every

@@ -1,5 +1,5 @@
 // Section 1, size independence: handing over a tensor costs the same at 4 KiB and at 1 GiB
-// (DESIGN §9: ratio <= 1.5), because nothing on the way is proportional to its size.
+// (the target: 1 GiB / 4 KiB <= 1.5), because nothing on the way is proportional to its size.
 //
 // Worker roles:
 //   size-producer SOCKET BYTES NAME M   allocate+publish a BYTES tensor under NAME, M + 1

@@ -2,7 +2,7 @@
 // at once (all on one tensor, as workers reading one model's weights) on the client's
 // default path (the fast path), and from 1 and 4 with the fast path off (the session socket,
 // release one-way); and the publish rate of small (4 KiB) tensors from 1 and 4 producer
-// processes. Issue 12: >= 1M pairs/s from one process on the fast path.
+// processes. The target: >= 1M pairs/s from one process on the fast path.
 //
 // Worker roles (both print "ready" and start on "go", so all clients run at once):
 //   throughput-acquire SOCKET NAME SECONDS PATH
@@ -31,7 +31,7 @@ using std::chrono::seconds;
 constexpr auto kWorkerTimeout = seconds(300);
 constexpr int kSection = 4;
 constexpr std::uint64_t kSmallTensorBytes = 4096;
-constexpr double kFastPathTargetPairsPerSecond = 1e6;  // Issue 12, from one process.
+constexpr double kFastPathTargetPairsPerSecond = 1e6;  // From one process.
 const std::string kTensorName = "bench/throughput/tensor";
 constexpr int kPublishClients[] = {1, 4};
 
@@ -215,7 +215,7 @@ void AddRatiosAndNotes(Harness& harness) {
     }
   }
   report.AddNote(kSection,
-                 "issue 12: >= 1M pairs/s from one process on the fast path (the "
+                 "target: >= 1M pairs/s from one process on the fast path (the "
                  "client default): " +
                      fast);
   char seconds_text[32];

@@ -1,7 +1,8 @@
-// The benchmark's sections (issue 4; DESIGN §9), each in its own file, and the worker roles
-// each starts. A section measures its figures in both placements and adds them, with the
-// ratios between them and its notes, to the harness's report. A section that fails returns
-// the error; the run reports it and goes on with the next one.
+// The benchmark's sections, each in its own file, and the worker roles each starts (their
+// targets: docs/performance.md, "Reading the run against the targets and Plasma"). A section
+// measures its figures in both placements and adds them, with the ratios between them and its
+// notes, to the harness's report. A section that fails returns the error; the run reports it
+// and goes on with the next one.
 //
 //   1 section_size.cc        size independence: allocate+publish, acquire+map+release
 //   2 section_bytes.cc       getting the bytes: hurray vs local memory, memcpy, gRPC, redis
@@ -14,7 +15,7 @@
 //   9 section_startup.cc     time to serving: hurrayd with a 1, 8, 16 GiB pool vs fallocate
 //  10 section_sealed.cc      sealed pool vs cpu pool: cost per tensor, as a ratio per size
 //  11 section_attacks.cc     the victim under each attack of the security audit
-//   peer_reference.cc        Plasma's figures from issues 12 and 4 beside ours (constants)
+//   peer_reference.cc        Plasma's figures beside ours (constants, measured elsewhere)
 #pragma once
 
 #include <optional>

@@ -274,10 +274,10 @@ HURRAY_EXPORT HurrayStatus hurray_descriptor_buffer_count(const HurrayDescriptor
 HURRAY_EXPORT HurrayStatus hurray_descriptor_buffer_byte_size(const HurrayDescriptor* descriptor,
                                                               uint64_t index, uint64_t* out);
 
-/* The consumer's check (ADR-030): the list has exactly the table's buffer count, and each
- * buffer declares its table entry's size, device tag, memory class and sync mode and at
- * least its alignment. HURRAY_ERR_INVALID_ARGUMENT naming the first difference. Both
- * BORROWED. */
+/* The consumer's check (docs/descriptor.md, "Checking delivered buffers"): the list has
+ * exactly the table's buffer count, and each buffer declares its table entry's size, device
+ * tag, memory class and sync mode and at least its alignment. HURRAY_ERR_INVALID_ARGUMENT
+ * naming the first difference. Both BORROWED. */
 HURRAY_EXPORT HurrayStatus hurray_descriptor_check_buffer_list(const HurrayDescriptor* descriptor,
                                                                const HurrayBufferList* list);
 

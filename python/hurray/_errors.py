@@ -109,7 +109,7 @@ class UnsupportedError(Error):
     code = "UNIMPLEMENTED"
 
 
-class BufferError(Error, BufferError):  # noqa: A001 - named as the seeds name it.
+class BufferError(Error, BufferError):  # noqa: A001 - the format's name (docs/python.md).
     """A buffer cannot be used: a released view, a consumed capsule."""
     code = "FAILED_PRECONDITION"
 

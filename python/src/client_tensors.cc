@@ -327,7 +327,8 @@ void BindTensorView(py::module_& module) {
             }
             return MakeTensorCapsule(lease->descriptor(), buffers, LeaseOwner(lease));
           },
-          "The seeds' \"hurray_tensor\" capsule; it keeps the lease.")
+          "The \"hurray_tensor\" capsule (docs/python.md, \"The in-process protocol\"); it keeps "
+          "the lease.")
       .def(
           "release",
           [](PyTensorView& self, py::object stream) { self.Release(StreamArgument(stream)); },

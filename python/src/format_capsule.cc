@@ -1,6 +1,6 @@
-// The "hurray_tensor" capsule of ADR-023/030/034, through the C ABI of hurray.h
-// (libhurray.so): the producer's half (MakeTensorCapsule) and the consumer's
-// (_open_capsule, behind hurray.from_hurray).
+// The "hurray_tensor" capsule (docs/python.md, "The in-process protocol: `__hurray__`"),
+// through the C ABI of hurray.h (libhurray.so): the producer's half (MakeTensorCapsule) and
+// the consumer's (_open_capsule, behind hurray.from_hurray).
 //
 // The capsule's pointer is a HurrayBufferList (element i = buffer i of the descriptor's
 // table) and its context a HurrayTensorContext carrying the encoded descriptor, whose
@@ -166,8 +166,8 @@ void CheckReadable(const std::vector<CapsuleBuffer>& buffers) {
   }
 }
 
-// Takes over a "hurray_tensor" capsule: checks it (every rule of ADR-023/030/034) and only
-// then renames it "used_hurray_tensor". Returns (descriptor, buffer handles, buffers).
+// Takes over a "hurray_tensor" capsule: checks it (every check docs/python.md gives a consumer)
+// and only then renames it "used_hurray_tensor". Returns (descriptor, buffer handles, buffers).
 py::tuple OpenCapsule(py::handle object) {
   if (PyCapsule_CheckExact(object.ptr()) == 0) {
     throw py::type_error(fmt::format("__hurray__() returned {}, not a capsule",

@@ -1,5 +1,6 @@
-// cuda_device_check: the first program to run on a GPU machine (gpu-driver-review.md, "Minimal
-// real-GPU checks, first run", checks 1 to 4). Driver API only: it links no CUDA runtime and
+// cuda_device_check: the first program to run on a GPU machine, the first step of the GPU
+// check (tests/cuda/run_on_gpu.sh; docs/gpu.md, "Tests and the GPU check"): does the driver
+// do what the GPU path assumes of it? Driver API only: it links no CUDA runtime and
 // loads libcuda.so.1 through hurray's own loader (hurray/cuda/driver.h), as hurrayd does, so
 // it runs on any driver hurray runs on (CUDA 12.0 and later) and on softcuda alike.
 //
@@ -9,10 +10,11 @@
 //   a. environment: the driver's version and, for every device, its name, UUIDs and the
 //      attributes the GPU path depends on, and the VMM allocation granularity;
 //   b. cyclic-geq: cuStreamWaitValue64(GEQ 1) on a registered host word stays blocked when
-//      the word is UINT64_MAX (the compare is cyclic: review finding 1) and is released by
-//      INT64_MAX;
+//      the word is UINT64_MAX (the compare is cyclic, (int64_t)(word - value) >= 0, so a
+//      poison of 2^64-1 would never release a waiting stream) and is released by INT64_MAX;
 //   c. host-register: a fence-like page (shm, MAP_SHARED) registered mapped read-only with
-//      CU_MEMHOSTREGISTER_READ_ONLY (unsupported is INFO: finding 2) and mapped read-write;
+//      CU_MEMHOSTREGISTER_READ_ONLY (unsupported is INFO: a consumer then relays the fence
+//      with a thread, docs/gpu.md) and mapped read-write;
 //      a stream waits on each registered word, which the host then sets;
 //   d. vmm: the daemon's path, in a fresh process with no context: cuMemCreate of one
 //      granule with POSIX_FD, export; then a second process imports the descriptor, maps it
@@ -221,19 +223,19 @@ constexpr AttributeCheck kAttributes[] = {
      CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, true,
      "slabs exported as descriptors"},
     {"READ_ONLY_HOST_REGISTER_SUPPORTED", CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
-     false, "consumers register fences read-only (finding 2)"},
+     false, "consumers register fences read-only"},
     {"HOST_REGISTER_SUPPORTED", CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, true,
      "fence pages registered"},
     {"PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
      CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, false,
      "without it READ_ONLY is needed for read-only maps"},
     {"CAN_USE_64_BIT_STREAM_MEM_OPS", CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, true,
-     "cuStreamWaitValue64 fences (finding 12)"},
+     "cuStreamWaitValue64 fences"},
     {"CAN_FLUSH_REMOTE_WRITES", CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, false,
      "CU_STREAM_WAIT_VALUE_FLUSH"},
     {"GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED",
      CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, false,
-     "gpuDirectRDMACapable slabs (finding 12)"},
+     "gpuDirectRDMACapable slabs"},
 };
 
 CUmemAllocationProp ExportableProperties(CUdevice device) {
@@ -456,8 +458,8 @@ class Mapping {
 // ---------------------------------------------------------------------------------------
 // b. The cyclic GEQ.
 
-// With the wait for 1 queued on a word that is 0: UINT64_MAX must not release it (finding 1:
-// (int64_t)(UINT64_MAX - 1) < 0), INT64_MAX must.
+// With the wait for 1 queued on a word that is 0: UINT64_MAX must not release it (the compare
+// is cyclic: (int64_t)(UINT64_MAX - 1) < 0), INT64_MAX must.
 void ProveCyclicGeq(const DriverApi& api, Report& report, WaitingStream& waiting,
                     std::uint64_t* word) {
   if (const CUresult result = waiting.Query(); result != CUDA_ERROR_NOT_READY) {
@@ -471,7 +473,7 @@ void ProveCyclicGeq(const DriverApi& api, Report& report, WaitingStream& waiting
   if (const CUresult result = waiting.Query(); result == CUDA_ERROR_NOT_READY) {
     report.Pass("b.geq-uint64-max-holds",
                 "GEQ 1 still waits 500 ms after the word became UINT64_MAX: the compare is "
-                "cyclic, a poison of 2^64-1 never releases a waiting stream (finding 1 holds)");
+                "cyclic, a poison of 2^64-1 never releases a waiting stream");
   } else {
     report.Fail("b.geq-uint64-max-holds",
                 fmt::format("cuEventQuery 500 ms after UINT64_MAX: {} (expected "
@@ -576,11 +578,11 @@ void CheckReadOnlyRegistration(const DriverApi& api, Report& report, const Mappi
                               read_write.word(), leak);
     if (!leak) (void)api.MemHostUnregister(read_only.address());
   } else if (supported == 0) {
-    report.Info(step, detail + ": unsupported, consumers need a read-write fence (finding 2)");
+    report.Info(step, detail + ": unsupported, consumers need a read-write fence (a relay word)");
   } else {
     report.Fail(step, detail + ": refused although the attribute says it is supported");
   }
-  // The review's second measurement: the same read-only map without READ_ONLY.
+  // For comparison: the same read-only map registered without READ_ONLY.
   const CUresult plain = Register(api, read_only, kFlags);
   report.Info("c.register-read-only-map-without-flag",
               fmt::format("DEVICEMAP|PORTABLE: {}", ErrorName(api, plain)));

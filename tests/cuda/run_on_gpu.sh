@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 9; gpu-driver-review.md, "Minimal real-GPU checks, first
-# run"): runs on a bare GPU machine from the repository root and builds nothing. It takes
-# the programs and libraries from the bundle (tests/cuda/bundle.sh) and, in under 5
-# minutes, one line per step:
+# The prepared GPU check (docs/gpu.md, "Tests and the GPU check"): the first run of the GPU
+# path on a real device, to tell whether the driver does what the code assumes and whether
+# the exchange works there. Runs on a bare GPU machine from the repository root and builds
+# nothing. It takes the programs and libraries from the bundle (tests/cuda/bundle.sh) and,
+# in under 5 minutes, one line per step:
 #   1. cuda_device_check (tests/cuda/device_check.cc, driver API only): the driver, every
 #      device's attributes, the cyclic GEQ, fence registration read-only and read-write, the
 #      daemon's VMM path and a write through a read-only import; plus nvidia-smi's driver,

@@ -1,6 +1,6 @@
-// Review finding 5: what a session could still write when it ended stays out of use until its
-// process has exited. RangeQuarantine's bookkeeping alone, then the registry with a real
-// child process whose pidfd it watches.
+// Quarantine (docs/architecture.md, "Failure behaviour"): what a session could still write when
+// it ended stays out of use until its process has exited. RangeQuarantine's bookkeeping alone,
+// then the registry with a real child process whose pidfd it watches.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>

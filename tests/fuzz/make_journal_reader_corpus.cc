@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   }
   const hurray::daemon::fs::path directory = argv[1];
   const std::vector<std::string> records = hurray::daemon::Records();
-  // The journal as JournalFile writes it, through a file beside the seeds.
+  // The journal as JournalFile writes it, through a file beside the corpus seeds.
   const hurray::daemon::fs::path scratch = directory / "scratch.journal";
   if (auto written = JournalFile::Replace(scratch, records); !written) {
     std::fprintf(stderr, "%s\n", written.error().ToString().c_str());

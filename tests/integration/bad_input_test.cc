@@ -153,7 +153,7 @@ TEST_F(BadInputTest, InvalidDescriptorsAreRefusedNamingTheFieldAndValue) {
   EXPECT_EQ(allocated.buffers_size(), 3);
   EXPECT_EQ(Stats().pending_allocation_count, 1u);
   // Cancelled first: an allocation its session ended with would stay quarantined while this
-  // process, which could still write it, lives (review finding 5).
+  // process, which could still write it, lives.
   v1::CancelAllocationRequest cancel;
   cancel.set_allocation_id(allocated.allocation_id());
   v1::CancelAllocationResponse cancelled;
@@ -289,7 +289,7 @@ TEST_F(BadInputTest, MissingWrongOrEndedSessionTokensAreUnauthenticated) {
   EXPECT_TRUE(Eventually([&] { return Stats().pending_allocation_count == 0; }));
 
   // Inspection needs no session. The ended session's allocation is quarantined, not freed:
-  // this process, which could still write it, lives on (review finding 5).
+  // this process, which could still write it, lives on.
   v1::StatsResponse stats;
   EXPECT_TRUE(stub_->Stats(RawContext(std::nullopt).get(), v1::StatsRequest(), &stats).ok());
   EXPECT_EQ(stats.quarantined_sessions(), 1u);

@@ -1,7 +1,8 @@
-// Review finding 5: the ranges a session could still write when it ended abnormally stay out
-// of use until its process has exited. The producer here (hurray_close_alive_agent) closes its
-// session socket with an allocation unpublished and lives on with the segment mapped
-// read-write: a new allocation must not get its range until it is killed.
+// Quarantine (docs/architecture.md, "Failure behaviour"): the ranges a session could still
+// write when it ended abnormally stay out of use until its process has exited. The producer
+// here (hurray_close_alive_agent) closes its session socket with an allocation unpublished
+// and lives on with the segment mapped read-write: a new allocation must not get its range
+// until it is killed.
 #include <sys/wait.h>
 
 #include <csignal>

@@ -218,7 +218,7 @@ TEST_F(SessionSocketTest, MalformedTrafficEndsOnlyThatConnection) {
   }
   EXPECT_TRUE(Eventually([&] { return Stats().session_count == 1; })) << Summary(Stats());
   // The ended session's allocation is quarantined, not freed: this process, which could still
-  // write it, lives on (review finding 5). Nothing else stays.
+  // write it, lives on. Nothing else stays.
   EXPECT_EQ(RunAgent({"produce", "it/after", "quantized", "99"}), "version 1\n");
   EXPECT_EQ(RunAgent({"consume", "it/after", "99"}), "OK quantized v1\n");
   ASSERT_OK(client().Delete("it/after"));

@@ -19,7 +19,8 @@ struct AttributeDefault {
 };
 
 // An H100-like device on an x86 host. Attributes not listed are 0 unless overridden.
-// READ_ONLY_HOST_REGISTER_SUPPORTED is 0 as measured on x86 hosts (gpu-driver-review.md #2).
+// READ_ONLY_HOST_REGISTER_SUPPORTED is 0 as measured on x86 hosts (docs/gpu.md, "Waiting for
+// a fence: the consumer's relay").
 constexpr std::array kAttributeDefaults{
     AttributeDefault{"MAX_THREADS_PER_BLOCK", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
     AttributeDefault{"WARP_SIZE", CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},

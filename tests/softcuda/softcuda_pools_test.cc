@@ -563,7 +563,7 @@ TEST_F(SoftcudaPoolsTest, FullCudaPoolEvictsLeastRecentlyUsedThenRefuses) {
 
 // The daemon releases an empty slab only once no process maps it: device memory stays
 // allocated while mapped (cuMemRelease frees it when the last mapping goes), so releasing it
-// earlier would count as free what the device still holds (the GPU review's finding 4).
+// earlier would count as free what the device still holds.
 TEST_F(SoftcudaPoolsTest, AnEmptySlabStaysWhileAProcessMapsItAndGoesOnceUnmapped) {
   StartDaemon({fmt::format("slab_size = {}", kSlabBytes), "idle_slab_release_ms = 100"});
   EXPECT_EQ(RunAgent("produce", {"idle/t", Bytes(kSlabBytes), "70", "synced"}), "published 1");
@@ -618,9 +618,10 @@ TEST_F(SoftcudaPoolsTest, CancelAfterFreesTheAllocationOnlyOnceTheStreamIsDone) 
   EXPECT_OK(tensor.CancelAfter(device->stream()));  // Empty now: nothing to do.
 }
 
-// Review finding 6: each ready event (the C client's buffer events) is recorded on a stream of
-// its own. A tensor whose data is ready gets an event that completes at once, even while an
-// earlier event of another tensor waits for a fence that is not reached.
+// Each ready event (the C client's buffer events) is recorded on a stream of its own
+// (docs/gpu.md, "Waiting for a fence: the consumer's relay"). A tensor whose data is ready
+// gets an event that completes at once, even while an earlier event of another tensor waits
+// for a fence that is not reached.
 TEST_F(SoftcudaPoolsTest, AReadyTensorsEventDoesNotWaitBehindAnotherTensorsFence) {
   StartDaemon();
   ASSERT_OK_AND_ASSIGN(const std::unique_ptr<TestDevice> device, TestDevice::Open(0));

@@ -345,7 +345,7 @@ TEST_F(SoftcudaTest, WaitValueBlocksTheStreamNotTheHostWithTheCyclicCompare) {
   ASSERT_EQ(api_.EventRecord(event, stream), CUDA_SUCCESS);
   // The host got here: only the stream waits.
   EXPECT_EQ(api_.EventQuery(event), CUDA_ERROR_NOT_READY);
-  // 2^64-1 is -1 to the cyclic compare: below 5 (gpu-driver-review.md finding 1).
+  // 2^64-1 is -1 to the cyclic compare: below 5, so it does not release the stream.
   word.Store(std::numeric_limits<std::uint64_t>::max());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(api_.EventQuery(event), CUDA_ERROR_NOT_READY);

@@ -1,6 +1,7 @@
 // Huge pages for the CPU pool: the modes an operator asks for (cpu_pool.huge_pages), the
 // facts of the host that decide what it can have, and the choice between them. With huge
-// pages on, every allocation is aligned to the huge page size (DESIGN §4).
+// pages on, the pool's page size is the huge page size: every allocation starts on a huge
+// page boundary and takes a whole number of huge pages (docs/operations.md, "Huge pages").
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // RangeQuarantine: pool ranges that an ended session's process could still write, kept out
-// of use until that process has exited (review finding 5: a dead producer's late GPU work, or
-// a live process's CPU writes through a mapping it kept, must not land in a new allocation).
+// of use until that process has exited: a dead producer's late GPU work, or a live process's
+// CPU writes through a mapping it kept, must not land in a new allocation
+// (docs/architecture.md, "Failure behaviour").
 #pragma once
 
 #include <sys/types.h>
