@@ -35,7 +35,7 @@ class RoleCollector {
   explicit RoleCollector(const TensorDescriptor::Parts& parts)
       : parts_(parts), element_count_(CheckedProduct(parts.shape).value_or(0)) {}
 
-  Result<std::vector<BufferRole>> Collect() {
+  Result<std::vector<BufferPart>> Collect() {
     if (auto status =
             std::visit([this](const auto& layout) { return AddLayout(layout); }, parts_.layout);
         !status) {
@@ -50,10 +50,7 @@ class RoleCollector {
   }
 
  private:
-  void Add(std::uint32_t index, std::string_view field, std::string_view name,
-           std::uint64_t byte_size, bool exact = true) {
-    roles_.push_back(BufferRole{index, field, name, byte_size, exact});
-  }
+  void Add(BufferPart part) { roles_.push_back(std::move(part)); }
 
   [[nodiscard]] std::size_t rank() const { return parts_.shape.size(); }
   [[nodiscard]] std::string_view type_name() const { return ElementTypeName(parts_.element_type); }
@@ -64,7 +61,13 @@ class RoleCollector {
     if (dense.strides.empty()) {
       auto bytes = ElementBytes(parts_.element_type, element_count_, "dense data");
       if (!bytes) return std::unexpected(bytes.error());
-      Add(dense.data_buffer, "layout.dense.data_buffer", "data", *bytes);
+      Add({.index = dense.data_buffer,
+           .part = "data",
+           .field = "layout.dense.data_buffer",
+           .name = "data",
+           .element_type = parts_.element_type,
+           .shape = parts_.shape,
+           .byte_size = *bytes});
       return {};
     }
     if (dense.strides.size() != rank()) {
@@ -90,7 +93,15 @@ class RoleCollector {
     }
     auto bytes = ElementBytes(parts_.element_type, span, "strided dense data");
     if (!bytes) return std::unexpected(bytes.error());
-    Add(dense.data_buffer, "layout.dense.data_buffer", "data", *bytes, /*exact=*/false);
+    Add({.index = dense.data_buffer,
+         .part = "data",
+         .field = "layout.dense.data_buffer",
+         .name = "data",
+         .element_type = parts_.element_type,
+         .shape = parts_.shape,
+         .element_strides = dense.strides,
+         .byte_size = *bytes,
+         .exact = false});
     return {};
   }
 
@@ -101,8 +112,20 @@ class RoleCollector {
     if (!coordinates) return Overflow("layout.coo.nnz");
     auto indices = IndexBytes(*coordinates, "layout.coo.nnz");
     if (!indices) return std::unexpected(indices.error());
-    Add(coo.values_buffer, "layout.coo.values_buffer", "values", *values);
-    Add(coo.indices_buffer, "layout.coo.indices_buffer", "COO indices", *indices);
+    Add({.index = coo.values_buffer,
+         .part = "values",
+         .field = "layout.coo.values_buffer",
+         .name = "values",
+         .element_type = parts_.element_type,
+         .shape = {coo.nnz},
+         .byte_size = *values});
+    Add({.index = coo.indices_buffer,
+         .part = "indices",
+         .field = "layout.coo.indices_buffer",
+         .name = "COO indices",
+         .element_type = ElementType::kUint64,
+         .shape = {coo.nnz, rank()},
+         .byte_size = *indices});
     return {};
   }
 
@@ -121,19 +144,27 @@ class RoleCollector {
     if (!primary) return std::unexpected(primary.error());
     auto secondary = IndexBytes(compressed.nnz, "nnz");
     if (!secondary) return std::unexpected(secondary.error());
-    if (rows) {
-      Add(compressed.values_buffer, "layout.csr.values_buffer", "values", *values);
-      Add(compressed.primary_index_buffer, "layout.csr.primary_index_buffer", "row offsets",
-          *primary);
-      Add(compressed.secondary_index_buffer, "layout.csr.secondary_index_buffer", "column indices",
-          *secondary);
-    } else {
-      Add(compressed.values_buffer, "layout.csc.values_buffer", "values", *values);
-      Add(compressed.primary_index_buffer, "layout.csc.primary_index_buffer", "column offsets",
-          *primary);
-      Add(compressed.secondary_index_buffer, "layout.csc.secondary_index_buffer", "row indices",
-          *secondary);
-    }
+    Add({.index = compressed.values_buffer,
+         .part = "values",
+         .field = rows ? "layout.csr.values_buffer" : "layout.csc.values_buffer",
+         .name = "values",
+         .element_type = parts_.element_type,
+         .shape = {compressed.nnz},
+         .byte_size = *values});
+    Add({.index = compressed.primary_index_buffer,
+         .part = "indptr",
+         .field = rows ? "layout.csr.primary_index_buffer" : "layout.csc.primary_index_buffer",
+         .name = rows ? "row offsets" : "column offsets",
+         .element_type = ElementType::kUint64,
+         .shape = {primary_dim + 1},  // Did not overflow: `primary` succeeded.
+         .byte_size = *primary});
+    Add({.index = compressed.secondary_index_buffer,
+         .part = "indices",
+         .field = rows ? "layout.csr.secondary_index_buffer" : "layout.csc.secondary_index_buffer",
+         .name = rows ? "column indices" : "row indices",
+         .element_type = ElementType::kUint64,
+         .shape = {compressed.nnz},
+         .byte_size = *secondary});
     return {};
   }
 
@@ -165,8 +196,22 @@ class RoleCollector {
     if (!data) return Overflow("layout.block_paged.num_pages");
     auto table = IndexBytes(blocks, "layout.block_paged page table");
     if (!table) return std::unexpected(table.error());
-    Add(paged.data_buffer, "layout.block_paged.data_buffer", "pages", *data);
-    Add(paged.page_table_buffer, "layout.block_paged.page_table_buffer", "page table", *table);
+    std::vector<std::uint64_t> pages{paged.num_pages, paged.block_size};
+    pages.insert(pages.end(), parts_.shape.begin() + 1, parts_.shape.end());
+    Add({.index = paged.data_buffer,
+         .part = "data",
+         .field = "layout.block_paged.data_buffer",
+         .name = "pages",
+         .element_type = parts_.element_type,
+         .shape = std::move(pages),
+         .byte_size = *data});
+    Add({.index = paged.page_table_buffer,
+         .part = "page_table",
+         .field = "layout.block_paged.page_table_buffer",
+         .name = "page table",
+         .element_type = ElementType::kUint64,
+         .shape = {blocks},
+         .byte_size = *table});
     return {};
   }
 
@@ -219,7 +264,13 @@ class RoleCollector {
     const std::uint64_t channels = parts_.shape[affine.axis];
     auto scales = ElementBytes(affine.scale_type, channels, "per-channel scales");
     if (!scales) return std::unexpected(scales.error());
-    Add(affine.scale_buffer, "quantization.per_channel_affine.scale_buffer", "scales", *scales);
+    Add({.index = affine.scale_buffer,
+         .part = "scales",
+         .field = "quantization.per_channel_affine.scale_buffer",
+         .name = "scales",
+         .element_type = affine.scale_type,
+         .shape = {channels},
+         .byte_size = *scales});
     if (affine.zero_points) {
       const ElementType type = affine.zero_points->type;
       if (IsPacked(type) || !(IsInteger(type) || IsWideFloat(type))) {
@@ -230,8 +281,13 @@ class RoleCollector {
       }
       auto zero_points = ElementBytes(type, channels, "per-channel zero points");
       if (!zero_points) return std::unexpected(zero_points.error());
-      Add(affine.zero_points->buffer, "quantization.per_channel_affine.zero_point_buffer",
-          "zero points", *zero_points);
+      Add({.index = affine.zero_points->buffer,
+           .part = "zero_points",
+           .field = "quantization.per_channel_affine.zero_point_buffer",
+           .name = "zero points",
+           .element_type = type,
+           .shape = {channels},
+           .byte_size = *zero_points});
     }
     return {};
   }
@@ -260,9 +316,16 @@ class RoleCollector {
           fmt::format("quantization.nf4.scale_type {} is not float16, bfloat16 or float32",
                       ElementTypeName(type)));
     }
-    auto scales = ElementBytes(type, CeilDiv(element_count_, nf4.block_size), "nf4 scales");
+    const std::uint64_t blocks = CeilDiv(element_count_, nf4.block_size);
+    auto scales = ElementBytes(type, blocks, "nf4 scales");
     if (!scales) return std::unexpected(scales.error());
-    Add(nf4.scale_buffer, "quantization.nf4.scale_buffer", "scales", *scales);
+    Add({.index = nf4.scale_buffer,
+         .part = "scales",
+         .field = "quantization.nf4.scale_buffer",
+         .name = "scales",
+         .element_type = type,
+         .shape = {blocks},
+         .byte_size = *scales});
     return {};
   }
 
@@ -281,22 +344,30 @@ class RoleCollector {
     if (mxfp.block_size == 0) {
       return InvalidArgumentError("quantization.mxfp.block_size 0 must be at least 1");
     }
+    const std::uint64_t row_blocks = CeilDiv(parts_.shape.back(), mxfp.block_size);
     auto rows = CheckedProduct(std::span(parts_.shape).first(rank() - 1));
-    auto count =
-        rows ? CheckedMul(*rows, CeilDiv(parts_.shape.back(), mxfp.block_size)) : std::nullopt;
+    auto count = rows ? CheckedMul(*rows, row_blocks) : std::nullopt;
     if (!count) return Overflow("mxfp scales");
-    Add(mxfp.scale_buffer, "quantization.mxfp.scale_buffer", "scales", *count);
+    std::vector<std::uint64_t> shape(parts_.shape.begin(), parts_.shape.end() - 1);
+    shape.push_back(row_blocks);
+    Add({.index = mxfp.scale_buffer,
+         .part = "scales",
+         .field = "quantization.mxfp.scale_buffer",
+         .name = "scales",
+         .element_type = ElementType::kFloat8E8m0,  // One byte each.
+         .shape = std::move(shape),
+         .byte_size = *count});
     return {};
   }
 
   const TensorDescriptor::Parts& parts_;
   const std::uint64_t element_count_;
-  std::vector<BufferRole> roles_;
+  std::vector<BufferPart> roles_;
 };
 
 }  // namespace
 
-Result<std::vector<BufferRole>> BufferRoles(const TensorDescriptor::Parts& parts) {
+Result<std::vector<BufferPart>> BufferPartsOf(const TensorDescriptor::Parts& parts) {
   return RoleCollector(parts).Collect();
 }
 

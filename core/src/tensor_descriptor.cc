@@ -11,7 +11,6 @@
 namespace hurray {
 namespace {
 
-using internal::BufferRole;
 using internal::CheckedProduct;
 
 std::string ShapeString(std::span<const std::uint64_t> shape) {
@@ -87,10 +86,10 @@ Status CheckMetadata(const std::map<std::string, std::string>& metadata) {
 
 // Every role's buffer index resolves, no buffer plays two roles, every buffer plays one,
 // and each buffer's size is the one its role requires.
-Status CheckBufferTable(const std::vector<BufferRole>& roles,
+Status CheckBufferTable(const std::vector<BufferPart>& roles,
                         const std::vector<BufferHandle>& buffers) {
-  std::vector<const BufferRole*> role_of_buffer(buffers.size(), nullptr);
-  for (const BufferRole& role : roles) {
+  std::vector<const BufferPart*> role_of_buffer(buffers.size(), nullptr);
+  for (const BufferPart& role : roles) {
     if (role.index >= buffers.size()) {
       return InvalidArgumentError(
           fmt::format("{} {} does not resolve: the buffer table has {} entries", role.field,
@@ -108,7 +107,7 @@ Status CheckBufferTable(const std::vector<BufferRole>& roles,
       return InvalidArgumentError(
           fmt::format("buffers[{}] is not referenced by the layout or the quantization", i));
     }
-    const BufferRole& role = *role_of_buffer[i];
+    const BufferPart& role = *role_of_buffer[i];
     const std::uint64_t actual = buffers[i].byte_size();
     if (role.exact && actual != role.byte_size) {
       return InvalidArgumentError(fmt::format(
@@ -172,7 +171,7 @@ Result<TensorDescriptor> TensorDescriptor::Create(Parts parts) {
     return InvalidArgumentError(
         fmt::format("shape {}: element count overflows 64 bits", ShapeString(parts.shape)));
   }
-  auto roles = internal::BufferRoles(parts);
+  auto roles = internal::BufferPartsOf(parts);
   if (!roles) return std::unexpected(roles.error());
   if (auto status = CheckBufferTable(*roles, parts.buffers); !status) {
     return std::unexpected(status.error());
@@ -221,10 +220,10 @@ std::uint64_t TensorDescriptor::ElementCount() const {
 Result<TensorDescriptor> TensorDescriptor::WithImpliedBuffers(Parts parts, DeviceTag device_tag,
                                                               std::uint64_t alignment,
                                                               MemoryClass memory_class) {
-  auto roles = internal::BufferRoles(parts);
+  auto roles = internal::BufferPartsOf(parts);
   if (!roles) return std::unexpected(roles.error());
   parts.buffers.assign(roles->size(), BufferHandle::Empty(device_tag));
-  for (const BufferRole& role : *roles) {
+  for (const BufferPart& role : *roles) {
     if (role.index >= parts.buffers.size()) continue;  // Create names the unresolved index.
     auto buffer = BufferHandle::Create(role.byte_size, role.byte_size == 0 ? 1 : alignment,
                                        device_tag, SyncMode::kProducerSynced, memory_class);
@@ -270,6 +269,19 @@ Status TensorDescriptor::ValidateDeliveredBuffers(std::span<const BufferHandle> 
   return {};
 }
 
+std::vector<BufferPart> TensorDescriptor::BufferParts() const {
+  // Create checked every rule BufferPartsOf checks: it cannot fail on a descriptor.
+  Result<std::vector<BufferPart>> parts = internal::BufferPartsOf(parts_);
+  return parts ? std::move(*parts) : std::vector<BufferPart>();
+}
+
+std::optional<BufferPart> TensorDescriptor::FindBufferPart(std::string_view part) const {
+  for (BufferPart& found : BufferParts()) {
+    if (found.part == part) return std::move(found);
+  }
+  return std::nullopt;
+}
+
 std::string TensorDescriptor::ToString() const {
   std::string text = fmt::format("{}{} {}", ElementTypeName(parts_.element_type),
                                  ShapeString(parts_.shape), LayoutName(parts_.layout));
@@ -280,13 +292,11 @@ std::string TensorDescriptor::ToString() const {
   text += fmt::format(", {} {}\n", parts_.buffers.size(),
                       parts_.buffers.size() == 1 ? "buffer" : "buffers");
   text += fmt::format("  quantization: {}\n", internal::DescribeQuantization(parts_.quantization));
-  const auto roles = internal::BufferRoles(parts_);
+  const std::vector<BufferPart> roles = BufferParts();
   for (std::size_t i = 0; i < parts_.buffers.size(); ++i) {
     std::string_view role_name = "?";
-    if (roles) {
-      for (const BufferRole& role : *roles) {
-        if (role.index == i) role_name = role.name;
-      }
+    for (const BufferPart& role : roles) {
+      if (role.index == i) role_name = role.name;
     }
     text += fmt::format("  buffer {} ({}): {}\n", i, role_name, parts_.buffers[i].ToString());
   }

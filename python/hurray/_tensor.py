@@ -6,17 +6,15 @@ not asserted: each declares the alignment its address really has. A buffer whose
 below the alignment its table entry declares, or that is not contiguous, is copied into
 aligned memory, unless ``copy=False`` asks for an error instead (hurray.CopyRequiredError).
 
-``__hurray__()`` hands every buffer over in one "hurray_tensor" capsule (ADR-023/030/034);
-``from_hurray(obj)`` takes one over without copying. Tensors are not thread-safe to mutate,
-but nothing here mutates after construction.
+``__hurray__()`` hands every buffer over in one "hurray_tensor" capsule (docs/python.md, "The
+in-process protocol"); ``from_hurray(obj)`` takes one over without copying. Tensors are not
+thread-safe to mutate, but nothing here mutates after construction.
 """
 
 import numpy as np
 
 from hurray import _hurray
 from hurray._errors import CopyRequiredError, InvalidArgumentError
-
-_INDEX_PARTS = ("indices", "indptr", "page_table")
 
 
 def _address(view):
@@ -117,41 +115,30 @@ class Tensor:
             raise InvalidArgumentError(
                 f"numpy() needs a dense tensor, not {self.layout}: read its parts "
                 "(.values, .indices, ...)")
-        return self._dense_array()
+        return self._part("data")
 
     def __array__(self, dtype=None):
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
-    def _dense_array(self):
-        data = self._buffers[self._descriptor.part_buffers["data"]]
-        numpy_dtype = self.dtype.numpy
-        if numpy_dtype is None:
-            return np.frombuffer(data, dtype=np.uint8)
-        array = np.frombuffer(data, dtype=numpy_dtype)
-        strides = self._descriptor.strides
-        if strides is None:
-            return array.reshape(self.shape)
-        return np.lib.stride_tricks.as_strided(
-            array, self.shape, tuple(s * numpy_dtype.itemsize for s in strides),
-            writeable=array.flags.writeable)
-
     def _part(self, name):
-        index = self._descriptor.part_buffers.get(name)
-        if index is None:
+        """The array part `name` of the descriptor's table (Descriptor.buffer_parts) holds, over
+        its buffer: in its element type and shape (with its strides, for strided dense data),
+        or its bytes as uint8 for an element type NumPy lacks."""
+        part = next((p for p in self._descriptor.buffer_parts if p.part == name), None)
+        if part is None:
             raise AttributeError(f"a {self.layout} tensor of quantization "
                                  f"{getattr(self.quantization, 'kind', None)} has no {name}")
-        if name == "data":
-            return self._dense_array()
-        buffer = self._buffers[index]
-        if name in _INDEX_PARTS:
-            array = np.frombuffer(buffer, dtype=np.uint64)
-            return array.reshape(-1, len(self.shape)) if self.layout == "coo" and \
-                name == "indices" else array
-        dtype = {"values": self.dtype, "scales": getattr(self.quantization, "scale_dtype", None),
-                 "zero_points": getattr(self.quantization, "zero_point_dtype", None)}[name]
-        numpy_dtype = dtype.numpy if dtype is not None else None
-        return np.frombuffer(buffer, dtype=np.uint8 if numpy_dtype is None else numpy_dtype)
+        buffer = self._buffers[part.index]
+        numpy_dtype = part.dtype.numpy
+        if numpy_dtype is None:
+            return np.frombuffer(buffer, dtype=np.uint8)
+        array = np.frombuffer(buffer, dtype=numpy_dtype)
+        if part.element_strides is None:
+            return array.reshape(part.shape)
+        return np.lib.stride_tricks.as_strided(
+            array, part.shape, tuple(s * numpy_dtype.itemsize for s in part.element_strides),
+            writeable=array.flags.writeable)
 
     data = property(lambda self: self._part("data"))
     values = property(lambda self: self._part("values"))

@@ -24,12 +24,9 @@ struct ArraySpec {
   std::vector<std::uint64_t> element_strides;
 };
 
-// The array buffer `index` of `descriptor` holds: the dense data in the tensor's shape, COO
-// values [nnz] and indices [nnz, rank] (uint64), CSR/CSC values [nnz], offsets and indices
-// (uint64), block-paged pages [num_pages, block_size, shape[1:]...] and page table (uint64),
-// per-channel scales and zero points [shape[axis]], nf4 scales [ceil(N / block_size)], mxfp
-// scales [shape[:-1]..., ceil(shape[-1] / block_size)] (float8_e8m0). `index` must be below
-// the buffer table's length.
+// The array buffer `index` of `descriptor` holds, as the core's table of buffer parts says
+// (TensorDescriptor::BufferParts, hurray/buffer_parts.h). `index` must be below the buffer
+// table's length.
 [[nodiscard]] ArraySpec BufferArraySpec(const TensorDescriptor& descriptor, std::uint32_t index);
 
 // The buffer that holds part `part` ("values", "indices", "indptr", "scales",

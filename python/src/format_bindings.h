@@ -31,13 +31,6 @@ void BindFormat(pybind11::module_& module);
 // types): their data is then exposed as uint8 bytes. Needs the GIL.
 [[nodiscard]] pybind11::object NumpyDTypeOf(ElementType type);
 
-// The buffer-table index of each named part of `descriptor`'s layout and quantization, in
-// that order: "data" (dense and block-paged), "values", "indices", "indptr", "page_table",
-// "scales", "zero_points". The one table behind Descriptor.part_buffers and the part arrays
-// of a view.
-[[nodiscard]] std::vector<std::pair<std::string_view, std::uint32_t>> DescriptorParts(
-    const TensorDescriptor& descriptor);
-
 // One buffer of a capsule: memory that `owner` (below) keeps alive.
 struct CapsuleBuffer {
   const void* data = nullptr;
@@ -45,9 +38,9 @@ struct CapsuleBuffer {
   BufferHandle handle;
 };
 
-// The seeds' "hurray_tensor" capsule: a HurrayBufferList over `buffers` (element i is
-// buffer i of the descriptor's table) and a HurrayTensorContext holding the descriptor's
-// bytes, whose owner_release drops the reference to `owner` (the object that keeps the
+// The "hurray_tensor" capsule (docs/python.md, "The in-process protocol"): a HurrayBufferList over
+// `buffers` (element i is buffer i of the descriptor's table) and a HurrayTensorContext holding the
+// descriptor's bytes, whose owner_release drops the reference to `owner` (the object that keeps the
 // memory alive: a leased view, an array), exactly once. Needs the GIL.
 [[nodiscard]] pybind11::capsule MakeTensorCapsule(const TensorDescriptor& descriptor,
                                                   std::span<const CapsuleBuffer> buffers,

@@ -2,6 +2,7 @@
 // the Quantization alternatives and hurray::TensorDescriptor, built and validated by the
 // core (TensorDescriptor::Create / WithImpliedBuffers / Decode) and raised as its errors.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
@@ -99,6 +100,33 @@ void BindBufferHandle(py::module_& module) {
       });
 }
 
+void BindBufferPart(py::module_& module) {
+  py::class_<BufferPart>(module, "BufferPart",
+                         "What one buffer of a descriptor's table holds (hurray::BufferPart): "
+                         "its part, and the dtype and shape of the array it holds.")
+      .def_readonly("index", &BufferPart::index)
+      .def_property_readonly("part", [](const BufferPart& self) { return std::string(self.part); })
+      .def_property_readonly("field",
+                             [](const BufferPart& self) { return std::string(self.field); })
+      .def_property_readonly("name", [](const BufferPart& self) { return std::string(self.name); })
+      .def_property_readonly("dtype",
+                             [](const BufferPart& self) { return DTypeObject(self.element_type); })
+      .def_property_readonly("shape",
+                             [](const BufferPart& self) { return py::tuple(py::cast(self.shape)); })
+      .def_property_readonly("element_strides",
+                             [](const BufferPart& self) -> py::object {
+                               if (self.element_strides.empty()) return py::none();
+                               return py::tuple(py::cast(self.element_strides));
+                             })
+      .def_readonly("byte_size", &BufferPart::byte_size)
+      .def("__eq__", [](const BufferPart& self, const BufferPart& other) { return self == other; })
+      .def("__repr__", [](const BufferPart& self) {
+        return fmt::format("hurray.BufferPart(index={}, part='{}', dtype={}, shape=[{}])",
+                           self.index, self.part, ElementTypeName(self.element_type),
+                           fmt::join(self.shape, ", "));
+      });
+}
+
 py::object OptionalDType(const std::optional<ZeroPoints>& zero_points) {
   return zero_points ? DTypeObject(zero_points->type) : py::none();
 }
@@ -161,7 +189,7 @@ void BindQuantizations(py::module_& module) {
 // "page_table", "scales", "zero_points"), as the tensor types name their parts.
 py::dict PartBuffers(const TensorDescriptor& descriptor) {
   py::dict parts;
-  for (const auto& [name, index] : DescriptorParts(descriptor)) parts[py::str(name)] = index;
+  for (const BufferPart& part : descriptor.BufferParts()) parts[py::str(part.part)] = part.index;
   return parts;
 }
 
@@ -218,6 +246,10 @@ void BindDescriptorAccessors(py::class_<TensorDescriptor>& cls) {
       .def_property_readonly("metadata", &TensorDescriptor::metadata)
       .def_property_readonly("part_buffers", &PartBuffers,
                              "Buffer-table index of each part: {'data': 0, 'scales': 1}, ...")
+      .def_property_readonly(
+          "buffer_parts",
+          [](const TensorDescriptor& d) { return py::tuple(py::cast(d.BufferParts())); },
+          "What each buffer holds (hurray.BufferPart), the layout's first.")
       .def_property_readonly("nnz", &Nnz, "Stored values of a sparse layout; None otherwise.")
       .def_property_readonly(
           "strides",
@@ -249,7 +281,8 @@ void BindDescriptorAccessors(py::class_<TensorDescriptor>& cls) {
             OkOrRaise(d.ValidateDeliveredBuffers(delivered));
           },
           py::arg("buffer_handles"),
-          "Raises hurray.InvalidArgumentError unless delivered buffers fit the table (ADR-030).")
+          "Raises hurray.InvalidArgumentError unless delivered buffers fit the table "
+          "(docs/descriptor.md, \"Checking delivered buffers\").")
       .def("__eq__", [](const TensorDescriptor& a, const TensorDescriptor& b) { return a == b; })
       .def("__repr__", &Repr)
       .def("__str__", &TensorDescriptor::ToString)
@@ -373,6 +406,7 @@ void BindSparseBuilders(py::class_<TensorDescriptor>& cls) {
 
 void BindDescriptor(py::module_& module) {
   BindBufferHandle(module);
+  BindBufferPart(module);
   BindQuantizations(module);
   py::class_<TensorDescriptor> cls(module, "Descriptor",
                                    "A validated tensor descriptor (hurray::TensorDescriptor): "
@@ -381,47 +415,6 @@ void BindDescriptor(py::module_& module) {
   BindDescriptorAccessors(cls);
   BindDenseBuilders(cls);
   BindSparseBuilders(cls);
-}
-
-std::vector<std::pair<std::string_view, std::uint32_t>> DescriptorParts(
-    const TensorDescriptor& descriptor) {
-  using Parts = std::vector<std::pair<std::string_view, std::uint32_t>>;
-  Parts parts;
-  struct LayoutParts {
-    Parts& parts;
-    void operator()(const DenseLayout& l) const { parts.emplace_back("data", l.data_buffer); }
-    void operator()(const CooLayout& l) const {
-      parts.emplace_back("values", l.values_buffer);
-      parts.emplace_back("indices", l.indices_buffer);
-    }
-    void operator()(const CompressedLayout& l) const {
-      parts.emplace_back("values", l.values_buffer);
-      parts.emplace_back("indptr", l.primary_index_buffer);
-      parts.emplace_back("indices", l.secondary_index_buffer);
-    }
-    void operator()(const BlockPagedLayout& l) const {
-      parts.emplace_back("data", l.data_buffer);
-      parts.emplace_back("page_table", l.page_table_buffer);
-    }
-  };
-  std::visit(LayoutParts{parts}, descriptor.layout());
-  struct QuantizationParts {
-    Parts& parts;
-    void operator()(const NoQuantization&) const {}
-    void operator()(const PerTensorAffine&) const {}
-    void operator()(const PerChannelAffine& q) const {
-      parts.emplace_back("scales", q.scale_buffer);
-      if (q.zero_points) parts.emplace_back("zero_points", q.zero_points->buffer);
-    }
-    void operator()(const Nf4Quantization& q) const {
-      parts.emplace_back("scales", q.scale_buffer);
-    }
-    void operator()(const MxfpQuantization& q) const {
-      parts.emplace_back("scales", q.scale_buffer);
-    }
-  };
-  std::visit(QuantizationParts{parts}, descriptor.quantization());
-  return parts;
 }
 
 }  // namespace hurray::python

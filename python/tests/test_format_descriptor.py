@@ -128,6 +128,36 @@ def test_descriptor_fields():
     assert d["paged"].metadata == {"k": "v"}
 
 
+def parts_of(descriptor):
+    return [(p.part, p.index, p.dtype, p.shape) for p in descriptor.buffer_parts]
+
+
+def test_buffer_parts_are_the_cores_table():
+    d = every_descriptor()
+    assert parts_of(d["dense"]) == [("data", 0, hurray.float32, (2, 3))]
+    assert parts_of(d["coo"]) == [("values", 0, hurray.float64, (7,)),
+                                  ("indices", 1, hurray.uint64, (7, 2))]
+    assert parts_of(d["csc"]) == [("values", 0, hurray.float32, (4,)),
+                                  ("indptr", 1, hurray.uint64, (7,)),
+                                  ("indices", 2, hurray.uint64, (4,))]
+    assert parts_of(d["paged"]) == [("data", 0, hurray.float16, (3, 4, 4)),
+                                    ("page_table", 1, hurray.uint64, (3,))]
+    assert parts_of(d["per_channel_zp"]) == [("data", 0, hurray.uint8, (4, 3)),
+                                             ("scales", 1, hurray.float16, (4,)),
+                                             ("zero_points", 2, hurray.int32, (4,))]
+    assert parts_of(d["nf4"])[1] == ("scales", 1, hurray.bfloat16, (2,))
+    assert parts_of(d["mxfp"])[1] == ("scales", 1, hurray.float8_e8m0, (4, 2))
+    strided = d["strided"].buffer_parts[0]
+    assert (strided.element_strides, strided.byte_size) == ((1, 2), 24)
+    assert d["dense"].buffer_parts[0].element_strides is None
+    assert d["coo"].buffer_parts[1].field == "layout.coo.indices_buffer"
+    assert d["coo"].buffer_parts[1].name == "COO indices"
+    for descriptor in d.values():
+        assert [p.byte_size for p in sorted(descriptor.buffer_parts, key=lambda p: p.index)] == [
+            h.byte_size for h in descriptor.buffer_handles]
+        assert {p.part: p.index for p in descriptor.buffer_parts} == descriptor.part_buffers
+
+
 def test_core_rules_and_messages():
     D = hurray.Descriptor
     cases = [

@@ -1,5 +1,5 @@
 """hurray.Tensor in process: buffers, multi-buffer constructors, from_numpy's copy rules and
-the hurray_tensor capsule of ADR-023/030/034 (__hurray__ / from_hurray)."""
+the hurray_tensor capsule (__hurray__ / from_hurray; docs/python.md, "The in-process protocol")."""
 
 import gc
 import sys
@@ -116,8 +116,10 @@ def test_multi_buffer_constructors():
     assert csc.layout == "csc"
     with pytest.raises(hurray.InvalidArgumentError, match="numpy\\(\\) needs a dense"):
         csc.numpy()
-    paged = hurray.Tensor.block_paged(np.zeros((3, 4, 2), np.float32), [2, 0], [8, 2], 4)
+    pages = np.arange(24, dtype=np.float32).reshape(3, 4, 2)
+    paged = hurray.Tensor.block_paged(pages, [2, 0], [8, 2], 4)
     np.testing.assert_array_equal(paged.page_table, [2, 0])
+    np.testing.assert_array_equal(paged.data, pages)  # Its pages, not the tensor's shape.
 
 
 def round_trip(tensor):

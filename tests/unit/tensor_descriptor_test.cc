@@ -4,7 +4,11 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "testing/status_matchers.h"
 
@@ -456,6 +460,93 @@ TEST(TensorDescriptorTest, DeliveredBuffersMustMatchTheTable) {
   delivered = {Cpu(32, 4096), *BufferHandle::Create(32, 64, DeviceTag::Cpu(), SyncMode::kEvent)};
   EXPECT_ERROR(descriptor->ValidateDeliveredBuffers(delivered), kInvalid,
                {"buffer 1: sync_mode event"});
+}
+
+// ---- The table of buffer parts ----
+
+// The parts of the descriptor `parts` makes with its implied buffers, as (part, index, type,
+// shape) tuples, and each part's byte size checked against its buffer's.
+struct PartRow {
+  std::string part;
+  std::uint32_t index;
+  ElementType type;
+  std::vector<std::uint64_t> shape;
+  friend bool operator==(const PartRow&, const PartRow&) = default;
+  friend std::ostream& operator<<(std::ostream& out, const PartRow& row) {
+    out << row.part << "@" << row.index << " " << ElementTypeName(row.type) << "[";
+    for (const std::uint64_t dim : row.shape) out << dim << ",";
+    return out << "]";
+  }
+};
+
+std::vector<PartRow> PartRows(TensorDescriptor::Parts parts) {
+  const TensorDescriptor descriptor =
+      TensorDescriptor::WithImpliedBuffers(std::move(parts)).value();
+  std::vector<PartRow> rows;
+  for (const BufferPart& part : descriptor.BufferParts()) {
+    EXPECT_EQ(part.byte_size, descriptor.buffers().at(part.index).byte_size()) << part.field;
+    rows.push_back({std::string(part.part), part.index, part.element_type, part.shape});
+  }
+  EXPECT_EQ(rows.size(), descriptor.buffers().size());
+  return rows;
+}
+
+TEST(TensorDescriptorTest, BufferPartsNameEachBufferWithItsArray) {
+  constexpr ElementType kF32 = ElementType::kFloat32;
+  constexpr ElementType kU64 = ElementType::kUint64;
+  EXPECT_EQ(PartRows(DenseParts(kF32, {2, 3}, {})),
+            (std::vector<PartRow>{{"data", 0, kF32, {2, 3}}}));
+
+  TensorDescriptor::Parts coo = DenseParts(kF32, {4, 5, 6}, {});
+  coo.layout = CooLayout{.values_buffer = 1, .indices_buffer = 0, .nnz = 7};
+  EXPECT_EQ(PartRows(coo),
+            (std::vector<PartRow>{{"values", 1, kF32, {7}}, {"indices", 0, kU64, {7, 3}}}));
+
+  TensorDescriptor::Parts csc = DenseParts(ElementType::kInt32, {4, 6}, {});
+  csc.layout = CompressedLayout{.axis = CompressedAxis::kColumns, .nnz = 5};
+  EXPECT_EQ(PartRows(csc), (std::vector<PartRow>{{"values", 0, ElementType::kInt32, {5}},
+                                                 {"indptr", 1, kU64, {7}},
+                                                 {"indices", 2, kU64, {5}}}));
+
+  TensorDescriptor::Parts paged = DenseParts(ElementType::kFloat16, {10, 2, 3}, {});
+  paged.layout = BlockPagedLayout{.block_size = 4, .num_pages = 5};
+  EXPECT_EQ(PartRows(paged), (std::vector<PartRow>{{"data", 0, ElementType::kFloat16, {5, 4, 2, 3}},
+                                                   {"page_table", 1, kU64, {3}}}));
+
+  TensorDescriptor::Parts channel = DenseParts(ElementType::kInt8, {3, 5}, {});
+  channel.quantization =
+      PerChannelAffine{.axis = 1,
+                       .scale_type = ElementType::kBfloat16,
+                       .zero_points = ZeroPoints{.buffer = 2, .type = ElementType::kInt16}};
+  EXPECT_EQ(PartRows(channel),
+            (std::vector<PartRow>{{"data", 0, ElementType::kInt8, {3, 5}},
+                                  {"scales", 1, ElementType::kBfloat16, {5}},
+                                  {"zero_points", 2, ElementType::kInt16, {5}}}));
+
+  TensorDescriptor::Parts nf4 = DenseParts(ElementType::kNf4, {100}, {});
+  nf4.quantization = Nf4Quantization{.block_size = 64, .scale_type = ElementType::kFloat16};
+  EXPECT_EQ(PartRows(nf4), (std::vector<PartRow>{{"data", 0, ElementType::kNf4, {100}},
+                                                 {"scales", 1, ElementType::kFloat16, {2}}}));
+
+  TensorDescriptor::Parts mxfp = DenseParts(ElementType::kMxfp4, {4, 70}, {});
+  mxfp.quantization = MxfpQuantization{.block_size = 32};
+  EXPECT_EQ(PartRows(mxfp),
+            (std::vector<PartRow>{{"data", 0, ElementType::kMxfp4, {4, 70}},
+                                  {"scales", 1, ElementType::kFloat8E8m0, {4, 3}}}));
+}
+
+TEST(TensorDescriptorTest, BufferPartsCarryStridesAndFindByName) {
+  TensorDescriptor::Parts strided = DenseParts(ElementType::kFloat32, {2, 3}, {});
+  strided.layout = DenseLayout{.strides = {1, 2}};
+  const TensorDescriptor descriptor = TensorDescriptor::WithImpliedBuffers(strided).value();
+  const std::optional<BufferPart> data = descriptor.FindBufferPart("data");
+  ASSERT_TRUE(data.has_value());
+  EXPECT_EQ(data->element_strides, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_FALSE(data->exact);
+  EXPECT_EQ(data->byte_size, 24u);  // The span the strides address: 1 + 1 + 2 * 2 elements.
+  EXPECT_EQ(data->field, "layout.dense.data_buffer");
+  EXPECT_FALSE(descriptor.FindBufferPart("scales").has_value());
+  EXPECT_FALSE(descriptor.FindBufferPart("").has_value());
 }
 
 TEST(TensorDescriptorTest, ToStringNamesEveryBufferRole) {

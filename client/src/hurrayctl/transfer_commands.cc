@@ -98,16 +98,18 @@ bool IsRowMajor(std::span<const std::uint64_t> shape, std::span<const std::uint6
 Result<std::span<const std::byte>> NpyData(const TensorView& view) {
   const TensorDescriptor& descriptor = view.descriptor();
   const std::string what = fmt::format("{} version {}", view.name(), view.version());
-  const auto* dense = std::get_if<DenseLayout>(&descriptor.layout());
-  if (dense == nullptr) {
+  if (!std::holds_alternative<DenseLayout>(descriptor.layout())) {
     return FailedPreconditionError(
         fmt::format("{} has a {} layout; a .npy file holds dense tensors only", what,
                     LayoutName(descriptor.layout())));
   }
-  if (!IsRowMajor(descriptor.shape(), dense->strides)) {
+  // The dense layout's one part (hurray/buffer_parts.h).
+  const std::optional<BufferPart> data_part = descriptor.FindBufferPart("data");
+  if (!data_part) return InternalError(fmt::format("{}: a dense tensor without data", what));
+  if (!IsRowMajor(data_part->shape, data_part->element_strides)) {
     return FailedPreconditionError(
         fmt::format("{} has strides {}, not row-major contiguous; a .npy file holds C-order data",
-                    what, FormatShape(dense->strides)));
+                    what, FormatShape(data_part->element_strides)));
   }
   if (!std::holds_alternative<NoQuantization>(descriptor.quantization())) {
     return FailedPreconditionError(
@@ -122,13 +124,12 @@ Result<std::span<const std::byte>> NpyData(const TensorView& view) {
         fmt::format("{} lives on device {}; only CPU tensors can be written to a file", what,
                     descriptor.device_tag().Name()));
   }
-  const auto needed = ByteSizeOf(descriptor.element_type(), descriptor.ElementCount());
-  const std::span<const std::byte> data = view.buffer(dense->data_buffer);
-  if (!needed || data.size() < *needed) {
+  const std::span<const std::byte> data = view.buffer(data_part->index);
+  if (data.size() < data_part->byte_size) {
     return InternalError(fmt::format("{}: data buffer of {} bytes is smaller than its shape needs",
                                      what, data.size()));
   }
-  return data.first(*needed);
+  return data.first(data_part->byte_size);
 }
 
 }  // namespace

@@ -8,11 +8,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hurray/buffer_handle.h"
+#include "hurray/buffer_parts.h"
 #include "hurray/element_type.h"
 #include "hurray/error.h"
 #include "hurray/layout.h"
@@ -94,10 +97,17 @@ class TensorDescriptor {
   // Product of the shape (1 for a scalar). Create guarantees it fits in 64 bits.
   [[nodiscard]] std::uint64_t ElementCount() const;
 
-  // The consumer's check on a delivered buffer list (ADR-030): its length equals the
-  // buffer table's, and each delivered buffer declares the table entry's size, device tag
-  // and memory class, and at least its alignment. INVALID_ARGUMENT naming the first
-  // difference.
+  // What each buffer of the table holds (hurray/buffer_parts.h): one entry per buffer, those
+  // of the layout first, then those of the quantization.
+  [[nodiscard]] std::vector<BufferPart> BufferParts() const;
+  // The buffer part named `part` ("data", "scales", ...); nullopt when neither the layout nor
+  // the quantization has one.
+  [[nodiscard]] std::optional<BufferPart> FindBufferPart(std::string_view part) const;
+
+  // The consumer's check on a delivered buffer list (docs/descriptor.md, "Checking delivered
+  // buffers"): its length equals the buffer table's, and each delivered buffer declares the
+  // table entry's size, device tag, memory class and sync mode, and at least its alignment.
+  // INVALID_ARGUMENT naming the first difference.
   [[nodiscard]] Status ValidateDeliveredBuffers(std::span<const BufferHandle> delivered) const;
 
   // A multi-line human-readable rendering, for logs and tools.
