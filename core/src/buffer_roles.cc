@@ -58,40 +58,9 @@ class RoleCollector {
   // ---- Layouts ----
 
   Status AddLayout(const DenseLayout& dense) {
-    if (dense.strides.empty()) {
-      auto bytes = ElementBytes(parts_.element_type, element_count_, "dense data");
-      if (!bytes) return std::unexpected(bytes.error());
-      Add({.index = dense.data_buffer,
-           .part = "data",
-           .field = "layout.dense.data_buffer",
-           .name = "data",
-           .element_type = parts_.element_type,
-           .shape = parts_.shape,
-           .byte_size = *bytes});
-      return {};
-    }
-    if (dense.strides.size() != rank()) {
-      return InvalidArgumentError(
-          fmt::format("layout.dense.strides has {} entries but the shape has rank {}",
-                      dense.strides.size(), rank()));
-    }
-    if (IsPacked(parts_.element_type)) {
-      return InvalidArgumentError(
-          fmt::format("layout.dense.strides: element_type {} is packed 4-bit and cannot be strided",
-                      type_name()));
-    }
-    // The span the strides address: 1 + sum((dim - 1) * stride) elements, or none.
-    std::uint64_t span = 0;
-    if (element_count_ != 0) {
-      span = 1;
-      for (std::size_t i = 0; i < rank(); ++i) {
-        auto step = CheckedMul(parts_.shape[i] - 1, dense.strides[i]);
-        auto next = step ? CheckedAdd(span, *step) : std::nullopt;
-        if (!next) return Overflow(fmt::format("layout.dense.strides[{}]", i));
-        span = *next;
-      }
-    }
-    auto bytes = ElementBytes(parts_.element_type, span, "strided dense data");
+    const bool strided = !dense.strides.empty();
+    auto bytes = strided ? StridedBytes(dense.strides)
+                         : ElementBytes(parts_.element_type, element_count_, "dense data");
     if (!bytes) return std::unexpected(bytes.error());
     Add({.index = dense.data_buffer,
          .part = "data",
@@ -101,8 +70,33 @@ class RoleCollector {
          .shape = parts_.shape,
          .element_strides = dense.strides,
          .byte_size = *bytes,
-         .exact = false});
+         .exact = !strided});
     return {};
+  }
+
+  // The bytes strided dense data spans: 1 + sum((dim - 1) * stride) elements, or none.
+  [[nodiscard]] Result<std::uint64_t> StridedBytes(
+      const std::vector<std::uint64_t>& strides) const {
+    if (strides.size() != rank()) {
+      return InvalidArgumentError(fmt::format(
+          "layout.dense.strides has {} entries but the shape has rank {}", strides.size(), rank()));
+    }
+    if (IsPacked(parts_.element_type)) {
+      return InvalidArgumentError(
+          fmt::format("layout.dense.strides: element_type {} is packed 4-bit and cannot be strided",
+                      type_name()));
+    }
+    std::uint64_t span = 0;
+    if (element_count_ != 0) {
+      span = 1;
+      for (std::size_t i = 0; i < rank(); ++i) {
+        auto step = CheckedMul(parts_.shape[i] - 1, strides[i]);
+        auto next = step ? CheckedAdd(span, *step) : std::nullopt;
+        if (!next) return Overflow(fmt::format("layout.dense.strides[{}]", i));
+        span = *next;
+      }
+    }
+    return ElementBytes(parts_.element_type, span, "strided dense data");
   }
 
   Status AddLayout(const CooLayout& coo) {
