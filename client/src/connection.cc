@@ -33,8 +33,6 @@ std::atomic<bool> populate_supported{true};
 
 }  // namespace
 
-Mapping::~Mapping() { ::munmap(base_, size_); }
-
 void PopulateForReading(const std::byte* data, std::uint64_t size) {
   if (size == 0 || !populate_supported.load(std::memory_order_relaxed)) return;
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -345,16 +343,17 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
   auto granted = session->MapSegment(segment_id, writable);
   if (!granted) return std::unexpected(granted.error());
   const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* base = ::mmap(nullptr, granted->size, protection, MAP_SHARED, granted->fd.get(), 0);
-  if (base == MAP_FAILED) {
-    return ErrnoFailure("mmap", fmt::format("segment {}", segment_id), errno);
-  }
+  HURRAY_ASSIGN_OR_RETURN(SharedMapping mapped,
+                          SharedMapping::Map(granted->fd.get(), granted->size, protection,
+                                             fmt::format("segment {}", segment_id)));
   // A pool with huge pages: ask for huge page mappings of them. Only advice: a kernel that
   // declines (hugetlbfs needs none, a tmpfs policy may refuse) leaves a working mapping.
-  if (granted->page_size >= kHugePageBytes) (void)::madvise(base, granted->size, MADV_HUGEPAGE);
+  if (granted->page_size >= kHugePageBytes) {
+    (void)::madvise(mapped.data(), granted->size, MADV_HUGEPAGE);
+  }
   const bool sealed = granted->kind == v1::SEGMENT_KIND_SEALED_MEMFD;
   auto mapping =
-      std::make_shared<Mapping>(base, granted->size, writable, sealed, session->epoch_hold());
+      std::make_shared<Mapping>(std::move(mapped), writable, sealed, session->epoch_hold());
   if (!sealed) mappings_.emplace(key, mapping);
   return mapping;
 }

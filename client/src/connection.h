@@ -18,6 +18,7 @@
 #include "device/device_slab_cache.h"
 #include "device/fence_relay.h"
 #include "hurray/error.h"
+#include "hurray/ipc/shared_mapping.h"
 #include "hurray/v1/exchange.grpc.pb.h"
 #include "session_connection.h"
 
@@ -30,28 +31,23 @@ class Mapping {
   // `sealed`: a sealed pool's memfd (one buffer), which the connection does not cache.
   // `epoch_hold`: the granting session's (SessionConnection::epoch_hold), kept open until the
   // mapping is gone.
-  Mapping(void* base, std::uint64_t size, bool writable, bool sealed,
+  Mapping(SharedMapping mapping, bool writable, bool sealed,
           std::shared_ptr<const UniqueFd> epoch_hold = nullptr)
-      : base_(base),
-        size_(size),
+      : epoch_hold_(std::move(epoch_hold)),
+        mapping_(std::move(mapping)),
         writable_(writable),
-        sealed_(sealed),
-        epoch_hold_(std::move(epoch_hold)) {}
-  ~Mapping();
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
+        sealed_(sealed) {}
 
-  [[nodiscard]] std::byte* base() const { return static_cast<std::byte*>(base_); }
-  [[nodiscard]] std::uint64_t size() const { return size_; }
+  [[nodiscard]] std::byte* base() const { return mapping_.bytes(); }
+  [[nodiscard]] std::uint64_t size() const { return mapping_.size(); }
   [[nodiscard]] bool writable() const { return writable_; }
   [[nodiscard]] bool sealed() const { return sealed_; }
 
  private:
-  void* base_;
-  std::uint64_t size_;
+  std::shared_ptr<const UniqueFd> epoch_hold_;  // Declared first: closed after the munmap.
+  SharedMapping mapping_;
   bool writable_;
   bool sealed_;
-  std::shared_ptr<const UniqueFd> epoch_hold_;  // Closed after the munmap (~Mapping).
 };
 
 // Fills this process's page tables for [data, data + size) of a mapping, so that reading it

@@ -69,9 +69,8 @@ Result<std::shared_ptr<Mapping>> MapChecked(int fd, std::uint64_t size, bool wri
                                      size, status.st_size));
   }
   const int protection = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* base = ::mmap(nullptr, size, protection, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return ErrnoFailure("mmap", what, errno);
-  return std::make_shared<Mapping>(base, size, writable, /*sealed=*/false);
+  HURRAY_ASSIGN_OR_RETURN(SharedMapping mapped, SharedMapping::Map(fd, size, protection, what));
+  return std::make_shared<Mapping>(std::move(mapped), writable, /*sealed=*/false);
 }
 
 // The directory, mapped read-only, once its grant and header check out for `epoch`.

@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "fast_path/shared_mapping.h"
 #include "hurray/error.h"
 #include "hurray/ipc/fast_path_layout.h"
 #include "hurray/ipc/owned_directory.h"
+#include "hurray/ipc/shared_mapping.h"
 #include "hurray/ipc/unique_fd.h"
 #include "pool/segment_place.h"
 #include "pool/shm_segment.h"

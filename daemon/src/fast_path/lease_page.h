@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "fast_path/shared_mapping.h"
 #include "hurray/error.h"
 #include "hurray/ipc/fast_path_layout.h"
+#include "hurray/ipc/shared_mapping.h"
 #include "hurray/ipc/unique_fd.h"
 
 namespace hurray::daemon::fast_path {

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/shared_mapping.h"
 #include "pool/segment_place.h"
 #include "random_hex.h"
 
@@ -67,13 +68,12 @@ std::string FilePath(std::string_view directory, std::string_view name) {
 // fails here (an old kernel without MADV_POPULATE_WRITE, a full tmpfs) is left to
 // fallocate, which reserves what is still missing and reports a full tmpfs.
 void FaultInAsHugePages(int fd, std::uint64_t offset, std::uint64_t length) {
-  void* base =
-      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
-  if (base == MAP_FAILED) return;
-  if (::madvise(base, length, MADV_HUGEPAGE) == 0) {
-    (void)::madvise(base, length, MADV_POPULATE_WRITE);
+  const Result<SharedMapping> mapping =
+      SharedMapping::Map(fd, length, PROT_READ | PROT_WRITE, "", offset);
+  if (!mapping) return;
+  if (::madvise(mapping->data(), length, MADV_HUGEPAGE) == 0) {
+    (void)::madvise(mapping->data(), length, MADV_POPULATE_WRITE);
   }
-  ::munmap(base, length);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "hurray/descriptor_codec.h"
 #include "hurray/errno_error.h"
 #include "hurray/ipc/peer_credentials.h"
+#include "hurray/ipc/shared_mapping.h"
 #include "hurray/tensor_file.h"
 
 namespace hurray::daemon {
@@ -40,37 +41,28 @@ class DaemonSession {
 class SegmentMapping {
  public:
   static Result<SegmentMapping> Map(const SegmentAccess& access, std::uint64_t segment_id) {
-    void* base = ::mmap(nullptr, access.segment_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                        access.fd.get(), 0);
-    if (base == MAP_FAILED) {
-      return ErrnoFailure("mmap", fmt::format("segment {}", segment_id), errno);
-    }
-    return SegmentMapping(static_cast<std::byte*>(base), access.segment_size);
-  }
-  SegmentMapping(SegmentMapping&& other) noexcept
-      : base_(std::exchange(other.base_, nullptr)), size_(other.size_) {}
-  SegmentMapping& operator=(SegmentMapping&&) = delete;
-  SegmentMapping(const SegmentMapping&) = delete;
-  SegmentMapping& operator=(const SegmentMapping&) = delete;
-  ~SegmentMapping() {
-    if (base_ != nullptr) ::munmap(base_, size_);
+    HURRAY_ASSIGN_OR_RETURN(
+        SharedMapping mapping,
+        SharedMapping::Map(access.fd.get(), access.segment_size, PROT_READ | PROT_WRITE,
+                           fmt::format("segment {}", segment_id)));
+    return SegmentMapping(std::move(mapping));
   }
 
   // The bytes of `location`; INTERNAL when they are not inside the segment.
   [[nodiscard]] Result<std::span<std::byte>> Bytes(const v1::BufferLocation& location) const {
-    if (location.offset() > size_ || location.byte_size() > size_ - location.offset()) {
+    const std::uint64_t size = mapping_.size();
+    if (location.offset() > size || location.byte_size() > size - location.offset()) {
       return InternalError(
           fmt::format("segment {}: buffer at offset {} of {} bytes is outside "
                       "its {} bytes",
-                      location.segment_id(), location.offset(), location.byte_size(), size_));
+                      location.segment_id(), location.offset(), location.byte_size(), size));
     }
-    return std::span<std::byte>(base_ + location.offset(), location.byte_size());
+    return std::span<std::byte>(mapping_.bytes() + location.offset(), location.byte_size());
   }
 
  private:
-  SegmentMapping(std::byte* base, std::uint64_t size) : base_(base), size_(size) {}
-  std::byte* base_;
-  std::uint64_t size_;
+  explicit SegmentMapping(SharedMapping mapping) : mapping_(std::move(mapping)) {}
+  SharedMapping mapping_;
 };
 
 Status CheckPool(const PoolSet& pools, const std::string& name) {

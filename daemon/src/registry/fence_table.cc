@@ -9,19 +9,15 @@
 #include <cerrno>
 
 #include "hurray/ipc/errno_error.h"
+#include "hurray/ipc/shared_mapping.h"
 #include "pool/shm_segment.h"
 
 namespace hurray::daemon {
 
 // A fence segment and the daemon's read-write mapping of it, unmapped on destruction.
 struct FenceTable::Segment {
-  Segment(ShmSegment shm_segment, void* mapping) : shm(std::move(shm_segment)), base(mapping) {}
-  ~Segment() { ::munmap(base, shm.size()); }
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
-
   ShmSegment shm;
-  void* base;
+  SharedMapping mapping;
 };
 
 ReservedFence& ReservedFence::operator=(ReservedFence&& other) noexcept {
@@ -82,10 +78,11 @@ Status FenceTable::AddSegmentLocked() {
   HURRAY_ASSIGN_OR_RETURN(ShmSegment shm,
                           ShmSegment::Create(options_.shm_prefix, options_.segment_bytes));
   HURRAY_ASSIGN_OR_RETURN(const UniqueFd fd, shm.Open(/*writable=*/true));
-  void* base =
-      ::mmap(nullptr, options_.segment_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) return ErrnoFailure("mmap", shm.name(), errno);
-  segments_.push_back(std::make_unique<Segment>(std::move(shm), base));
+  HURRAY_ASSIGN_OR_RETURN(
+      SharedMapping mapping,
+      SharedMapping::Map(fd.get(), options_.segment_bytes, PROT_READ | PROT_WRITE, shm.name()));
+  segments_.push_back(
+      std::make_unique<Segment>(Segment{.shm = std::move(shm), .mapping = std::move(mapping)}));
   fresh_offset_ = 0;
   spdlog::debug("pool {}: fence segment {} made ({} fences)", options_.pool_name,
                 options_.first_segment_id + segments_.size() - 1,
@@ -95,12 +92,12 @@ Status FenceTable::AddSegmentLocked() {
 
 FenceSlot FenceTable::SlotLocked(std::size_t index, std::uint64_t offset,
                                  std::uint64_t value) const {
-  return FenceSlot{
-      .segment_id = options_.first_segment_id + index,
-      .segment_size = options_.segment_bytes,
-      .offset = offset,
-      .value = value,
-      .word = static_cast<std::uint64_t*>(segments_[index]->base) + offset / kFenceWordBytes};
+  return FenceSlot{.segment_id = options_.first_segment_id + index,
+                   .segment_size = options_.segment_bytes,
+                   .offset = offset,
+                   .value = value,
+                   .word = static_cast<std::uint64_t*>(segments_[index]->mapping.data()) +
+                           offset / kFenceWordBytes};
 }
 
 FenceState FenceTable::State(const FenceSlot& slot) {

@@ -1,17 +1,18 @@
-#include "fast_path/shared_mapping.h"
+#include "hurray/ipc/shared_mapping.h"
 
 #include <sys/mman.h>
+#include <sys/types.h>
 
 #include <cerrno>
 #include <utility>
 
 #include "hurray/ipc/errno_error.h"
 
-namespace hurray::daemon::fast_path {
+namespace hurray {
 
-Result<SharedMapping> SharedMapping::Map(int fd, std::size_t size, int prot,
-                                         std::string_view what) {
-  void* data = ::mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+Result<SharedMapping> SharedMapping::Map(int fd, std::size_t size, int prot, std::string_view what,
+                                         std::uint64_t offset) {
+  void* data = ::mmap(nullptr, size, prot, MAP_SHARED, fd, static_cast<off_t>(offset));
   if (data == MAP_FAILED) return ErrnoFailure("mmap", what, errno);
   return SharedMapping(data, size);
 }
@@ -35,4 +36,4 @@ void SharedMapping::Unmap() noexcept {
   data_ = nullptr;
 }
 
-}  // namespace hurray::daemon::fast_path
+}  // namespace hurray
