@@ -19,7 +19,7 @@ own_files() {
 # The daemon's own folders under daemon/src, as its files include them.
 daemon_dirs='(access|fast_path|journal|metrics|pool|preload|registry|session)/'
 # The client's public headers.
-client_headers='hurray/(client|inspection|file_transfer)\.h'
+client_headers='hurray/(client|inspection|inspection_json|health|file_transfer)\.h'
 
 # Each rule: the files it covers (a git pathspec), what they must not include (an extended
 # regular expression matched against the quoted name of an #include), and why.
@@ -30,6 +30,7 @@ layer_rules=(
   'client/|"'"$daemon_dirs"'|"(registry|daemon|exchange_service)\.h"|a client speaks only the protocol'
   'python/|"'"$daemon_dirs"'|python uses the client, never the daemon'
   'daemon/|"'"$client_headers"'|the daemon includes no client header'
+  'client/src/hurrayctl/|"[a-z_]+\.h"|"hurray/v1/|"grpc/|<grpcpp/|<google/protobuf/|"hurray/descriptor_codec\.h"|hurrayctl uses only the client'"'"'s public API: no client-internal header, no wire code'
   'daemon/src/registry/|"session/|"hurray/ipc/(session_protocol|frame[a-z_]*)\.h"|"hurray/v1/session\.pb\.h"|<grpcpp/|"exchange_service\.h"|the registry knows no transport'
   'daemon/src/journal/|"registry/|the journal is told by the registry, through registry/version_journal.h'
   'daemon/src/pool/|"(registry|session|journal)/|pools know nothing of what they hold'

@@ -16,6 +16,7 @@
 #include "fast_path.h"
 #include "hurray/descriptor_codec.h"
 #include "hurray/ipc/fence_word.h"
+#include "hurray/ipc/socket_path.h"
 #include "hurray/pool_name.h"
 #include "hurray/tensor_name.h"
 #include "inspection_calls.h"
@@ -188,6 +189,8 @@ Client::~Client() {
   // connection until their streams pass the signal, which may be after this process exits.
   connection_->WaitForOwnFences();
 }
+
+std::string DefaultSocketPath() { return DefaultClientSocketPath(); }
 
 Result<std::unique_ptr<Client>> Client::Connect() { return Connect(Options{}); }
 

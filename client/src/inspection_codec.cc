@@ -205,3 +205,161 @@ std::optional<WatchEvent> WatchEventFromProto(const v1::WatchEvent& event) {
 }
 
 }  // namespace hurray::client_internal
+
+namespace hurray::client_internal {
+namespace {
+
+std::int64_t NanosecondsOf(DaemonTime time) { return time.time_since_epoch().count(); }
+
+void SetSummary(const TensorSummary& summary, v1::TensorSummary& message) {
+  message.set_name(summary.name);
+  message.set_latest_version(summary.latest_version);
+  message.set_version_count(summary.version_count);
+  message.set_element_type(static_cast<v1::ElementType>(ElementTypeTag(summary.element_type)));
+  message.mutable_shape()->Add(summary.shape.begin(), summary.shape.end());
+  message.set_byte_size(summary.byte_size);
+  message.set_lease_count(summary.lease_count);
+  message.set_published_at_ns(NanosecondsOf(summary.published_at));
+  message.set_owner_uid(summary.owner_uid);
+}
+
+void SetPool(const PoolStats& pool, v1::PoolStats& message) {
+  message.set_name(pool.name);
+  message.set_kind(pool.kind);
+  message.set_capacity_bytes(pool.capacity_bytes);
+  message.set_used_bytes(pool.used_bytes);
+  message.set_largest_free_bytes(pool.largest_free_bytes);
+  message.set_fragmentation(pool.fragmentation);
+  message.set_segment_count(pool.segment_count);
+  message.set_allocation_count(pool.allocation_count);
+  message.set_page_size(pool.page_size_bytes);
+  message.set_huge_pages(pool.huge_pages);
+  message.set_device_uuid(pool.device_uuid);
+  message.set_device_name(pool.device_name);
+  message.set_device_ordinal(pool.device_ordinal);
+  message.set_mechanism(pool.mechanism);
+  message.set_slab_bytes(pool.slab_bytes);
+  message.set_slab_mappings(pool.slab_mappings);
+  message.set_read_only_slab_mappings(pool.read_only_slab_mappings);
+  message.set_fences_in_use(pool.fences_in_use);
+  message.set_fences_retired(pool.fences_retired);
+  message.set_reserved_bytes(pool.reserved_bytes);
+  message.mutable_namespaces()->Add(pool.namespaces.begin(), pool.namespaces.end());
+  message.set_quarantined_bytes(pool.quarantined_bytes);
+  message.set_quarantined_ranges(pool.quarantined_ranges);
+  message.set_gpu_direct_rdma(pool.gpu_direct_rdma);
+}
+
+}  // namespace
+
+v1::ListResponse TensorListPageToProto(const TensorListPage& page) {
+  v1::ListResponse reply;
+  for (const TensorSummary& summary : page.tensors) SetSummary(summary, *reply.add_tensors());
+  reply.set_next_page_token(page.next_page_token);
+  reply.set_daemon_epoch(page.daemon_epoch);
+  return reply;
+}
+
+v1::DescribeResponse TensorDetailsToProto(const TensorDetails& details) {
+  v1::DescribeResponse reply;
+  v1::TensorInfo& tensor = *reply.mutable_tensor();
+  tensor.set_name(details.name);
+  tensor.set_version(details.version);
+  *tensor.mutable_tensor_descriptor() = DescriptorToProto(details.descriptor);
+  for (const BufferLocation& location : details.buffers) {
+    v1::BufferLocation& message = *tensor.add_buffers();
+    message.set_segment_id(location.segment_id);
+    message.set_segment_size(location.segment_size);
+    message.set_offset(location.offset);
+    message.set_byte_size(location.byte_size);
+  }
+  v1::SyncHandoff& handoff = *tensor.mutable_handoff();
+  handoff.set_sync_mode(SyncModeToByte(details.sync_mode));
+  // The daemon sends a fence only for a version that has one, and fence segments are never 0.
+  if (details.fence.segment_id != 0) {
+    v1::Fence& fence = *handoff.mutable_fence();
+    fence.set_segment_id(details.fence.segment_id);
+    fence.set_segment_size(details.fence.segment_size);
+    fence.set_offset(details.fence.offset);
+    fence.set_value(details.fence.value);
+  }
+  handoff.set_ready(details.ready);
+  tensor.set_pool(details.pool);
+  tensor.set_published_at_ns(NanosecondsOf(details.published_at));
+  for (const VersionSummary& version : details.versions) {
+    v1::VersionInfo& message = *reply.add_versions();
+    message.set_version(version.version);
+    message.set_lease_count(version.lease_count);
+    message.set_superseded(version.superseded);
+    message.set_byte_size(version.byte_size);
+    message.set_published_at_ns(NanosecondsOf(version.published_at));
+  }
+  reply.set_daemon_epoch(details.daemon_epoch);
+  reply.mutable_owner()->set_uid(details.owner_uid);
+  reply.mutable_owner()->set_user(details.owner_user);
+  return reply;
+}
+
+v1::StatsResponse DaemonStatsToProto(const DaemonStats& stats) {
+  v1::StatsResponse reply;
+  for (const PoolStats& pool : stats.pools) SetPool(pool, *reply.add_pools());
+  reply.set_session_count(stats.session_count);
+  reply.set_lease_count(stats.lease_count);
+  reply.set_tensor_count(stats.tensor_count);
+  reply.set_version_count(stats.version_count);
+  reply.set_pending_allocation_count(stats.pending_allocation_count);
+  reply.set_daemon_epoch(stats.daemon_epoch);
+  reply.set_uptime_seconds(static_cast<std::uint64_t>(stats.uptime.count()));
+  reply.set_published_bytes_total(stats.published_bytes_total);
+  reply.set_reclaimed_bytes_total(stats.reclaimed_bytes_total);
+  reply.set_closed_session_count(stats.closed_session_count);
+  reply.set_closed_session_lease_count(stats.closed_session_lease_count);
+  reply.set_closed_session_allocation_count(stats.closed_session_allocation_count);
+  reply.set_closed_session_allocation_bytes(stats.closed_session_allocation_bytes);
+  for (const UidUsage& usage : stats.uids) {
+    v1::UidUsage& message = *reply.add_uids();
+    message.set_uid(usage.uid);
+    message.set_pending_bytes(usage.pending_bytes);
+    message.set_published_bytes(usage.published_bytes);
+    message.set_leases(usage.leases);
+    message.set_sessions(usage.sessions);
+  }
+  reply.set_evicted_tensor_count(stats.evicted_tensor_count);
+  reply.set_evicted_bytes_total(stats.evicted_bytes_total);
+  reply.set_lost_tensor_count(stats.lost_tensor_count);
+  reply.set_adopted_tensor_count(stats.adopted_tensor_count);
+  reply.set_refused_connection_count(stats.refused_connection_count);
+  reply.set_fast_path_directory_entries_used(stats.fast_path.directory_entries_used);
+  reply.set_fast_path_directory_entries(stats.fast_path.directory_entries);
+  reply.set_fast_path_lease_pages(stats.fast_path.lease_pages);
+  reply.set_fast_path_lease_slots(stats.fast_path.lease_slots);
+  reply.set_fast_path_pinned_versions(stats.fast_path.pinned_versions);
+  reply.set_fast_path_pinned_bytes(stats.fast_path.pinned_bytes);
+  reply.set_fast_path_scans(stats.fast_path.scans);
+  reply.set_fast_path_refused_names(stats.fast_path.refused_names);
+  reply.set_earlier_epoch_held_versions(stats.earlier_epoch_held_versions);
+  reply.set_earlier_epoch_held_bytes(stats.earlier_epoch_held_bytes);
+  reply.set_quarantined_sessions(stats.quarantined_sessions);
+  return reply;
+}
+
+v1::WatchEvent WatchEventToProto(const WatchEvent& event) {
+  v1::WatchEvent message;
+  switch (event.kind) {
+    case WatchEvent::Kind::kPublished:
+      message.set_kind(v1::WatchEvent::KIND_PUBLISHED);
+      break;
+    case WatchEvent::Kind::kDeleted:
+      message.set_kind(v1::WatchEvent::KIND_DELETED);
+      break;
+    case WatchEvent::Kind::kEvicted:
+      message.set_kind(v1::WatchEvent::KIND_EVICTED);
+      break;
+  }
+  message.set_name(event.name);
+  message.set_version(event.version);
+  message.set_daemon_epoch(event.daemon_epoch);
+  return message;
+}
+
+}  // namespace hurray::client_internal

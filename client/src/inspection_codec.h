@@ -1,6 +1,7 @@
 // Conversion of the daemon's List, Describe, Stats and Watch replies (hurray.v1 messages)
-// into the client's own values (hurray/inspection.h). Private to the client module.
-// Pure functions; thread-safe.
+// into the client's own values (hurray/inspection.h), and back (for their JSON,
+// hurray/inspection_json.h): a reply converted and converted back is the reply. Private to
+// the client module. Pure functions; thread-safe.
 #pragma once
 
 #include <optional>
@@ -26,5 +27,11 @@ namespace hurray::client_internal {
 // Every field of a publish or delete event; nullopt for any other kind (the stream's
 // confirmation, or a kind this client does not know).
 [[nodiscard]] std::optional<WatchEvent> WatchEventFromProto(const v1::WatchEvent& event);
+
+// The replies the values came from, every field set.
+[[nodiscard]] v1::ListResponse TensorListPageToProto(const TensorListPage& page);
+[[nodiscard]] v1::DescribeResponse TensorDetailsToProto(const TensorDetails& details);
+[[nodiscard]] v1::StatsResponse DaemonStatsToProto(const DaemonStats& stats);
+[[nodiscard]] v1::WatchEvent WatchEventToProto(const WatchEvent& event);
 
 }  // namespace hurray::client_internal

@@ -1,8 +1,11 @@
 // A user's view of the C++ client: this file is compiled with the public include
 // directories of client/ and core/ alone (tests/client/CMakeLists.txt), so it proves that
-// hurray/client.h and what it includes need none of the generated protobuf headers, and
-// that List, Describe, Stats and Watch hand back the client's own values.
+// hurray/client.h, hurray/health.h, hurray/inspection_json.h and what they include need none
+// of the generated protobuf headers, and that List, Describe, Stats and Watch hand back the
+// client's own values.
 #include "hurray/client.h"
+#include "hurray/health.h"
+#include "hurray/inspection_json.h"
 
 #if __has_include("hurray/v1/exchange.pb.h") || __has_include("hurray/v1/descriptor.pb.h")
 #error "compile this test without the generated protobuf headers on the include path"
@@ -59,6 +62,19 @@ TEST(ClientHeaderTest, ConnectWithoutADaemonIsUnavailable) {
       Client::Options{.socket_path = "/nonexistent-hurray-dir/grpc.sock", .client_name = "t"});
   ASSERT_FALSE(client.has_value());
   EXPECT_EQ(client.error().code(), StatusCode::kUnavailable) << client.error().ToString();
+}
+
+TEST(ClientHeaderTest, HealthWithoutADaemonIsUnavailable) {
+  auto status = CheckHealth("/nonexistent-hurray-dir/grpc.sock", "", std::chrono::seconds(5));
+  ASSERT_FALSE(status.has_value());
+  EXPECT_EQ(status.error().code(), StatusCode::kUnavailable) << status.error().ToString();
+  EXPECT_EQ(ServingStatusName(ServingStatus::kNotServing), "NOT_SERVING");
+}
+
+TEST(ClientHeaderTest, InspectionValuesHaveTheirJson) {
+  const auto json = ToJson(WatchEvent{.kind = WatchEvent::Kind::kDeleted, .name = "model/w"});
+  ASSERT_TRUE(json.has_value()) << json.error().ToString();
+  EXPECT_NE(json->find("\"kind\":\"KIND_DELETED\""), std::string::npos) << *json;
 }
 
 }  // namespace

@@ -1,17 +1,21 @@
 // The conversion of List, Describe, Stats and Watch replies into the client's own values:
 // every field of every reply arrives. Each test first checks, by reflection, that its reply
 // sets every field of the message (so a field added to the .proto fails here until the
-// conversion carries it), then compares the whole converted value.
+// conversion carries it), then compares the whole converted value, then converts it back
+// and expects the reply again, and its JSON (hurray/inspection_json.h) to be the reply's.
 #include "inspection_codec.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <string>
 
 #include "hurray/descriptor_codec.h"
+#include "hurray/inspection_json.h"
 #include "testing/status_matchers.h"
 
 namespace hurray::client_internal {
@@ -51,6 +55,34 @@ void ExpectEveryFieldSet(const Message& message, const std::string& path = "") {
   }
 }
 
+// Expects `back`, a value converted back, to be `reply`, field for field.
+void ExpectSameReply(const Message& back, const Message& reply) {
+  google::protobuf::util::MessageDifferencer differencer;
+  std::string differences;
+  differencer.ReportDifferencesToString(&differences);
+  EXPECT_TRUE(differencer.Compare(back, reply)) << differences;
+}
+
+// Protobuf's JSON mapping of `reply` as inspection_json.h promises it: proto field names,
+// every field printed.
+std::string ReplyJson(const Message& reply) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(reply, &json, options).ok());
+  return json;
+}
+
+// The value converted back is the reply, and its JSON the reply's.
+template <typename Value>
+void ExpectTheReplyBack(const Value& value, const Message& back, const Message& reply) {
+  ExpectSameReply(back, reply);
+  const Result<std::string> json = ToJson(value);
+  ASSERT_OK(json);
+  EXPECT_EQ(*json, ReplyJson(reply));
+}
+
 v1::TensorSummary SummaryReply(const std::string& name, std::uint64_t version) {
   v1::TensorSummary summary;
   summary.set_name(name);
@@ -76,6 +108,7 @@ TEST(InspectionCodecTest, ListPageCarriesEveryField) {
 
   const auto page = TensorListPageFromProto(reply);
   ASSERT_OK(page);
+  ExpectTheReplyBack(*page, TensorListPageToProto(*page), reply);
   const auto summary = [](std::string name, std::uint64_t version) {
     return TensorSummary{
         .name = std::move(name),
@@ -158,6 +191,7 @@ TEST(InspectionCodecTest, DetailsCarryEveryField) {
 
   const auto details = TensorDetailsFromProto(reply);
   ASSERT_OK(details);
+  ExpectTheReplyBack(*details, TensorDetailsToProto(*details), reply);
   const auto version = [](std::uint64_t number) {
     return VersionSummary{
         .version = number,
@@ -266,6 +300,8 @@ TEST(InspectionCodecTest, StatsCarryEveryField) {
   reply.set_earlier_epoch_held_bytes(33);
   reply.set_quarantined_sessions(34);
   ExpectEveryFieldSet(reply);
+  const DaemonStats stats = DaemonStatsFromProto(reply);
+  ExpectTheReplyBack(stats, DaemonStatsToProto(stats), reply);
 
   const auto pool = [](std::string name, std::string kind, std::string huge_pages) {
     return PoolStats{.name = std::move(name),
@@ -339,6 +375,14 @@ TEST(InspectionCodecTest, WatchEventsCarryEveryField) {
   reply.set_version(12);
   reply.set_daemon_epoch(34);
   ExpectEveryFieldSet(reply);
+  for (const auto kind : {v1::WatchEvent::KIND_PUBLISHED, v1::WatchEvent::KIND_DELETED,
+                          v1::WatchEvent::KIND_EVICTED}) {
+    reply.set_kind(kind);
+    const auto event = WatchEventFromProto(reply);
+    ASSERT_TRUE(event.has_value());
+    ExpectTheReplyBack(*event, WatchEventToProto(*event), reply);
+  }
+  reply.set_kind(v1::WatchEvent::KIND_PUBLISHED);
   EXPECT_EQ(WatchEventFromProto(reply), (WatchEvent{.kind = WatchEvent::Kind::kPublished,
                                                     .name = "model/w",
                                                     .version = 12,
@@ -364,6 +408,23 @@ TEST(InspectionCodecTest, WatchSkipsTheConfirmationAndUnknownKinds) {
   EXPECT_EQ(WatchEventFromProto(reply), std::nullopt);
   reply.set_kind(static_cast<v1::WatchEvent::Kind>(77));
   EXPECT_EQ(WatchEventFromProto(reply), std::nullopt);
+}
+
+TEST(InspectionJsonTest, UsesProtoFieldNamesAndPrintsFieldsAtTheirDefaults) {
+  const Result<std::string> json = ToJson(DaemonStats{});
+  ASSERT_OK(json);
+  EXPECT_NE(json->find("\"session_count\":0"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"daemon_epoch\":\"0\""), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"pools\":[]"), std::string::npos) << *json;
+}
+
+TEST(InspectionJsonTest, ADescribedTensorWithoutAFenceHasNone) {
+  TensorDetails details{.descriptor = EventSyncedDescriptor(), .sync_mode = SyncMode::kEvent};
+  const Result<std::string> json = ToJson(details);
+  ASSERT_OK(json);
+  EXPECT_EQ(json->find("\"fence\""), std::string::npos) << *json;
+  details.fence = FenceLocation{.segment_id = 5, .segment_size = 4096, .offset = 8, .value = 1};
+  EXPECT_NE(ToJson(details).value().find("\"fence\":{\"segment_id\":\"5\""), std::string::npos);
 }
 
 }  // namespace

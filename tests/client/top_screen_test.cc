@@ -1,11 +1,13 @@
-// Tests of `hurrayctl top`'s screen (hurrayctl/top_screen.h), from replies built here: no
+// Tests of `hurrayctl top`'s screen (hurrayctl/top_screen.h), from values built here: no
 // daemon, no terminal.
 #include "hurrayctl/top_screen.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <vector>
 
 namespace hurray::ctl {
 namespace {
@@ -13,34 +15,32 @@ namespace {
 constexpr std::int64_t kSecond = 1'000'000'000;
 constexpr std::int64_t kNow = 1'700'000'000 * kSecond;
 
-v1::StatsResponse Stats() {
-  v1::StatsResponse stats;
-  stats.set_uptime_seconds(187);
-  stats.set_session_count(2);
-  stats.set_lease_count(1);
-  stats.set_tensor_count(3);
-  stats.set_version_count(4);
-  v1::PoolStats& pool = *stats.add_pools();
-  pool.set_name("cpu");
-  pool.set_kind("cpu");
-  pool.set_capacity_bytes(std::uint64_t{8} << 30);
-  pool.set_used_bytes(std::uint64_t{3} << 20);
+DaemonStats Stats() {
+  DaemonStats stats{.session_count = 2,
+                    .lease_count = 1,
+                    .tensor_count = 3,
+                    .version_count = 4,
+                    .uptime = std::chrono::seconds(187)};
+  stats.pools.push_back(PoolStats{.name = "cpu",
+                                  .kind = "cpu",
+                                  .capacity_bytes = std::uint64_t{8} << 30,
+                                  .used_bytes = std::uint64_t{3} << 20});
   return stats;
 }
 
 // `count` tensors "t/0" .. published 0, 1, ... seconds before kNow ("t/0" is the newest).
-v1::ListResponse Tensors(int count) {
-  v1::ListResponse list;
+std::vector<TensorSummary> Tensors(int count) {
+  std::vector<TensorSummary> tensors;
   for (int i = count - 1; i >= 0; --i) {
-    v1::TensorSummary& summary = *list.add_tensors();
-    summary.set_name("t/" + std::to_string(i));
-    summary.set_latest_version(1);
-    summary.set_element_type(v1::ELEMENT_TYPE_FLOAT32);
-    summary.add_shape(256);
-    summary.set_byte_size(1024);
-    summary.set_published_at_ns(kNow - i * kSecond);
+    tensors.push_back(
+        TensorSummary{.name = "t/" + std::to_string(i),
+                      .latest_version = 1,
+                      .element_type = ElementType::kFloat32,
+                      .shape = {256},
+                      .byte_size = 1024,
+                      .published_at = DaemonTime(std::chrono::nanoseconds(kNow - i * kSecond))});
   }
-  return list;
+  return tensors;
 }
 
 std::size_t LineCount(const std::string& text) {

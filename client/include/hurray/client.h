@@ -322,6 +322,11 @@ struct AcquireOptions {
   bool populate = false;
 };
 
+// The daemon socket Client::Connect uses when Options::socket_path is empty: $HURRAY_SOCKET,
+// else /run/hurray/hurrayd.sock when it exists, else $XDG_RUNTIME_DIR/hurray/hurrayd.sock or
+// /tmp/hurray-$UID/hurrayd.sock.
+[[nodiscard]] std::string DefaultSocketPath();
+
 // A running watch; destroying it stops the stream.
 class WatchHandle {
  public:

@@ -1,12 +1,10 @@
 #include "hurrayctl/command_support.h"
 
 #include <fmt/format.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <utility>
-
-#include "hurray/ipc/socket_path.h"
 
 namespace hurray::ctl {
 namespace {
@@ -22,7 +20,7 @@ std::string UnreachableDaemonMessage(std::string_view socket_path, std::string_v
 }  // namespace
 
 std::string SocketPathOf(const GlobalOptions& options) {
-  return options.socket_path.empty() ? DefaultClientSocketPath() : options.socket_path;
+  return options.socket_path.empty() ? DefaultSocketPath() : options.socket_path;
 }
 
 Error ExplainConnectError(const Error& error, const std::string& socket_path) {
@@ -40,40 +38,20 @@ Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& options) {
 
 void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
-Result<std::string> JsonText(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions json_options;
-  json_options.preserve_proto_field_names = true;
-  json_options.always_print_primitive_fields = true;
-  std::string json;
-  auto status = google::protobuf::util::MessageToJsonString(message, &json, json_options);
-  if (!status.ok()) {
-    return InternalError(fmt::format("MessageToJsonString: {}", std::string(status.message())));
-  }
-  return json;
-}
-
-Status PrintJson(const google::protobuf::Message& message) {
-  HURRAY_ASSIGN_OR_RETURN(std::string json, JsonText(message));
-  json += '\n';
-  Print(json);
+Status PrintJson(const Result<std::string>& json) {
+  if (!json) return std::unexpected(json.error());
+  Print(*json);
+  Print("\n");
   return {};
 }
 
-Status JsonObject::Print() const {
-  std::string json = "{";
+void JsonObject::Print() const {
+  nlohmann::json object = nlohmann::json::object();
   for (const auto& [key, value] : fields_) {
-    google::protobuf::Value key_value;
-    key_value.set_string_value(key);
-    HURRAY_ASSIGN_OR_RETURN(const std::string key_json, JsonText(key_value));
-    HURRAY_ASSIGN_OR_RETURN(const std::string value_json, JsonText(value));
-    if (json.size() > 1) json += ',';
-    json += key_json;
-    json += ':';
-    json += value_json;
+    std::visit([&object, &key](const auto& held) { object[key] = held; }, value);
   }
-  json += "}\n";
-  ::hurray::ctl::Print(json);
-  return {};
+  ::hurray::ctl::Print(object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                       "\n");
 }
 
 }  // namespace hurray::ctl

@@ -2,14 +2,12 @@
 // on when none answers) and printing to stdout, as text or as JSON.
 #pragma once
 
-#include <google/protobuf/message.h>
-#include <google/protobuf/struct.pb.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "hurray/client.h"
 #include "hurray/error.h"
@@ -33,35 +31,31 @@ inline constexpr std::string_view kClientName = "hurrayctl";
 // Writes `text` to stdout; write errors surface when main flushes stdout.
 void Print(std::string_view text);
 
-// Protobuf's JSON mapping of `message` on one line: proto field names, in field number order,
-// fields at their defaults included (so scripts always find them).
-[[nodiscard]] Result<std::string> JsonText(const google::protobuf::Message& message);
+// `json` (one line, hurray/inspection_json.h's) and a newline, to stdout; or its error.
+[[nodiscard]] Status PrintJson(const Result<std::string>& json);
 
-// JsonText(message) and a newline, to stdout.
-[[nodiscard]] Status PrintJson(const google::protobuf::Message& message);
-
-// A small JSON object for put, get, rm and the transfers, its keys printed in sorted order so
-// that every run prints the same text. Values are google.protobuf.Values, so that protobuf's
-// printer does the escaping; numbers are doubles: exact below 2^53.
+// A small JSON object for put, get, rm, health and the transfers, its keys printed in sorted
+// order so that every run prints the same text.
 class JsonObject {
  public:
   JsonObject& Set(const std::string& key, std::string_view value) {
-    fields_[key].set_string_value(std::string(value));
+    fields_[key] = std::string(value);
     return *this;
   }
   JsonObject& Set(const std::string& key, std::uint64_t value) {
-    fields_[key].set_number_value(static_cast<double>(value));
+    fields_[key] = value;
     return *this;
   }
   JsonObject& Set(const std::string& key, double value) {
-    fields_[key].set_number_value(value);
+    fields_[key] = value;
     return *this;
   }
-  // Prints the object on one line to stdout.
-  [[nodiscard]] Status Print() const;
+  // Prints the object on one line to stdout. Bytes of a string that are not UTF-8 print as
+  // U+FFFD.
+  void Print() const;
 
  private:
-  std::map<std::string, google::protobuf::Value> fields_;  // Sorted by key.
+  std::map<std::string, std::variant<std::string, std::uint64_t, double>> fields_;  // By key.
 };
 
 }  // namespace hurray::ctl

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
@@ -24,15 +22,12 @@
 #include <variant>
 #include <vector>
 
-#include "connection.h"
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "hurray/client.h"
-#include "hurray/descriptor_codec.h"
-#include "hurray/file_transfer.h"
-#include "hurray/ipc/errno_error.h"
-#include "hurray/ipc/socket_path.h"
+#include "hurray/errno_error.h"
+#include "hurray/health.h"
+#include "hurray/inspection.h"
+#include "hurray/inspection_json.h"
 #include "hurray/ipc/unique_fd.h"
-#include "hurray/v1/exchange.pb.h"
 #include "hurrayctl/command_support.h"
 #include "hurrayctl/hurrayctl_format.h"
 #include "hurrayctl/npy.h"
@@ -40,51 +35,36 @@
 #include "hurrayctl/reply_text.h"
 #include "hurrayctl/terminal_screen.h"
 #include "hurrayctl/top_screen.h"
-#include "inspection_calls.h"
 
 namespace hurray::ctl {
 namespace {
 
-using client_internal::Connection;
-// A connection for ls, describe, stats, watch and top. They print the daemon's replies as they
-// come (--json is protobuf's mapping of the reply), so they use the client module's calls
-// that return the replies (inspection_calls.h), not Client's, which convert them.
-Result<std::shared_ptr<Connection>> ConnectForReplies(const GlobalOptions& options) {
-  const std::string socket_path = SocketPathOf(options);
-  auto connection = Connection::Open(socket_path, kClientName, /*use_session_socket=*/true);
-  if (!connection) return std::unexpected(ExplainConnectError(connection.error(), socket_path));
-  return connection;
-}
-
-std::string WatchKindLabel(v1::WatchEvent::Kind kind) {
+std::string_view WatchKindLabel(WatchEvent::Kind kind) {
   switch (kind) {
-    case v1::WatchEvent::KIND_PUBLISHED:
+    case WatchEvent::Kind::kPublished:
       return "published";
-    case v1::WatchEvent::KIND_DELETED:
+    case WatchEvent::Kind::kDeleted:
       return "deleted";
-    case v1::WatchEvent::KIND_EVICTED:
+    case WatchEvent::Kind::kEvicted:
       return "evicted";
-    case v1::WatchEvent::KIND_WATCHING:
-      return "watching";
-    default:
-      return fmt::format("event {}", static_cast<int>(kind));
   }
+  return "event";
 }
 
-// Every published name under `prefix`, all pages merged into one reply.
-Result<v1::ListResponse> ListAll(Connection& connection, std::string_view prefix) {
-  v1::ListResponse all;
+// Every published name under `prefix`, all pages merged into one.
+Result<TensorListPage> ListAll(Client& client, std::string_view prefix) {
+  TensorListPage all;
   std::string page_token;
   do {
-    auto page = client_internal::CallList(connection, prefix, /*page_size=*/1000, page_token);
+    auto page = client.List(prefix, /*page_size=*/1000, page_token);
     if (!page) return std::unexpected(page.error());
-    if (!page->next_page_token().empty() && page->next_page_token() == page_token) {
+    if (!page->next_page_token.empty() && page->next_page_token == page_token) {
       return InternalError(
           fmt::format("List: the daemon returned page token \"{}\" again", page_token));
     }
-    for (auto& summary : *page->mutable_tensors()) *all.add_tensors() = std::move(summary);
-    all.set_daemon_epoch(page->daemon_epoch());
-    page_token = page->next_page_token();
+    std::ranges::move(page->tensors, std::back_inserter(all.tensors));
+    all.daemon_epoch = page->daemon_epoch;
+    page_token = std::move(page->next_page_token);
   } while (!page_token.empty());
   return all;
 }
@@ -104,28 +84,23 @@ Result<sigset_t> BlockSignals(std::initializer_list<int> signals) {
 }  // namespace
 
 Status ListCommand(const GlobalOptions& options, std::string_view prefix) {
-  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
-  HURRAY_ASSIGN_OR_RETURN(const v1::ListResponse all, ListAll(*connection, prefix));
-  if (options.json) return PrintJson(all);
+  HURRAY_ASSIGN_OR_RETURN(const auto client, ConnectClient(options));
+  HURRAY_ASSIGN_OR_RETURN(const TensorListPage all, ListAll(*client, prefix));
+  if (options.json) return PrintJson(ToJson(all));
   TextTable table(TensorColumns());
   const std::int64_t now = UnixNanosNow();
-  for (const v1::TensorSummary& summary : all.tensors()) table.AddRow(TensorRow(summary, now));
+  for (const TensorSummary& summary : all.tensors) table.AddRow(TensorRow(summary, now));
   Print(table.Render());
   return {};
 }
 
 Status DescribeCommand(const GlobalOptions& options, std::string_view name, std::uint64_t version) {
-  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
-  auto response = client_internal::CallDescribe(*connection, name, version);
-  if (!response) return std::unexpected(response.error());
-  if (options.json) return PrintJson(*response);
+  HURRAY_ASSIGN_OR_RETURN(const auto client, ConnectClient(options));
+  HURRAY_ASSIGN_OR_RETURN(const TensorDetails tensor, client->Describe(name, version));
+  if (options.json) return PrintJson(ToJson(tensor));
 
-  const v1::TensorInfo& tensor = response->tensor();
   const std::int64_t now = UnixNanosNow();
-  auto descriptor = DescriptorFromProto(tensor.tensor_descriptor());
-  if (!descriptor) {
-    return std::unexpected(descriptor.error().WithContext("daemon sent an invalid descriptor"));
-  }
+  const std::int64_t published_at = UnixNanos(tensor.published_at);
   std::string text = fmt::format(
       "name:       {}\n"
       "version:    {}\n"
@@ -134,12 +109,10 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
       "published:  {} ({})\n"
       "{}"
       "descriptor:\n",
-      tensor.name(), tensor.version(),
-      OwnerLabel(response->owner().uid(), response->owner().user()), response->owner().uid(),
-      tensor.pool(), FormatTimestamp(tensor.published_at_ns()),
-      FormatAge(tensor.published_at_ns(), now),
-      RenderDeviceAndHandoff(tensor, descriptor->device_tag()));
-  const std::string rendered = descriptor->ToString();
+      tensor.name, tensor.version, OwnerLabel(tensor.owner_uid, tensor.owner_user),
+      tensor.owner_uid, tensor.pool, FormatTimestamp(published_at), FormatAge(published_at, now),
+      RenderDeviceAndHandoff(tensor));
+  const std::string rendered = tensor.descriptor.ToString();
   std::size_t start = 0;
   while (start < rendered.size()) {
     std::size_t end = rendered.find('\n', start);
@@ -150,18 +123,18 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
   }
   text += "buffers:\n";
   TextTable buffers({"BUFFER", "SEGMENT", "OFFSET", "SIZE"});
-  for (int i = 0; i < tensor.buffers_size(); ++i) {
-    const v1::BufferLocation& location = tensor.buffers(i);
-    buffers.AddRow({fmt::to_string(i), fmt::to_string(location.segment_id()),
-                    fmt::to_string(location.offset()), FormatBytes(location.byte_size())});
+  for (std::size_t i = 0; i < tensor.buffers.size(); ++i) {
+    const BufferLocation& location = tensor.buffers[i];
+    buffers.AddRow({fmt::to_string(i), fmt::to_string(location.segment_id),
+                    fmt::to_string(location.offset), FormatBytes(location.byte_size)});
   }
   text += buffers.Render("  ");
   text += "versions:\n";
   TextTable versions({"VERSION", "LEASES", "SIZE", "PUBLISHED", "STATE"});
-  for (const v1::VersionInfo& info : response->versions()) {
-    versions.AddRow({fmt::to_string(info.version()), fmt::to_string(info.lease_count()),
-                     FormatBytes(info.byte_size()), FormatAge(info.published_at_ns(), now),
-                     info.superseded() ? "superseded" : "current"});
+  for (const VersionSummary& info : tensor.versions) {
+    versions.AddRow({fmt::to_string(info.version), fmt::to_string(info.lease_count),
+                     FormatBytes(info.byte_size), FormatAge(UnixNanos(info.published_at), now),
+                     info.superseded ? "superseded" : "current"});
   }
   text += versions.Render("  ");
   Print(text);
@@ -171,25 +144,23 @@ Status DescribeCommand(const GlobalOptions& options, std::string_view name, std:
 namespace {
 
 // The fast path's lines of `stats`: "off", or its directory, lease pages and pinned versions.
-std::string RenderFastPath(const v1::StatsResponse& stats) {
-  if (stats.fast_path_directory_entries() == 0) return "fast path:            off\n";
+std::string RenderFastPath(const FastPathStats& fast_path) {
+  if (fast_path.directory_entries == 0) return "fast path:            off\n";
   return fmt::format(
       "fast path:            {} of {} directory entries ({} names refused one)\n"
       "  lease pages:        {} ({} slots)\n"
       "  pinned versions:    {} ({}), {} scans\n",
-      stats.fast_path_directory_entries_used(), stats.fast_path_directory_entries(),
-      stats.fast_path_refused_names(), stats.fast_path_lease_pages(), stats.fast_path_lease_slots(),
-      stats.fast_path_pinned_versions(), FormatBytes(stats.fast_path_pinned_bytes()),
-      stats.fast_path_scans());
+      fast_path.directory_entries_used, fast_path.directory_entries, fast_path.refused_names,
+      fast_path.lease_pages, fast_path.lease_slots, fast_path.pinned_versions,
+      FormatBytes(fast_path.pinned_bytes), fast_path.scans);
 }
 
 }  // namespace
 
 Status StatsCommand(const GlobalOptions& options) {
-  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
-  auto stats = client_internal::CallStats(*connection);
-  if (!stats) return std::unexpected(stats.error());
-  if (options.json) return PrintJson(*stats);
+  HURRAY_ASSIGN_OR_RETURN(const auto client, ConnectClient(options));
+  HURRAY_ASSIGN_OR_RETURN(const DaemonStats stats, client->Stats());
+  if (options.json) return PrintJson(ToJson(stats));
 
   std::string text = fmt::format(
       "uptime:               {}\n"
@@ -198,53 +169,43 @@ Status StatsCommand(const GlobalOptions& options) {
       "leases:               {}\n"
       "tensors:              {} ({} live versions)\n"
       "pending allocations:  {}\n",
-      FormatDuration(stats->uptime_seconds()), stats->daemon_epoch(), stats->session_count(),
-      stats->lease_count(), stats->tensor_count(), stats->version_count(),
-      stats->pending_allocation_count());
-  text += RenderFastPath(*stats);
-  if (stats->earlier_epoch_held_versions() != 0) {
+      FormatDuration(static_cast<std::uint64_t>(stats.uptime.count())), stats.daemon_epoch,
+      stats.session_count, stats.lease_count, stats.tensor_count, stats.version_count,
+      stats.pending_allocation_count);
+  text += RenderFastPath(stats.fast_path);
+  if (stats.earlier_epoch_held_versions != 0) {
     text += fmt::format(
         "held for earlier:     {} retired versions ({}) an earlier daemon's "
         "clients may still map\n",
-        stats->earlier_epoch_held_versions(), FormatBytes(stats->earlier_epoch_held_bytes()));
+        stats.earlier_epoch_held_versions, FormatBytes(stats.earlier_epoch_held_bytes));
   }
-  if (stats->quarantined_sessions() != 0) {
+  if (stats.quarantined_sessions != 0) {
     std::uint64_t bytes = 0;
-    for (const v1::PoolStats& pool : stats->pools()) bytes += pool.quarantined_bytes();
+    for (const PoolStats& pool : stats.pools) bytes += pool.quarantined_bytes;
     text += fmt::format(
         "quarantined:          {} ({} ended sessions whose process has not exited yet)\n",
-        FormatBytes(bytes), stats->quarantined_sessions());
+        FormatBytes(bytes), stats.quarantined_sessions);
   }
   text += "pools:\n";
-  text += RenderPoolTable(*stats, "  ");
-  text += RenderCudaPools(*stats);
+  text += RenderPoolTable(stats, "  ");
+  text += RenderCudaPools(stats);
   Print(text);
   return {};
 }
 
 Status HealthCommand(const GlobalOptions& options, const std::string& service) {
-  namespace health = grpc::health::v1;
   const std::string socket_path = SocketPathOf(options);
-  const auto stub = health::Health::NewStub(
-      grpc::CreateChannel("unix:" + socket_path, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  health::HealthCheckRequest request;
-  request.set_service(service);
-  health::HealthCheckResponse response;
-  if (const grpc::Status status = stub->Check(&context, request, &response); !status.ok()) {
-    return std::unexpected(
-        ExplainConnectError(client_internal::FromGrpcStatus(status, "health check"), socket_path));
-  }
+  auto status = CheckHealth(socket_path, service);
+  if (!status) return std::unexpected(ExplainConnectError(status.error(), socket_path));
+  const std::string_view name = ServingStatusName(*status);
   if (options.json) {
-    HURRAY_RETURN_IF_ERROR(PrintJson(response));
+    JsonObject().Set("status", name).Print();
   } else {
-    Print(fmt::format("{}\n", health::HealthCheckResponse::ServingStatus_Name(response.status())));
+    Print(fmt::format("{}\n", name));
   }
-  if (response.status() != health::HealthCheckResponse::SERVING) {
+  if (*status != ServingStatus::kServing) {
     return UnavailableError(
-        fmt::format("{} at {} is {}", service.empty() ? "hurrayd" : service, socket_path,
-                    health::HealthCheckResponse::ServingStatus_Name(response.status())));
+        fmt::format("{} at {} is {}", service.empty() ? "hurrayd" : service, socket_path, name));
   }
   return {};
 }
@@ -252,17 +213,17 @@ Status HealthCommand(const GlobalOptions& options, const std::string& service) {
 Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
   // SIGUSR1 is how the stream's end wakes the sigwait below.
   HURRAY_ASSIGN_OR_RETURN(const sigset_t signals, BlockSignals({SIGINT, SIGTERM, SIGUSR1}));
-  HURRAY_ASSIGN_OR_RETURN(auto connection, ConnectForReplies(options));
+  HURRAY_ASSIGN_OR_RETURN(const auto client, ConnectClient(options));
 
   std::mutex mutex;
   std::optional<Status> end;  // Guarded by `mutex`; set once the stream ends.
   const bool json = options.json;
-  auto on_event = [json](const v1::WatchEvent& event) {
+  auto on_event = [json](const WatchEvent& event) {
     if (json) {
-      (void)PrintJson(event);
+      (void)PrintJson(ToJson(event));
     } else {
       Print(fmt::format("{} {} {} version {}\n", FormatTimestamp(UnixNanosNow()),
-                        WatchKindLabel(event.kind()), event.name(), event.version()));
+                        WatchKindLabel(event.kind), event.name, event.version));
     }
     std::fflush(stdout);
   };
@@ -273,8 +234,7 @@ Status WatchCommand(const GlobalOptions& options, std::string_view prefix) {
     }
     ::kill(::getpid(), SIGUSR1);
   };
-  auto watch =
-      client_internal::StartWatch(std::move(connection), std::string(prefix), on_event, on_end);
+  auto watch = client->Watch(prefix, on_event, on_end);
   if (!watch) return std::unexpected(watch.error());
 
   int signal_number = 0;
@@ -293,11 +253,12 @@ Status RemoveCommand(const GlobalOptions& options, std::string_view name, std::u
   auto deleted = (*client)->Delete(name, version);
   if (!deleted) return std::unexpected(deleted.error());
   if (options.json) {
-    return JsonObject()
+    JsonObject()
         .Set("name", name)
         .Set("version", version)
         .Set("versions_deleted", std::uint64_t{*deleted})
         .Print();
+    return {};
   }
   Print(
       fmt::format("deleted {} {} of {}\n", *deleted, *deleted == 1 ? "version" : "versions", name));
@@ -341,13 +302,13 @@ Status TopCommand(const GlobalOptions& options, std::chrono::milliseconds interv
   HURRAY_ASSIGN_OR_RETURN(const UniqueFd signal_fd, TerminationSignals());
   HURRAY_ASSIGN_OR_RETURN(const TerminalScreen screen,
                           TerminalScreen::Enter(STDIN_FILENO, STDOUT_FILENO));
-  HURRAY_ASSIGN_OR_RETURN(const auto connection, ConnectForReplies(options));
+  HURRAY_ASSIGN_OR_RETURN(const auto client, ConnectClient(options));
   const double interval_seconds = std::chrono::duration<double>(interval).count();
   while (true) {
-    HURRAY_ASSIGN_OR_RETURN(const v1::StatsResponse stats, client_internal::CallStats(*connection));
-    HURRAY_ASSIGN_OR_RETURN(const v1::ListResponse tensors, ListAll(*connection, ""));
+    HURRAY_ASSIGN_OR_RETURN(const DaemonStats stats, client->Stats());
+    HURRAY_ASSIGN_OR_RETURN(const TensorListPage tensors, ListAll(*client, ""));
     HURRAY_RETURN_IF_ERROR(screen.Draw(
-        RenderTopScreen(stats, tensors, UnixNanosNow(), interval_seconds, screen.Size())));
+        RenderTopScreen(stats, tensors.tensors, UnixNanosNow(), interval_seconds, screen.Size())));
     HURRAY_ASSIGN_OR_RETURN(const bool quit, WaitForQuit(signal_fd.get(), interval));
     if (quit) return {};
   }

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "hurray/ipc/errno_error.h"
+#include "hurray/errno_error.h"
 
 namespace hurray::ctl {
 namespace {

@@ -23,17 +23,15 @@ void AppendLines(std::string_view text, std::vector<std::string>& lines) {
 
 // The tensors table, newest first, in at most `rows` lines (header included); the last line
 // says how many did not fit.
-std::string RenderTensors(const v1::ListResponse& tensors, std::int64_t now_nanos,
+std::string RenderTensors(std::span<const TensorSummary> tensors, std::int64_t now_nanos,
                           std::size_t rows) {
-  std::vector<const v1::TensorSummary*> newest(tensors.tensors().size());
-  std::ranges::transform(tensors.tensors(), newest.begin(),
-                         [](const v1::TensorSummary& summary) { return &summary; });
+  std::vector<const TensorSummary*> newest(tensors.size());
+  std::ranges::transform(tensors, newest.begin(),
+                         [](const TensorSummary& summary) { return &summary; });
   // Newest first; names order tensors published in the same nanosecond.
-  std::ranges::sort(newest, [](const v1::TensorSummary* a, const v1::TensorSummary* b) {
-    if (a->published_at_ns() != b->published_at_ns()) {
-      return a->published_at_ns() > b->published_at_ns();
-    }
-    return a->name() < b->name();
+  std::ranges::sort(newest, [](const TensorSummary* a, const TensorSummary* b) {
+    if (a->published_at != b->published_at) return a->published_at > b->published_at;
+    return a->name < b->name;
   });
   const std::size_t fit = rows < 1 ? 0 : rows - 1;
   const std::size_t shown = newest.size() <= fit ? newest.size() : (fit > 0 ? fit - 1 : 0);
@@ -46,19 +44,19 @@ std::string RenderTensors(const v1::ListResponse& tensors, std::int64_t now_nano
 
 }  // namespace
 
-std::string RenderTopScreen(const v1::StatsResponse& stats, const v1::ListResponse& tensors,
+std::string RenderTopScreen(const DaemonStats& stats, std::span<const TensorSummary> tensors,
                             std::int64_t now_nanos, double interval_seconds, ScreenSize size) {
   std::vector<std::string> lines;
   lines.push_back(fmt::format(
       "hurrayd up {}   sessions {}   leases {}   pending allocations {}   every {:.1f}s, q quits",
-      FormatDuration(stats.uptime_seconds()), stats.session_count(), stats.lease_count(),
-      stats.pending_allocation_count(), interval_seconds));
+      FormatDuration(static_cast<std::uint64_t>(stats.uptime.count())), stats.session_count,
+      stats.lease_count, stats.pending_allocation_count, interval_seconds));
   lines.emplace_back();
   lines.emplace_back("pools:");
   AppendLines(RenderPoolTable(stats, "  "), lines);
   lines.emplace_back();
-  lines.push_back(fmt::format("tensors: {} ({} live versions), newest first", stats.tensor_count(),
-                              stats.version_count()));
+  lines.push_back(fmt::format("tensors: {} ({} live versions), newest first", stats.tensor_count,
+                              stats.version_count));
   const std::size_t left = size.rows > lines.size() ? size.rows - lines.size() : 0;
   AppendLines(RenderTensors(tensors, now_nanos, left), lines);
 

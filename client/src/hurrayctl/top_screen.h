@@ -1,11 +1,12 @@
-// What `hurrayctl top` shows: one screenful rendered from a Stats and a List reply. A pure
-// function; thread-safe.
+// What `hurrayctl top` shows: one screenful rendered from the daemon's stats and its tensors
+// (hurray/inspection.h). A pure function; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
-#include "hurray/v1/exchange.pb.h"
+#include "hurray/inspection.h"
 
 namespace hurray::ctl {
 
@@ -19,8 +20,9 @@ struct ScreenSize {
 // versions, the refresh interval and "q quits"), the pool table, then the tensors newest
 // first (TensorColumns, ages at `now_nanos`) as many as fit, ending with "... N more" when some
 // do not. At most size.rows lines, each cut to size.columns characters, each ending in '\n'.
-[[nodiscard]] std::string RenderTopScreen(const v1::StatsResponse& stats,
-                                          const v1::ListResponse& tensors, std::int64_t now_nanos,
-                                          double interval_seconds, ScreenSize size);
+[[nodiscard]] std::string RenderTopScreen(const DaemonStats& stats,
+                                          std::span<const TensorSummary> tensors,
+                                          std::int64_t now_nanos, double interval_seconds,
+                                          ScreenSize size);
 
 }  // namespace hurray::ctl

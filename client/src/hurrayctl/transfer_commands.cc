@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "hurray/client.h"
+#include "hurray/errno_error.h"
 #include "hurray/file_transfer.h"
-#include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/unique_fd.h"
 #include "hurrayctl/command_support.h"
 #include "hurrayctl/hurrayctl_commands.h"
@@ -179,11 +179,12 @@ Status PutCommand(const GlobalOptions& options, const TransferFlags& flags, std:
   auto published = tensor->Publish(name);
   if (!published) return std::unexpected(published.error());
   if (options.json) {
-    return JsonObject()
+    JsonObject()
         .Set("name", published->name)
         .Set("version", published->version)
         .Set("bytes", header->data_bytes)
         .Print();
+    return {};
   }
   Print(fmt::format("published {} version {} ({})\n", published->name, published->version,
                     FormatBytes(header->data_bytes)));
@@ -222,12 +223,13 @@ Status GetCommand(const GlobalOptions& options, const TransferFlags& flags, std:
   }
   const std::uint64_t bytes = header->size() + data->size();
   if (options.json) {
-    return JsonObject()
+    JsonObject()
         .Set("name", view->name())
         .Set("version", view->version())
         .Set("file", path)
         .Set("bytes", bytes)
         .Print();
+    return {};
   }
   Print(fmt::format("wrote {} version {} to {} ({})\n", view->name(), view->version(), path,
                     FormatBytes(bytes)));
@@ -252,7 +254,7 @@ Status PrintTransfer(const GlobalOptions& options, const TransferFlags& flags,
   const double seconds = std::chrono::duration<double>(summary.elapsed).count();
   const double gb_per_s = seconds > 0 ? static_cast<double>(summary.bytes) / seconds / 1e9 : 0.0;
   if (options.json) {
-    return JsonObject()
+    JsonObject()
         .Set("file", path)
         .Set("prefix", prefix)
         .Set("tensors", static_cast<std::uint64_t>(summary.tensors))
@@ -260,6 +262,7 @@ Status PrintTransfer(const GlobalOptions& options, const TransferFlags& flags,
         .Set("seconds", seconds)
         .Set("gb_per_s", gb_per_s)
         .Print();
+    return {};
   }
   if (flags.quiet) return {};
   Print(fmt::format("{} {} tensors ({}) in {:.3f} s, {:.2f} GB/s {} {}\n", verb, summary.tensors,
