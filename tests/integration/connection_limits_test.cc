@@ -2,7 +2,7 @@
 // threads and every other client is still served; connections beyond max_sessions_per_uid
 // are refused with RESOURCE_EXHAUSTED naming the cap, counted in Stats; a connection that
 // never says hello is closed at hello_timeout_ms. (EMFILE at accept is injected in
-// tests/session/session_test.cc, where the lowest free descriptor is known.)
+// tests/daemon/session/session_test.cc, where the lowest free descriptor is known.)
 #include <sys/resource.h>
 #include <sys/socket.h>
 

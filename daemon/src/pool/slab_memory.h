@@ -1,6 +1,6 @@
 // SlabMemory: where a CUDA pool gets its device memory from, one slab at a time. The narrow
 // interface every CUDA call of a pool sits behind, so that CudaPool's bookkeeping is tested
-// on the CPU (tests/daemon's memfd-backed fake) and the driver is needed only by
+// on the CPU (tests/daemon/pool's memfd-backed fake) and the driver is needed only by
 // CudaSlabMemory.
 #pragma once
 

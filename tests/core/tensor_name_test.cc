@@ -1,5 +1,5 @@
 // Tensor names: how messages show one (ShownName). Their rule, ValidateTensorName, is tested
-// with the registry that applies it (tests/daemon/registry_test.cc).
+// with the registry that applies it (tests/daemon/registry/registry_test.cc).
 #include "hurray/tensor_name.h"
 
 #include <gtest/gtest.h>
