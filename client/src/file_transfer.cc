@@ -3,52 +3,52 @@
 #include <fmt/format.h>
 
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "hurray/file_writer.h"
-#include "hurray/tensor_file.h"
+#include "hurray/tensor_import.h"
 
 namespace hurray {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The names the file's tensors are published under, each checked, as one PublishBatch can
-// carry them.
-Result<std::vector<std::string>> BatchNames(const TensorFile& file, const std::string& path,
-                                            const std::string& prefix) {
-  const std::span<const TensorFile::Tensor> tensors = file.tensors();
-  if (tensors.empty())
-    return InvalidArgumentError(fmt::format("{}: the file has no tensors", path));
-  if (tensors.size() > Client::kMaxBatchPublish) {
-    return InvalidArgumentError(fmt::format("{}: {} tensors, above the {} one import publishes",
-                                            path, tensors.size(), Client::kMaxBatchPublish));
-  }
-  auto names = file.PrefixedNames(prefix);
-  if (!names) return std::unexpected(names.error().WithContext(path));
-  return names;
-}
+// The client's allocations: one WritableTensor per tensor of the file, published together
+// with one PublishBatch. Dropping the sink cancels every allocation not yet published.
+class ClientSink final : public TensorImport::Sink {
+ public:
+  ClientSink(Client& client, std::string_view pool) : client_(client), pool_(pool) {}
 
-// One allocation per tensor; dropping the result cancels every one.
-Result<std::vector<WritableTensor>> AllocateAll(Client& client, const TensorFile& file,
-                                                const std::string& pool) {
-  std::vector<WritableTensor> allocations;
-  allocations.reserve(file.tensors().size());
-  for (const TensorFile::Tensor& tensor : file.tensors()) {
-    auto allocation = client.Allocate(tensor.descriptor, pool);
-    if (!allocation) {
-      return std::unexpected(
-          allocation.error().WithContext(fmt::format("allocating tensor \"{}\"", tensor.name)));
-    }
-    if (allocation->device().device_tag != DeviceTag::Cpu()) {
+  Result<std::vector<std::span<std::byte>>> Allocate(const std::string& name,
+                                                     const TensorDescriptor& descriptor) override {
+    HURRAY_ASSIGN_OR_RETURN(WritableTensor allocation, client_.Allocate(descriptor, pool_));
+    if (allocation.device().device_tag != DeviceTag::Cpu()) {
       return FailedPreconditionError(fmt::format(
-          "pool \"{}\" is not a CPU pool: files are imported into CPU pools only", pool));
+          "pool \"{}\" is not a CPU pool: files are imported into CPU pools only", pool_));
     }
-    allocations.push_back(*std::move(allocation));
+    std::vector<std::span<std::byte>> buffers;
+    buffers.reserve(allocation.buffer_count());
+    for (std::size_t j = 0; j < allocation.buffer_count(); ++j) {
+      buffers.push_back(allocation.buffer(j));
+    }
+    allocations_.push_back(std::move(allocation));
+    names_.push_back(name);
+    return buffers;
   }
-  return allocations;
-}
+
+  Status PublishAll() override {
+    HURRAY_RETURN_IF_ERROR(client_.PublishBatch(allocations_, names_));
+    return {};
+  }
+
+ private:
+  Client& client_;
+  const std::string_view pool_;
+  std::vector<WritableTensor> allocations_;
+  std::vector<std::string> names_;
+};
 
 FileTransferSummary SummaryOf(std::size_t tensors, std::uint64_t bytes, Clock::time_point start) {
   return {.tensors = tensors,
@@ -61,24 +61,18 @@ FileTransferSummary SummaryOf(std::size_t tensors, std::uint64_t bytes, Clock::t
 Result<FileTransferSummary> ImportTensorFile(Client& client, const std::string& path,
                                              const FileTransferOptions& options) {
   const Clock::time_point start = Clock::now();
-  HURRAY_ASSIGN_OR_RETURN(const TensorFile file, TensorFile::Open(path));
-  HURRAY_ASSIGN_OR_RETURN(const std::vector<std::string> names,
-                          BatchNames(file, path, options.prefix));
-  HURRAY_ASSIGN_OR_RETURN(std::vector<WritableTensor> allocations,
-                          AllocateAll(client, file, options.pool));
-  std::vector<std::vector<std::span<std::byte>>> destinations(allocations.size());
-  for (std::size_t i = 0; i < allocations.size(); ++i) {
-    for (std::size_t j = 0; j < allocations[i].buffer_count(); ++j) {
-      destinations[i].push_back(allocations[i].buffer(j));
-    }
-  }
+  HURRAY_ASSIGN_OR_RETURN(const TensorImport import,
+                          TensorImport::Open(path, {.prefix = options.prefix,
+                                                    .max_tensors = Client::kMaxBatchPublish}));
   FileReadOptions read_options{.parallelism = options.parallelism};
   if (options.progress) {
-    read_options.progress = [&](std::uint64_t done) { options.progress(done, file.total_bytes()); };
+    read_options.progress = [&](std::uint64_t done) {
+      options.progress(done, import.file().total_bytes());
+    };
   }
-  HURRAY_RETURN_IF_ERROR(file.Read(destinations, read_options));
-  HURRAY_RETURN_IF_ERROR(client.PublishBatch(allocations, names));
-  return SummaryOf(names.size(), file.total_bytes(), start);
+  ClientSink sink(client, options.pool);
+  HURRAY_RETURN_IF_ERROR(import.Run(sink, read_options));
+  return SummaryOf(import.names().size(), import.file().total_bytes(), start);
 }
 
 Result<FileTransferSummary> SaveTensors(Client& client, std::string_view prefix,

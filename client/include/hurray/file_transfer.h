@@ -44,12 +44,13 @@ struct FileTransferSummary {
 // Publishes every tensor of the file at `path` (TensorFile::Open: .safetensors,
 // *.safetensors.index.json or .hrry) under options.prefix + its name, as one PublishBatch:
 // all become visible together, or none. Each tensor gets its own allocation, and its bytes
-// are read from the file straight into the pool's mapping. The errors of TensorFile::Open
-// (naming file, tensor and field), INVALID_ARGUMENT naming a tensor whose prefixed name is
-// not a valid tensor name (checked before anything is allocated), a file of no tensors or
-// of more than Client::kMaxBatchPublish tensors,
-// FAILED_PRECONDITION for a pool that is not a CPU pool, the errors of Allocate and
-// PublishBatch. On any error nothing is published and nothing stays allocated; the same
+// are read from the file straight into the pool's mapping (hurray/tensor_import.h, the
+// algorithm of the daemon's preload too). Each error names the file: the errors of
+// TensorFile::Open (naming tensor and field), INVALID_ARGUMENT naming a tensor whose
+// prefixed name is not a valid tensor name (checked before anything is allocated), a file
+// of no tensors or of more than Client::kMaxBatchPublish tensors, FAILED_PRECONDITION for a
+// pool that is not a CPU pool, the errors of Allocate (naming the tensor), of the read and
+// of PublishBatch. On any error nothing is published and nothing stays allocated; the same
 // holds when the importing process dies at any instant (its session's allocations are
 // freed).
 [[nodiscard]] Result<FileTransferSummary> ImportTensorFile(Client& client, const std::string& path,

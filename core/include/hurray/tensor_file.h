@@ -2,7 +2,7 @@
 // *.safetensors.index.json (and the shards it names), or a .hrry file — listed with their
 // descriptors before any byte is read, then read straight into memory the caller placed (a
 // pool's mapping). The one path by which hurrayctl, the C++ and Python clients and the
-// daemon's preload bring files into a pool.
+// daemon's preload bring files into a pool, through TensorImport (tensor_import.h).
 //
 // Open parses and checks every header (safetensors.h, file_reader.h) and refuses, naming the
 // file, the tensor and the field: a broken header, a tensor name listed twice (across shards

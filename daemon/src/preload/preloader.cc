@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <map>
 #include <span>
@@ -14,10 +13,9 @@
 #include <utility>
 
 #include "hurray/descriptor_codec.h"
-#include "hurray/errno_error.h"
 #include "hurray/ipc/peer_credentials.h"
 #include "hurray/ipc/shared_mapping.h"
-#include "hurray/tensor_file.h"
+#include "hurray/tensor_import.h"
 
 namespace hurray::daemon {
 namespace {
@@ -37,34 +35,7 @@ class DaemonSession {
   const std::uint64_t id_;
 };
 
-// A read-write mapping of a whole pool segment, unmapped on destruction.
-class SegmentMapping {
- public:
-  static Result<SegmentMapping> Map(const SegmentAccess& access, std::uint64_t segment_id) {
-    HURRAY_ASSIGN_OR_RETURN(
-        SharedMapping mapping,
-        SharedMapping::Map(access.fd.get(), access.segment_size, PROT_READ | PROT_WRITE,
-                           fmt::format("segment {}", segment_id)));
-    return SegmentMapping(std::move(mapping));
-  }
-
-  // The bytes of `location`; INTERNAL when they are not inside the segment.
-  [[nodiscard]] Result<std::span<std::byte>> Bytes(const v1::BufferLocation& location) const {
-    const std::uint64_t size = mapping_.size();
-    if (location.offset() > size || location.byte_size() > size - location.offset()) {
-      return InternalError(
-          fmt::format("segment {}: buffer at offset {} of {} bytes is outside "
-                      "its {} bytes",
-                      location.segment_id(), location.offset(), location.byte_size(), size));
-    }
-    return std::span<std::byte>(mapping_.bytes() + location.offset(), location.byte_size());
-  }
-
- private:
-  explicit SegmentMapping(SharedMapping mapping) : mapping_(std::move(mapping)) {}
-  SharedMapping mapping_;
-};
-
+// Whether `name` is a pool the preload can fill, asked before the file is opened.
 Status CheckPool(const PoolSet& pools, const std::string& name) {
   const Pool* pool = pools.Find(name);
   if (pool == nullptr) return NotFoundError(fmt::format("pool {} does not exist", name));
@@ -75,82 +46,92 @@ Status CheckPool(const PoolSet& pools, const std::string& name) {
   return {};
 }
 
-// Where each tensor's buffers are: allocations made, their segments mapped.
-struct Placement {
-  std::vector<std::uint64_t> allocation_ids;
-  std::vector<std::vector<std::span<std::byte>>> destinations;
-  std::map<std::uint64_t, SegmentMapping> mappings;  // By segment id.
-};
+// The pool and the registry as an import's sink: each tensor allocated by the daemon's own
+// session in `pool`, its segments granted to that session and mapped read-write, and every
+// tensor published with one PublishBatch. Destroying the sink unmaps the segments, then ends
+// the session, which frees whatever was allocated and not published.
+class PoolSink final : public TensorImport::Sink {
+ public:
+  PoolSink(Registry& registry, std::uint64_t session_id, std::string pool)
+      : session_(registry, session_id), registry_(registry), pool_(std::move(pool)) {}
 
-Result<std::span<std::byte>> Destination(Registry& registry, std::uint64_t session_id,
-                                         const v1::BufferLocation& location, Placement& placement) {
-  if (location.byte_size() == 0) return std::span<std::byte>();
-  auto mapping = placement.mappings.find(location.segment_id());
-  if (mapping == placement.mappings.end()) {
-    HURRAY_ASSIGN_OR_RETURN(const SegmentAccess access,
-                            registry.GrantSegment(session_id, location.segment_id(), true));
-    HURRAY_ASSIGN_OR_RETURN(SegmentMapping mapped,
-                            SegmentMapping::Map(access, location.segment_id()));
-    mapping = placement.mappings.emplace(location.segment_id(), std::move(mapped)).first;
-  }
-  return mapping->second.Bytes(location);
-}
-
-Result<Placement> Place(Registry& registry, std::uint64_t session_id, const TensorFile& file,
-                        const std::string& pool) {
-  Placement placement;
-  for (const TensorFile::Tensor& tensor : file.tensors()) {
+  Result<std::vector<std::span<std::byte>>> Allocate(const std::string& name,
+                                                     const TensorDescriptor& descriptor) override {
     v1::AllocateRequest request;
-    *request.mutable_tensor_descriptor() = DescriptorToProto(tensor.descriptor);
-    request.set_pool(pool);
-    auto allocated = registry.Allocate(session_id, request);
-    if (!allocated) {
-      return std::unexpected(
-          allocated.error().WithContext(fmt::format("tensor \"{}\"", tensor.name)));
-    }
-    placement.allocation_ids.push_back(allocated->allocation_id());
-    std::vector<std::span<std::byte>>& buffers = placement.destinations.emplace_back();
-    for (const v1::BufferLocation& location : allocated->buffers()) {
-      HURRAY_ASSIGN_OR_RETURN(const std::span<std::byte> bytes,
-                              Destination(registry, session_id, location, placement));
+    *request.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
+    request.set_pool(pool_);
+    HURRAY_ASSIGN_OR_RETURN(const v1::AllocateResponse allocated,
+                            registry_.Allocate(session_.id(), request));
+    allocation_ids_.push_back(allocated.allocation_id());
+    names_.push_back(name);
+    std::vector<std::span<std::byte>> buffers;
+    buffers.reserve(static_cast<std::size_t>(allocated.buffers_size()));
+    for (const v1::BufferLocation& location : allocated.buffers()) {
+      HURRAY_ASSIGN_OR_RETURN(const std::span<std::byte> bytes, Bytes(location));
       buffers.push_back(bytes);
     }
+    return buffers;
   }
-  return placement;
-}
 
-Status Publish(Registry& registry, std::uint64_t session_id, const Placement& placement,
-               const std::vector<std::string>& names) {
-  v1::PublishBatchRequest request;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    v1::PublishRequest& item = *request.add_items();
-    item.set_allocation_id(placement.allocation_ids[i]);
-    item.set_name(names[i]);
+  Status PublishAll() override {
+    // Unmapped before publishing: a sealed pool seals only memory that nobody maps writable.
+    mappings_.clear();
+    v1::PublishBatchRequest request;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      v1::PublishRequest& item = *request.add_items();
+      item.set_allocation_id(allocation_ids_[i]);
+      item.set_name(names_[i]);
+    }
+    HURRAY_RETURN_IF_ERROR(registry_.PublishBatch(session_.id(), request));
+    return {};
   }
-  HURRAY_RETURN_IF_ERROR(registry.PublishBatch(session_id, request));
-  return {};
-}
+
+ private:
+  // The bytes of `location` in its segment, which is granted and mapped on first use;
+  // INTERNAL when they are not inside the segment.
+  Result<std::span<std::byte>> Bytes(const v1::BufferLocation& location) {
+    if (location.byte_size() == 0) return std::span<std::byte>();
+    auto mapping = mappings_.find(location.segment_id());
+    if (mapping == mappings_.end()) {
+      HURRAY_ASSIGN_OR_RETURN(const SegmentAccess access,
+                              registry_.GrantSegment(session_.id(), location.segment_id(), true));
+      HURRAY_ASSIGN_OR_RETURN(
+          SharedMapping mapped,
+          SharedMapping::Map(access.fd.get(), access.segment_size, PROT_READ | PROT_WRITE,
+                             fmt::format("segment {}", location.segment_id())));
+      mapping = mappings_.emplace(location.segment_id(), std::move(mapped)).first;
+    }
+    const std::uint64_t size = mapping->second.size();
+    if (location.offset() > size || location.byte_size() > size - location.offset()) {
+      return InternalError(
+          fmt::format("segment {}: buffer at offset {} of {} bytes is outside its {} bytes",
+                      location.segment_id(), location.offset(), location.byte_size(), size));
+    }
+    return std::span<std::byte>(mapping->second.bytes() + location.offset(), location.byte_size());
+  }
+
+  const DaemonSession session_;  // First: ended after the segments are unmapped.
+  Registry& registry_;
+  const std::string pool_;
+  std::map<std::uint64_t, SharedMapping> mappings_;  // By segment id.
+  std::vector<std::uint64_t> allocation_ids_;
+  std::vector<std::string> names_;
+};
 
 Result<PreloadSummary> Import(Registry& registry, const PoolSet& pools,
                               const Config::Preload& entry, const std::stop_token& stop) {
   HURRAY_RETURN_IF_ERROR(CheckPool(pools, entry.pool));
-  HURRAY_ASSIGN_OR_RETURN(const TensorFile file, TensorFile::Open(entry.path));
-  HURRAY_ASSIGN_OR_RETURN(const std::vector<std::string> names, file.PrefixedNames(entry.prefix));
-  spdlog::info("preload: reading {} tensors, {} MiB, from {} under \"{}\"", names.size(),
-               file.total_bytes() >> 20, entry.path, entry.prefix);
+  HURRAY_ASSIGN_OR_RETURN(const TensorImport import,
+                          TensorImport::Open(entry.path, {.prefix = entry.prefix}));
+  spdlog::info("preload: reading {} tensors, {} MiB, from {} under \"{}\"", import.names().size(),
+               import.file().total_bytes() >> 20, entry.path, entry.prefix);
   HURRAY_ASSIGN_OR_RETURN(
       const SessionGrant grant,
       registry.OpenSession(PeerCredentials{.pid = ::getpid(), .uid = ::getuid(), .gid = ::getgid()},
                            "hurrayd preload"));
-  const DaemonSession session(registry, grant.session_id);
-  HURRAY_ASSIGN_OR_RETURN(Placement placement, Place(registry, session.id(), file, entry.pool));
-  HURRAY_RETURN_IF_ERROR(file.Read(placement.destinations, {.stop = stop}));
-  if (stop.stop_requested()) return CancelledError("stopped before publishing");
-  // Unmapped before publishing: a sealed pool seals only memory that nobody maps writable.
-  placement.destinations.clear();
-  placement.mappings.clear();
-  HURRAY_RETURN_IF_ERROR(Publish(registry, session.id(), placement, names));
-  return PreloadSummary{.tensors = names.size(), .bytes = file.total_bytes()};
+  PoolSink sink(registry, grant.session_id, entry.pool);
+  HURRAY_RETURN_IF_ERROR(import.Run(sink, {.stop = stop}));
+  return PreloadSummary{.tensors = import.names().size(), .bytes = import.file().total_bytes()};
 }
 
 }  // namespace
@@ -158,7 +139,7 @@ Result<PreloadSummary> Import(Registry& registry, const PoolSet& pools,
 Result<PreloadSummary> PreloadFile(Registry& registry, const PoolSet& pools,
                                    const Config::Preload& entry, const std::stop_token& stop) {
   auto imported = Import(registry, pools, entry, stop);
-  // TensorFile's and ReadFileRanges' errors name the file already; the others get it here.
+  // TensorImport's errors name the file already; CheckPool's and OpenSession's get it here.
   if (!imported && imported.error().message().find(entry.path) == std::string::npos) {
     return std::unexpected(imported.error().WithContext(entry.path));
   }

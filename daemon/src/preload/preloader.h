@@ -1,11 +1,12 @@
 // Preloader: the [[preload]] entries of the configuration, imported at start-up on a thread
 // of its own while the daemon already serves.
 //
-// Each entry is imported as the daemon's own session (Registry::OpenSession with the
-// daemon's pid, uid and gid): TensorFile::Open checks every header first, each tensor gets an
-// allocation in the entry's pool (CPU pools only), the daemon maps the allocations' segments
-// read-write (GrantSegment), TensorFile::Read reads the file straight into them, and one
-// PublishBatch makes every tensor of the entry visible at once, under prefix + its name.
+// Each entry is a TensorImport (hurray/tensor_import.h, the algorithm of the client's import
+// too) into a sink of the daemon's own session (Registry::OpenSession with the daemon's pid,
+// uid and gid): TensorImport::Open checks every header first, each tensor gets an allocation
+// in the entry's pool (CPU pools only), the daemon maps the allocations' segments read-write
+// (GrantSegment), the file is read straight into them, and one PublishBatch makes every
+// tensor of the entry visible at once, under prefix + its name.
 // The session then ends, so whatever an entry that fails had allocated is freed: an entry
 // is published whole or not at all. The session counts against session_quota like any
 // other.
@@ -34,13 +35,14 @@ struct PreloadSummary {
   std::uint64_t bytes = 0;
 };
 
-// Imports `entry` now, on the calling thread (see Preloader). The errors of TensorFile::Open
-// (naming file, tensor and field) and of TensorFile::Read, each prefixed with the file's
-// path; INVALID_ARGUMENT naming a tensor whose prefixed name is not a tensor name, before
-// anything is allocated; NOT_FOUND for an unknown pool, FAILED_PRECONDITION for one that is
-// not a CPU pool; the errors of Allocate and PublishBatch; CANCELLED when `stop` is
-// requested before the tensors are published. On every error nothing is published and
-// nothing stays allocated.
+// Imports `entry` now, on the calling thread (see Preloader). Each error names the file's
+// path: NOT_FOUND for an unknown pool, FAILED_PRECONDITION for one that is not a CPU pool
+// (both before the file is opened); the errors of TensorImport::Open (those of
+// TensorFile::Open, naming file, tensor and field; INVALID_ARGUMENT for a file of no
+// tensors, or naming a tensor whose prefixed name is not a tensor name, before anything is
+// allocated) and of TensorImport::Run (the errors of Allocate, naming the tensor, of the
+// read and of PublishBatch); CANCELLED when `stop` is requested before the tensors are
+// published. On every error nothing is published and nothing stays allocated.
 [[nodiscard]] Result<PreloadSummary> PreloadFile(Registry& registry, const PoolSet& pools,
                                                  const Config::Preload& entry,
                                                  const std::stop_token& stop = {});
