@@ -61,14 +61,16 @@ class TensorViewAccess {
   [[nodiscard]] static Result<std::shared_ptr<void>> ReadyEvent(const TensorView& view);
 };
 
-// Ends lease `lease_id` of daemon epoch `epoch`.
-Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_t epoch);
-
 // Ends `lease_ids` (of daemon epoch `epoch`) in requests of at most
 // Client::kMaxLeasesPerRelease ids. The daemon ends every lease of a request that it knows,
 // so one stale id costs the others nothing. Returns the first error.
 Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids,
                      std::uint64_t epoch);
+
+// Ends lease `lease_id` of daemon epoch `epoch`: ReleaseLeases of one id.
+inline Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_t epoch) {
+  return ReleaseLeases(connection, std::span(&lease_id, 1), epoch);
+}
 
 // Fills this process's page tables for the tensor's host buffers (AcquireOptions::populate).
 void PopulateTensor(const DecodedTensor& tensor);

@@ -34,12 +34,6 @@ using client_internal::TensorViewAccess;
 
 namespace client_internal {
 
-Status ReleaseLease(Connection& connection, std::uint64_t lease_id, std::uint64_t epoch) {
-  v1::ReleaseRequest request;
-  request.add_lease_ids(lease_id);
-  return connection.Release(request, epoch);
-}
-
 Status ReleaseLeases(Connection& connection, std::span<const std::uint64_t> lease_ids,
                      std::uint64_t epoch) {
   Status outcome;
