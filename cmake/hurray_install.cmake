@@ -1,12 +1,15 @@
 # What `cmake --install` puts where (and so what the .deb holds, cmake/hurray_cpack.cmake):
 #   bin/            hurrayd, hurrayctl
-#   lib/            libhurray.so (the format's C ABI) and libhurray-client.so (the C client),
-#                   each with its SONAME link (libhurray.so.0) and version file
-#   include/        hurray.h, hurray_client.h: the C API. The C++ client (hurray/client.h) is a
-#                   static library over the generated protobuf and gRPC code, not installed.
-#   lib/cmake/hurray/       hurray-config.cmake: find_package(hurray) gives hurray::hurray and
-#                           hurray::client
-#   lib/pkgconfig/          hurray.pc, hurray-client.pc
+#   lib/            libhurray.so (the format's C ABI), libhurray-client.so (the C client) and
+#                   libhurray-client++.so (the C++ client), each with its SONAME link
+#                   (libhurray.so.0) and version file
+#   include/        hurray.h, hurray_client.h: the C API; hurray/: the C++ client's headers
+#                   (client.h, file_transfer.h, health.h, inspection.h, inspection_json.h)
+#                   and the format headers they include, no others (the list is
+#                   HURRAY_CXX_HEADERS below)
+#   lib/cmake/hurray/       hurray-config.cmake: find_package(hurray) gives hurray::hurray,
+#                           hurray::client and hurray::client++
+#   lib/pkgconfig/          hurray.pc, hurray-client.pc, hurray-client++.pc
 #   lib/systemd/system/     hurrayd.service (names hurrayd where this install puts it)
 #   lib/sysusers.d/         hurray.conf: the system user and group hurray
 #   lib/tmpfiles.d/         hurray.conf, when systemd/hurray.tmpfiles.conf exists
@@ -35,6 +38,23 @@ if(HURRAY_BUILD_SERVICES)
           INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   install(FILES client/include/hurray_client.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   list(APPEND HURRAY_PKGCONFIG_FILES hurray-client)
+
+  # hurray::client++, the C++ client (hurray/client.h), named as gRPC names its C++ library
+  # (gRPC::grpc++, libgrpc++.so, grpc++.pc). Its headers and every header of ours they
+  # include: the package_consumer test compiles each of them alone against the install.
+  set_target_properties(hurray-client++ PROPERTIES EXPORT_NAME client++)
+  install(TARGETS hurray-client++ EXPORT hurray-targets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  set(HURRAY_CXX_HEADERS
+      client/include/hurray/client.h client/include/hurray/file_transfer.h
+      client/include/hurray/health.h client/include/hurray/inspection.h
+      client/include/hurray/inspection_json.h core/include/hurray/buffer_handle.h
+      core/include/hurray/buffer_parts.h core/include/hurray/element_type.h
+      core/include/hurray/error.h core/include/hurray/export.h core/include/hurray/layout.h
+      core/include/hurray/quantization.h core/include/hurray/tensor_descriptor.h)
+  install(FILES ${HURRAY_CXX_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hurray)
+  list(APPEND HURRAY_PKGCONFIG_FILES hurray-client++)
 
   # The unit names hurrayd where this install puts it.
   configure_file(systemd/hurrayd.service.in ${PROJECT_BINARY_DIR}/hurrayd.service @ONLY)

@@ -1,10 +1,13 @@
 # Checks what a shared library exports and what it depends on; run by ctest as
 #   cmake -DLIBRARY=... -DNM=... -DREADELF=... -DEXPORTS=... -DMUST_EXPORT=...
 #         -DFORBIDDEN_NEEDED=... [-DREQUIRED_NEEDED=...] -P check_library.cmake
-# Every symbol `nm -D --defined-only` lists must match the regex EXPORTS, MUST_EXPORT must
-# be among them, no NEEDED entry of `readelf -d` may match FORBIDDEN_NEEDED, and one must
-# match REQUIRED_NEEDED when it is given. With -DVERSION_NODE=N, every symbol must carry the
-# version N, but those matching PRIVATE_EXPORTS, which must carry PRIVATE_VERSION_NODE.
+# Every symbol `nm -D --defined-only` lists must match the regex EXPORTS, each of the list
+# MUST_EXPORT must be among them, no NEEDED entry of `readelf -d` may match FORBIDDEN_NEEDED,
+# and one must match REQUIRED_NEEDED when it is given. With -DVERSION_NODE=N, every symbol
+# must carry the version N, but those matching PRIVATE_EXPORTS, which must carry
+# PRIVATE_VERSION_NODE. With -DDEMANGLE=ON the symbols are C++ names as `nm -C` writes them
+# ("hurray::Client::Connect(hurray::Client::Options)"), and none may match the regex
+# FORBIDDEN_EXPORTS anywhere (an argument's type included) when it is given.
 # Any other outcome fails the test.
 foreach(variable LIBRARY NM READELF EXPORTS MUST_EXPORT FORBIDDEN_NEEDED)
   if(NOT DEFINED ${variable} OR "${${variable}}" STREQUAL "")
@@ -12,22 +15,29 @@ foreach(variable LIBRARY NM READELF EXPORTS MUST_EXPORT FORBIDDEN_NEEDED)
   endif()
 endforeach()
 
-execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY}
+set(nm_options -D --defined-only)
+if(DEMANGLE)
+  list(APPEND nm_options -C)
+endif()
+execute_process(COMMAND ${NM} ${nm_options} ${LIBRARY}
                 OUTPUT_VARIABLE symbol_lines RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
-  message(FATAL_ERROR "${NM} -D --defined-only ${LIBRARY} failed: ${status}")
+  message(FATAL_ERROR "${NM} ${nm_options} ${LIBRARY} failed: ${status}")
 endif()
 string(REGEX MATCHALL "[^\n]+" symbol_lines "${symbol_lines}")
 set(stray "")
-set(found_must_export FALSE)
+set(forbidden "")
+set(exported "")
 set(misversioned "")
 foreach(line IN LISTS symbol_lines)
   # A version node's own definition ("0000000000000000 A HURRAY_4") is not a symbol.
-  if(line MATCHES " A [^ ]+$")
+  if(line MATCHES "^[0-9a-f]+ A [^ ]+$")
     continue()
   endif()
-  string(REGEX REPLACE "^.* " "" versioned "${line}")  # The name is the last field,
-  string(REGEX REPLACE "@.*$" "" symbol "${versioned}")  # its version after an @.
+  # The name follows the value and the type letter (a demangled name may hold spaces);
+  # its version follows an @.
+  string(REGEX REPLACE "^[0-9a-f]+ [A-Za-z] " "" versioned "${line}")
+  string(REGEX REPLACE "@.*$" "" symbol "${versioned}")
   set(version "")
   if(versioned MATCHES "@@?(.+)$")
     set(version "${CMAKE_MATCH_1}")
@@ -41,13 +51,15 @@ foreach(line IN LISTS symbol_lines)
       list(APPEND misversioned "${symbol} has version '${version}', not ${expected_version}")
     endif()
   endif()
-  if(symbol STREQUAL MUST_EXPORT)
-    set(found_must_export TRUE)
-  endif()
+  list(APPEND exported "${symbol}")
   if(NOT symbol MATCHES "${EXPORTS}")
     list(APPEND stray "${symbol}")
   endif()
+  if(DEFINED FORBIDDEN_EXPORTS AND symbol MATCHES "${FORBIDDEN_EXPORTS}")
+    list(APPEND forbidden "${symbol}")
+  endif()
 endforeach()
+list(LENGTH exported export_count)
 if(stray)
   list(JOIN stray "\n  " stray)
   message(FATAL_ERROR "${LIBRARY} exports symbols outside ${EXPORTS}:\n  ${stray}")
@@ -56,9 +68,16 @@ if(misversioned)
   list(JOIN misversioned "\n  " misversioned)
   message(FATAL_ERROR "${LIBRARY}: symbols in the wrong version node:\n  ${misversioned}")
 endif()
-if(NOT found_must_export)
-  message(FATAL_ERROR "${LIBRARY} does not export ${MUST_EXPORT}")
+if(forbidden)
+  list(JOIN forbidden "\n  " forbidden)
+  message(FATAL_ERROR "${LIBRARY} exports symbols that name ${FORBIDDEN_EXPORTS}:\n  ${forbidden}")
 endif()
+foreach(symbol IN LISTS MUST_EXPORT)
+  list(FIND exported "${symbol}" index)
+  if(index EQUAL -1)
+    message(FATAL_ERROR "${LIBRARY} does not export ${symbol}")
+  endif()
+endforeach()
 
 execute_process(COMMAND ${READELF} -d ${LIBRARY}
                 OUTPUT_VARIABLE dynamic RESULT_VARIABLE status)
@@ -83,4 +102,4 @@ endforeach()
 if(DEFINED REQUIRED_NEEDED AND NOT found_required)
   message(FATAL_ERROR "${LIBRARY} does not need ${REQUIRED_NEEDED}; it needs: ${needed}")
 endif()
-message(STATUS "${LIBRARY}: ${EXPORTS} only; needs ${needed}")
+message(STATUS "${LIBRARY}: ${export_count} symbols, ${EXPORTS} only; needs ${needed}")

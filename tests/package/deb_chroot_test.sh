@@ -60,17 +60,20 @@ listing=$(dpkg-deb --contents "$deb")
 contents=$(awk '{print $6}' <<<"$listing")
 expected=(./usr/bin/hurrayd ./usr/bin/hurrayctl
   ./usr/lib/$multiarch/libhurray.so.0.1.0 ./usr/lib/$multiarch/libhurray-client.so.0.1.0
-  ./usr/include/hurray.h ./usr/include/hurray_client.h
+  ./usr/lib/$multiarch/libhurray-client++.so.0.1.0
+  ./usr/include/hurray.h ./usr/include/hurray_client.h ./usr/include/hurray/client.h
   ./usr/lib/$multiarch/cmake/hurray/hurray-config.cmake
   ./usr/lib/$multiarch/cmake/hurray/hurray-config-version.cmake
   ./usr/lib/$multiarch/cmake/hurray/hurray-targets.cmake
   ./usr/lib/$multiarch/pkgconfig/hurray.pc ./usr/lib/$multiarch/pkgconfig/hurray-client.pc
+  ./usr/lib/$multiarch/pkgconfig/hurray-client++.pc
   ./usr/lib/systemd/system/hurrayd.service ./usr/lib/sysusers.d/hurray.conf
   ./etc/hurray/hurrayd.toml ./usr/share/doc/hurray/operations.md)
 for path in "${expected[@]}"; do
   grep -qxF "$path" <<<"$contents" || fail "the package lacks $path"
 done
-for link in libhurray.so libhurray.so.0 libhurray-client.so libhurray-client.so.0; do
+for link in libhurray.so libhurray.so.0 libhurray-client.so libhurray-client.so.0 \
+            libhurray-client++.so libhurray-client++.so.0; do
   grep -q "$multiarch/$link -> " <<<"$listing" || fail "the package lacks link $link"
 done
 control=$(dpkg-deb --field "$deb" Package Depends)
@@ -79,6 +82,12 @@ grep -q 'Depends:.*libprotobuf' <<<"$control" || fail "Depends lacks the shared 
 grep -q 'systemd' <<<"$control" || fail "Depends lacks systemd-sysusers' package"
 [[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles) == /etc/hurray/hurrayd.toml ]] ||
   fail "conffiles is not /etc/hurray/hurrayd.toml"
+# shlibs: a package built against any of the three libraries depends on this very version.
+shlibs=$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./shlibs)
+for lib in libhurray libhurray-client libhurray-client++; do
+  grep -qxF "$lib 0 hurray (= $(dpkg-deb --field "$deb" Version))" <<<"$shlibs" ||
+    fail "shlibs lacks $lib 0 hurray (= VERSION): $shlibs"
+done
 unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/hurrayd.service)
 grep -q "^ExecStart=/usr/bin/hurrayd " <<<"$unit" || fail "the unit does not run /usr/bin/hurrayd"
 

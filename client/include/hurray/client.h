@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 #include "hurray/inspection.h"
 #include "hurray/tensor_descriptor.h"
 
@@ -101,7 +102,7 @@ struct PublishOptions {
 
 // A tensor this process is writing: buffers allocated in a daemon pool, mapped read-write.
 // Publish it, or Cancel it; dropping it unpublished cancels it.
-class WritableTensor {
+class HURRAY_CXX_EXPORT WritableTensor {
  public:
   WritableTensor(WritableTensor&&) noexcept;
   WritableTensor& operator=(WritableTensor&&) noexcept;
@@ -170,11 +171,11 @@ class WritableTensor {
  private:
   friend class Client;
   struct State;
-  explicit WritableTensor(std::unique_ptr<State> state);
+  HURRAY_CXX_HIDDEN explicit WritableTensor(std::unique_ptr<State> state);
   // Publishes; the state goes to `*kept` when not null (else it is dropped).
-  Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode,
-                                      const PublishOptions& options,
-                                      std::unique_ptr<State>* kept = nullptr);
+  HURRAY_CXX_HIDDEN Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode,
+                                                        const PublishOptions& options,
+                                                        std::unique_ptr<State>* kept = nullptr);
   std::unique_ptr<State> state_;
 };
 
@@ -188,7 +189,7 @@ class WritableTensor {
 // daemon's (lease_id() 0) but a pin in this session's lease page, which keeps the version's
 // memory from being freed or reused just as a lease does, and ends in the same places; its
 // release sends nothing.
-class TensorView {
+class HURRAY_CXX_EXPORT TensorView {
  public:
   TensorView(TensorView&&) noexcept;
   TensorView& operator=(TensorView&&) noexcept;
@@ -262,7 +263,7 @@ class TensorView {
   // (client/src/client_internal.h).
   friend class client_internal::TensorViewAccess;
   struct State;
-  explicit TensorView(std::unique_ptr<State> state);
+  HURRAY_CXX_HIDDEN explicit TensorView(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 
@@ -272,7 +273,7 @@ class TensorView {
 // request each. A view can be read in place (batch[i].buffer(0)), released on its own, or
 // moved out of the batch (it then ends its lease itself); the batch skips the empty views
 // that leaves behind. Move-only; for one thread at a time.
-class TensorViewBatch {
+class HURRAY_CXX_EXPORT TensorViewBatch {
  public:
   TensorViewBatch(TensorViewBatch&&) noexcept;
   // Releases this batch's views first, as the destructor does.
@@ -300,8 +301,8 @@ class TensorViewBatch {
 
  private:
   friend class Client;
-  TensorViewBatch(std::shared_ptr<client_internal::Connection> connection,
-                  std::vector<TensorView> views);
+  HURRAY_CXX_HIDDEN TensorViewBatch(std::shared_ptr<client_internal::Connection> connection,
+                                    std::vector<TensorView> views);
   std::shared_ptr<client_internal::Connection> connection_;
   std::vector<TensorView> views_;
 };
@@ -325,15 +326,15 @@ struct AcquireOptions {
 // The daemon socket Client::Connect uses when Options::socket_path is empty: $HURRAY_SOCKET,
 // else /run/hurray/hurrayd.sock when it exists, else $XDG_RUNTIME_DIR/hurray/hurrayd.sock or
 // /tmp/hurray-$UID/hurrayd.sock.
-[[nodiscard]] std::string DefaultSocketPath();
+[[nodiscard]] HURRAY_CXX_EXPORT std::string DefaultSocketPath();
 
 // A running watch; destroying it stops the stream.
-class WatchHandle {
+class HURRAY_CXX_EXPORT WatchHandle {
  public:
   virtual ~WatchHandle() = default;
 };
 
-class Client {
+class HURRAY_CXX_EXPORT Client {
  public:
   struct Options {
     // The daemon's gRPC socket; empty: $HURRAY_SOCKET, else /run/hurray/hurrayd.sock when
@@ -513,14 +514,14 @@ class Client {
   [[nodiscard]] const std::string& socket_path() const;
 
  private:
-  Client(std::shared_ptr<client_internal::Connection> connection, bool fast_path);
+  HURRAY_CXX_HIDDEN Client(std::shared_ptr<client_internal::Connection> connection, bool fast_path);
   // A view of `name` on the fast path, when it can be had now (see Acquire); the pages
   // are opened on first use when `may_open`.
-  [[nodiscard]] std::optional<TensorView> AcquireFast(std::string_view name,
-                                                      const AcquireOptions& options, bool may_open);
+  [[nodiscard]] HURRAY_CXX_HIDDEN std::optional<TensorView> AcquireFast(
+      std::string_view name, const AcquireOptions& options, bool may_open);
   // Asks the daemon for a lease (the session socket, or gRPC: see Options::hot_path).
-  [[nodiscard]] Result<TensorView> AcquireAsked(std::string_view name,
-                                                const AcquireOptions& options);
+  [[nodiscard]] HURRAY_CXX_HIDDEN Result<TensorView> AcquireAsked(std::string_view name,
+                                                                  const AcquireOptions& options);
   std::shared_ptr<client_internal::Connection> connection_;
   std::unique_ptr<client_internal::TensorCache> cache_;
   // Null when Options::fast_path is false.

@@ -18,6 +18,7 @@
 
 #include "hurray/client.h"
 #include "hurray/error.h"
+#include "hurray/export.h"
 
 namespace hurray {
 
@@ -53,16 +54,16 @@ struct FileTransferSummary {
 // of PublishBatch. On any error nothing is published and nothing stays allocated; the same
 // holds when the importing process dies at any instant (its session's allocations are
 // freed).
-[[nodiscard]] Result<FileTransferSummary> ImportTensorFile(Client& client, const std::string& path,
-                                                           const FileTransferOptions& options = {});
+[[nodiscard]] HURRAY_CXX_EXPORT Result<FileTransferSummary> ImportTensorFile(
+    Client& client, const std::string& path, const FileTransferOptions& options = {});
 
 // Writes every tensor published under `prefix` (their latest versions, leased together with
 // one BatchAcquire, so the file holds one consistent set) to a .hrry file at `path`, under
 // their full names, buffers byte for byte. NOT_FOUND when nothing is published under the
 // prefix, FAILED_PRECONDITION for a tensor of a CUDA pool, the errors of FileWriter (the
 // file never appears half-written).
-[[nodiscard]] Result<FileTransferSummary> SaveTensors(Client& client, std::string_view prefix,
-                                                      const std::string& path,
-                                                      const FileTransferOptions& options = {});
+[[nodiscard]] HURRAY_CXX_EXPORT Result<FileTransferSummary> SaveTensors(
+    Client& client, std::string_view prefix, const std::string& path,
+    const FileTransferOptions& options = {});
 
 }  // namespace hurray

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 
 namespace hurray {
 
@@ -20,7 +21,7 @@ enum class ServingStatus : std::uint8_t {
 
 // The status's name as the health protocol spells it: "SERVING", "NOT_SERVING", "UNKNOWN",
 // "SERVICE_UNKNOWN".
-[[nodiscard]] std::string_view ServingStatusName(ServingStatus status);
+[[nodiscard]] HURRAY_CXX_EXPORT std::string_view ServingStatusName(ServingStatus status);
 
 // Asks the daemon at `socket_path` (empty: the socket Client::Connect uses by default,
 // DefaultSocketPath() in hurray/client.h) whether `service` serves; "" asks for hurrayd as a
@@ -28,7 +29,7 @@ enum class ServingStatus : std::uint8_t {
 // it is. UNAVAILABLE when no daemon answers at the socket, DEADLINE_EXCEEDED when none answered
 // within `timeout`, NOT_FOUND when the daemon knows no such service (older daemons answer so
 // rather than SERVICE_UNKNOWN), PERMISSION_DENIED when this process may not open the socket.
-[[nodiscard]] Result<ServingStatus> CheckHealth(
+[[nodiscard]] HURRAY_CXX_EXPORT Result<ServingStatus> CheckHealth(
     std::string_view socket_path = {}, std::string_view service = {},
     std::chrono::milliseconds timeout = std::chrono::seconds(10));
 

@@ -10,15 +10,16 @@
 #include <string>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 #include "hurray/inspection.h"
 
 namespace hurray {
 
 // Each fails only with INTERNAL, naming what protobuf's printer refused (a string that is not
 // UTF-8, say).
-[[nodiscard]] Result<std::string> ToJson(const TensorListPage& page);
-[[nodiscard]] Result<std::string> ToJson(const TensorDetails& details);
-[[nodiscard]] Result<std::string> ToJson(const DaemonStats& stats);
-[[nodiscard]] Result<std::string> ToJson(const WatchEvent& event);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<std::string> ToJson(const TensorListPage& page);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<std::string> ToJson(const TensorDetails& details);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<std::string> ToJson(const DaemonStats& stats);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<std::string> ToJson(const WatchEvent& event);
 
 }  // namespace hurray

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 
 namespace hurray {
 
@@ -20,7 +21,7 @@ inline constexpr std::uint64_t kPageAlignment = 4096;
 
 // Which memory space a buffer lives in. One byte on the wire: 0x00-0x08 named,
 // 0x09-0xEF reserved (rejected), 0xF0-0xFE private, 0xFF invalid (rejected).
-class DeviceTag {
+class HURRAY_CXX_EXPORT DeviceTag {
  public:
   static constexpr DeviceTag Cpu() { return DeviceTag(0x00); }
   static constexpr DeviceTag Cuda() { return DeviceTag(0x01); }
@@ -49,7 +50,7 @@ class DeviceTag {
 
 // How a buffer is accessible. One byte on the wire: 0x00 Standard, 0x01 HostPinned,
 // 0x02 Unified, 0x03 Peer; 0x04-0xEF reserved, 0xF0-0xFE private, 0xFF invalid.
-class MemoryClass {
+class HURRAY_CXX_EXPORT MemoryClass {
  public:
   static constexpr MemoryClass Standard() { return MemoryClass(0x00); }
   static constexpr MemoryClass HostPinned() { return MemoryClass(0x01); }
@@ -79,15 +80,15 @@ enum class SyncMode : std::uint8_t {
 };
 
 // The sync mode of a wire byte: INVALID_ARGUMENT for any other byte.
-[[nodiscard]] Result<SyncMode> SyncModeFromByte(std::uint8_t byte);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<SyncMode> SyncModeFromByte(std::uint8_t byte);
 [[nodiscard]] constexpr std::uint8_t SyncModeToByte(SyncMode mode) {
   return static_cast<std::uint8_t>(mode);
 }
 // "producer_synced", "event", "consumer_stream".
-[[nodiscard]] std::string_view SyncModeName(SyncMode mode);
+[[nodiscard]] HURRAY_CXX_EXPORT std::string_view SyncModeName(SyncMode mode);
 
 // The declaration of one buffer: size, alignment guarantee, device, memory class, sync mode.
-class BufferHandle {
+class HURRAY_CXX_EXPORT BufferHandle {
  public:
   // A validated handle. INVALID_ARGUMENT when the alignment is not a power of two, or is
   // below kMinBufferAlignment for a non-empty buffer.
@@ -129,6 +130,7 @@ class BufferHandle {
 // Checks that every buffer shares the first one's device tag and memory class, and returns
 // that device tag (CPU for an empty list). INVALID_ARGUMENT naming the first buffer that
 // differs, with the expected and found bytes.
-[[nodiscard]] Result<DeviceTag> ValidateColocation(std::span<const BufferHandle> buffers);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<DeviceTag> ValidateColocation(
+    std::span<const BufferHandle> buffers);
 
 }  // namespace hurray

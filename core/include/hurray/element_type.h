@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 
 namespace hurray {
 
@@ -37,7 +38,7 @@ enum class ElementType : std::uint8_t {
 };
 
 // The element type of a tag; INVALID_ARGUMENT naming the tag when it names none.
-[[nodiscard]] Result<ElementType> ElementTypeFromTag(std::uint8_t tag);
+[[nodiscard]] HURRAY_CXX_EXPORT Result<ElementType> ElementTypeFromTag(std::uint8_t tag);
 
 // The one-byte tag of a type.
 [[nodiscard]] constexpr std::uint8_t ElementTypeTag(ElementType type) {
@@ -45,26 +46,28 @@ enum class ElementType : std::uint8_t {
 }
 
 // Width of one element in bits: 4, 8, 16, 32, 64 or 128.
-[[nodiscard]] std::uint32_t ElementBitWidth(ElementType type);
+[[nodiscard]] HURRAY_CXX_EXPORT std::uint32_t ElementBitWidth(ElementType type);
 
 // The lower-case name used in docs and messages ("float32", "float8_e4m3fn").
-[[nodiscard]] std::string_view ElementTypeName(ElementType type);
+[[nodiscard]] HURRAY_CXX_EXPORT std::string_view ElementTypeName(ElementType type);
 
 // The type whose ElementTypeName is `name`, if any.
-[[nodiscard]] std::optional<ElementType> ElementTypeFromName(std::string_view name);
+[[nodiscard]] HURRAY_CXX_EXPORT std::optional<ElementType> ElementTypeFromName(
+    std::string_view name);
 
 // Whether the type is 4 bits wide and packed two elements per byte, low nibble first.
-[[nodiscard]] bool IsPacked(ElementType type);
+[[nodiscard]] HURRAY_CXX_EXPORT bool IsPacked(ElementType type);
 
 // Whether the type is a plain integer (signed or unsigned, any width, packed included).
-[[nodiscard]] bool IsInteger(ElementType type);
+[[nodiscard]] HURRAY_CXX_EXPORT bool IsInteger(ElementType type);
 
 // Whether the type is an IEEE or brain float of 16 bits or more (float16, bfloat16,
 // float32, float64).
-[[nodiscard]] bool IsWideFloat(ElementType type);
+[[nodiscard]] HURRAY_CXX_EXPORT bool IsWideFloat(ElementType type);
 
 // Bytes that `count` elements of `type` occupy (ceil(count * bits / 8)); nullopt when that
 // does not fit in 64 bits.
-[[nodiscard]] std::optional<std::uint64_t> ByteSizeOf(ElementType type, std::uint64_t count);
+[[nodiscard]] HURRAY_CXX_EXPORT std::optional<std::uint64_t> ByteSizeOf(ElementType type,
+                                                                        std::uint64_t count);
 
 }  // namespace hurray

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <utility>
 
+#include "hurray/export.h"
+
 namespace hurray {
 
 // The gRPC canonical status codes, with their gRPC numeric values.
@@ -35,10 +37,10 @@ enum class StatusCode : std::uint8_t {
 };
 
 // The canonical upper-case name of a code ("INVALID_ARGUMENT").
-[[nodiscard]] std::string_view StatusCodeName(StatusCode code);
+[[nodiscard]] HURRAY_CXX_EXPORT std::string_view StatusCodeName(StatusCode code);
 
 // A failed call: a canonical code and a message for humans. Immutable value; thread-safe.
-class Error {
+class HURRAY_CXX_EXPORT Error {
  public:
   Error(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
@@ -67,23 +69,24 @@ using Status = std::expected<void, Error>;
 
 // Shorthands that build an unexpected Error of the given code, one for each code a hurray
 // call returns: `return NotFoundError(fmt::format("no tensor {}", name));`.
-[[nodiscard]] std::unexpected<Error> MakeError(StatusCode code, std::string message);
-[[nodiscard]] std::unexpected<Error> CancelledError(std::string message);
-[[nodiscard]] std::unexpected<Error> UnknownError(std::string message);
-[[nodiscard]] std::unexpected<Error> InvalidArgumentError(std::string message);
-[[nodiscard]] std::unexpected<Error> DeadlineExceededError(std::string message);
-[[nodiscard]] std::unexpected<Error> NotFoundError(std::string message);
-[[nodiscard]] std::unexpected<Error> AlreadyExistsError(std::string message);
-[[nodiscard]] std::unexpected<Error> PermissionDeniedError(std::string message);
-[[nodiscard]] std::unexpected<Error> ResourceExhaustedError(std::string message);
-[[nodiscard]] std::unexpected<Error> FailedPreconditionError(std::string message);
-[[nodiscard]] std::unexpected<Error> AbortedError(std::string message);
-[[nodiscard]] std::unexpected<Error> OutOfRangeError(std::string message);
-[[nodiscard]] std::unexpected<Error> UnimplementedError(std::string message);
-[[nodiscard]] std::unexpected<Error> InternalError(std::string message);
-[[nodiscard]] std::unexpected<Error> UnavailableError(std::string message);
-[[nodiscard]] std::unexpected<Error> DataLossError(std::string message);
-[[nodiscard]] std::unexpected<Error> UnauthenticatedError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> MakeError(StatusCode code,
+                                                                 std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> CancelledError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> UnknownError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> InvalidArgumentError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> DeadlineExceededError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> NotFoundError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> AlreadyExistsError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> PermissionDeniedError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> ResourceExhaustedError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> FailedPreconditionError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> AbortedError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> OutOfRangeError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> UnimplementedError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> InternalError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> UnavailableError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> DataLossError(std::string message);
+[[nodiscard]] HURRAY_CXX_EXPORT std::unexpected<Error> UnauthenticatedError(std::string message);
 
 }  // namespace hurray
 

@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "hurray/export.h"
+
 namespace hurray {
 
 // Dense storage: all elements in one buffer.
@@ -62,6 +64,6 @@ struct BlockPagedLayout {
 using Layout = std::variant<DenseLayout, CooLayout, CompressedLayout, BlockPagedLayout>;
 
 // "dense", "coo", "csr", "csc" or "block_paged".
-[[nodiscard]] std::string_view LayoutName(const Layout& layout);
+[[nodiscard]] HURRAY_CXX_EXPORT std::string_view LayoutName(const Layout& layout);
 
 }  // namespace hurray

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "hurray/element_type.h"
+#include "hurray/export.h"
 
 namespace hurray {
 
@@ -66,6 +67,6 @@ using Quantization = std::variant<NoQuantization, PerTensorAffine, PerChannelAff
                                   Nf4Quantization, MxfpQuantization>;
 
 // "none", "per_tensor_affine", "per_channel_affine", "nf4" or "mxfp".
-[[nodiscard]] std::string_view QuantizationName(const Quantization& quantization);
+[[nodiscard]] HURRAY_CXX_EXPORT std::string_view QuantizationName(const Quantization& quantization);
 
 }  // namespace hurray

@@ -18,6 +18,7 @@
 #include "hurray/buffer_parts.h"
 #include "hurray/element_type.h"
 #include "hurray/error.h"
+#include "hurray/export.h"
 #include "hurray/layout.h"
 #include "hurray/quantization.h"
 
@@ -35,7 +36,7 @@ inline constexpr std::size_t kMaxMetadataValueBytes = 65536;
 // well below kMaxEncodedDescriptorBytes, so Decode(Encode()) always succeeds.
 inline constexpr std::size_t kMaxMetadataTotalBytes = std::size_t{512} * 1024;
 
-class TensorDescriptor {
+class HURRAY_CXX_EXPORT TensorDescriptor {
  public:
   // Everything a descriptor holds, unvalidated.
   struct Parts {
