@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "echo_server.h"
 #include "hurray/v1/exchange.pb.h"
@@ -31,6 +32,29 @@ constexpr std::uint64_t kDefaultPoolCapacity = 4 * kGiB;
 // Left free in /dev/shm for everyone else when the pool is scaled down.
 constexpr std::uint64_t kDevShmMargin = 256 * kMiB;
 constexpr auto kServerStartTimeout = seconds(30);
+// How long a fresh hurrayd may take to reserve its pools in the background.
+constexpr auto kReserveTimeout = seconds(300);
+
+// Waits until every pool of the daemon at `socket_path` has reserved all its memory, so that
+// no section measures while the background reservation still runs (or is refused by it:
+// an allocation larger than what is reserved so far is UNAVAILABLE until then).
+Status WaitUntilReserved(const std::string& socket_path) {
+  HURRAY_ASSIGN_OR_RETURN(const auto client,
+                          Client::Connect({.socket_path = socket_path, .client_name = "bench"}));
+  const auto deadline = std::chrono::steady_clock::now() + kReserveTimeout;
+  while (true) {
+    HURRAY_ASSIGN_OR_RETURN(const DaemonStats stats, client->Stats());
+    const bool reserved = std::ranges::all_of(stats.pools, [](const PoolStats& pool) {
+      return pool.kind != "cpu" || pool.reserved_bytes >= pool.capacity_bytes;
+    });
+    if (reserved) return {};
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return DeadlineExceededError(
+          fmt::format("hurrayd did not reserve its pools within {} s", kReserveTimeout.count()));
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
 
 std::string ReadTail(const std::string& path, std::size_t max_bytes) {
   std::ifstream file(path);
@@ -163,6 +187,8 @@ Result<DaemonProcess*> Harness::FreshDaemon(bool huge_pages) {
                    .settings = {fmt::format("sealed_pool.capacity = {}", kSealedPoolCapacityBytes)},
                    .cpu_pool_settings = std::move(cpu_pool_settings),
                    .cpus = cpus_.For(current_placement_)}));
+  Progress("waiting for hurrayd to reserve its pools");
+  HURRAY_RETURN_IF_ERROR(WaitUntilReserved(daemon_->socket_path()));
   daemon_huge_pages_ = huge_pages;
   return daemon_.get();
 }
