@@ -14,6 +14,7 @@
 #include "client_inspection.h"
 #include "client_tensors.h"
 #include "errors.h"
+#include "fast_method.h"
 #include "hurray/client.h"
 #include "hurray/pool_name.h"
 
@@ -55,6 +56,8 @@ class PyClient {
     if (!client_) throw ToPython(FailedPreconditionError("the hurray.Client is closed").error());
     return client_;
   }
+  // The client, or null once closed.
+  [[nodiscard]] Client* get() const { return client_.get(); }
   void Close() {
     std::shared_ptr<Client> client = std::move(client_);
     const py::gil_scoped_release release;
@@ -115,6 +118,52 @@ PyWatch Watch(const PyClient& self, const std::string& prefix) {
         [queue](const Status& status) { queue->End(status); });
   });
   return {std::move(queue), std::move(handle)};
+}
+
+// The classes of the fast methods' objects, once bound.
+const py::detail::type_info* g_client_type = nullptr;  // NOLINT(*-non-const-global-variables)
+const py::detail::type_info* g_view_type = nullptr;    // NOLINT(*-non-const-global-variables)
+
+// client.acquire(name), the name alone (a str), when the fast path serves it; anything else
+// (other arguments, a closed client, a lease to ask the daemon for) is the bound acquire's.
+PyObject* FastAcquire(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (nargs != 1 || kwnames != nullptr || PyUnicode_CheckExact(args[0]) == 0) return nullptr;
+  const auto* client = ExactInstance<PyClient>(self, g_client_type);
+  if (client == nullptr || client->get() == nullptr) return nullptr;
+  Py_ssize_t size = 0;
+  const char* name = PyUnicode_AsUTF8AndSize(args[0], &size);
+  if (name == nullptr) {
+    PyErr_Clear();  // Not UTF-8 (a lone surrogate): the bound acquire says so.
+    return nullptr;
+  }
+  std::optional<TensorView> view = client->get()->AcquireIfFast(
+      std::string_view(name, static_cast<std::size_t>(size)), AcquireOptions{});
+  if (!view) return nullptr;
+  return NewInstance(std::make_unique<PyTensorView>(PyTensorView::MakeLease(std::move(*view))),
+                     g_view_type);
+}
+
+// view.release(), no stream, of a view whose release cannot block nor fail (a fast path
+// view's: its pin cleared); anything else is the bound release's.
+PyObject* FastRelease(PyObject* self, PyObject* const* /*args*/, Py_ssize_t nargs,
+                      PyObject* kwnames) {
+  if (nargs != 0 || kwnames != nullptr) return nullptr;
+  auto* view = ExactInstance<PyTensorView>(self, g_view_type);
+  if (view == nullptr || !view->ReleaseIfFast()) return nullptr;
+  Py_RETURN_NONE;
+}
+
+FastMethod g_fast_acquire{.fast = &FastAcquire};  // NOLINT(*-non-const-global-variables)
+FastMethod g_fast_release{.fast = &FastRelease};  // NOLINT(*-non-const-global-variables)
+
+// The warm loop's two calls, client.acquire(name) and view.release(), as fast methods.
+void InstallFastCalls(py::module_& module) {
+  g_client_type = BoundType<PyClient>();
+  g_view_type = BoundType<PyTensorView>();
+  InstallFastMethod(module.attr("Client"), "acquire", g_fast_acquire,
+                    &FastMethodEntry<g_fast_acquire>);
+  InstallFastMethod(module.attr("TensorView"), "release", g_fast_release,
+                    &FastMethodEntry<g_fast_release>);
 }
 
 void BindClientClass(py::module_& module) {
@@ -236,6 +285,7 @@ void BindClient(py::module_& module) {
   BindInspection(module);
   BindTensors(module);
   BindClientClass(module);
+  InstallFastCalls(module);
   module.def("connect", &Connect, py::arg("socket") = py::none(), py::arg("name") = "python",
              "Connects to hurrayd (socket None: $HURRAY_SOCKET or the default path).");
 }

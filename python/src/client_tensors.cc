@@ -563,6 +563,12 @@ void PyTensorView::Release(std::optional<CudaStream> stream) {
   OkOrRaise(status);
 }
 
+bool PyTensorView::ReleaseIfFast() {
+  if (!lease_ || !lease_->fast_path()) return false;
+  Release();
+  return true;
+}
+
 PyTensorViewBatch::PyTensorViewBatch(TensorViewBatch batch)
     : batch_(new TensorViewBatch(std::move(batch)), BatchEnd{}) {
   for (TensorView& view : *batch_) {

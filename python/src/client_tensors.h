@@ -89,6 +89,9 @@ class PyTensorView {
   // done (TensorView::ReleaseAfter), raising the CUDA error of enqueuing that point when
   // this was the last share. Releases the GIL.
   void Release(std::optional<CudaStream> stream = std::nullopt);
+  // Release() of a fast path view, which neither blocks nor fails (its pin is cleared);
+  // false, doing nothing, for any other view (and once released). Needs the GIL.
+  [[nodiscard]] bool ReleaseIfFast();
   [[nodiscard]] bool released() const { return lease_ == nullptr; }
 
  private:
