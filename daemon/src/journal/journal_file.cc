@@ -40,12 +40,13 @@ std::uint64_t Checksum(std::string_view payload) {
   return XXH64(payload.data(), payload.size(), 0);
 }
 
-// Appends one record to `bytes`: its frame, then its payload.
-void AppendFramed(std::string& bytes, std::string_view payload) {
+// The frame and payload of one record.
+std::string Framed(std::string_view payload) {
   const RecordFrame frame{.payload_bytes = static_cast<std::uint32_t>(payload.size()),
                           .checksum = Checksum(payload)};
-  bytes.append(reinterpret_cast<const char*>(&frame), sizeof(frame));
+  std::string bytes(reinterpret_cast<const char*>(&frame), sizeof(frame));
   bytes += payload;
+  return bytes;
 }
 
 // The payload of the record at `offset`, when a whole one (frame and payload, checksum
@@ -148,7 +149,7 @@ Result<UniqueFd> WriteNewFile(const std::string& path, const std::vector<std::st
   if (!fd) return ErrnoFailure("open(O_CREAT)", path, errno);
   const FileHeader header;
   std::string bytes(reinterpret_cast<const char*>(&header), sizeof(header));
-  for (const std::string& record : records) AppendFramed(bytes, record);
+  for (const std::string& record : records) bytes += Framed(record);
   if (const int error = WriteAll(fd.get(), bytes); error != 0) {
     return ErrnoFailure("write", path, error);
   }
@@ -221,26 +222,17 @@ Result<JournalFile> JournalFile::Replace(const std::string& path,
 }
 
 Status JournalFile::Append(std::string_view payload) {
-  const std::string record(payload);
-  return Append(std::span<const std::string>(&record, 1));
-}
-
-Status JournalFile::Append(std::span<const std::string> payloads) {
   if (broken_) {
     return FailedPreconditionError(fmt::format(
         "journal {}: an earlier failed write could not be cut off; it takes no more records",
         path_));
   }
-  std::string bytes;
-  for (const std::string& payload : payloads) {
-    if (payload.size() > kMaxPayloadBytes) {
-      return InvalidArgumentError(fmt::format("journal {}: a record of {} bytes is above {}", path_,
-                                              payload.size(), kMaxPayloadBytes));
-    }
-    AppendFramed(bytes, payload);
+  if (payload.size() > kMaxPayloadBytes) {
+    return InvalidArgumentError(fmt::format("journal {}: a record of {} bytes is above {}", path_,
+                                            payload.size(), kMaxPayloadBytes));
   }
-  if (const int error = WriteAll(fd_.get(), bytes); error != 0) {
-    // Part of the records may be in the file: cut it off, so that the next one follows the
+  if (const int error = WriteAll(fd_.get(), Framed(payload)); error != 0) {
+    // Part of the record may be in the file: cut it off, so that the next one follows the
     // last whole record.
     if (::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0 ||
         ::lseek(fd_.get(), static_cast<off_t>(size_), SEEK_SET) < 0) {
@@ -248,7 +240,7 @@ Status JournalFile::Append(std::span<const std::string> payloads) {
     }
     return ErrnoFailure("write", path_, error);
   }
-  size_ += bytes.size();
+  size_ += sizeof(RecordFrame) + payload.size();
   return {};
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,9 +81,6 @@ class JournalFile {
   // cutting it back fails, the file refuses every later Append (FAILED_PRECONDITION) until
   // it is replaced.
   [[nodiscard]] Status Append(std::string_view payload);
-  // Appends `payloads`, in order, with one write(2): all of them or, on failure, none (as
-  // Append; INVALID_ARGUMENT, before anything is written, names the first one too large).
-  [[nodiscard]] Status Append(std::span<const std::string> payloads);
   // fdatasync: what was appended survives a machine crash.
   [[nodiscard]] Status Sync();
 

@@ -155,7 +155,6 @@ Status TensorJournal::KeepOnly(const std::vector<JournalRecord>& versions,
   HURRAY_ASSIGN_OR_RETURN(JournalFile file, JournalFile::Replace(options_.path, SnapshotLocked()));
   file_ = std::make_shared<JournalFile>(std::move(file));
   synced_ = appended_;  // Replace synced the new file.
-  unwritten_freed_.clear();
   return {};
 }
 
@@ -203,41 +202,22 @@ void TensorJournal::RecordFreed(const std::string& name, std::uint64_t number) {
   std::lock_guard lock(mutex_);
   auto found = retained_.find(RetainedKey(name, number));
   if (found == retained_.end()) return;
-  unwritten_freed_.push_back(
-      EncodeJournalRecord({.kind = JournalRecord::Kind::kFreed, .name = name, .number = number}));
+  // Unrecorded, a restarted daemon only keeps the memory out of use for longer: logged.
+  if (Status appended = AppendLocked(EncodeJournalRecord(
+          {.kind = JournalRecord::Kind::kFreed, .name = name, .number = number}));
+      !appended) {
+    spdlog::warn("the journal cannot record that {} version {} was freed: {}", ShownName(name),
+                 number, appended.error().message());
+  }
   live_bytes_ -= kFrameBytes + found->second.size();
   retained_.erase(found);
-  if (unwritten_freed_.size() >= kMaxUnwrittenFreed) WriteFreedLocked();
   CompactLocked();
 }
 
-Status TensorJournal::AppendLocked(std::string payload) {
-  unwritten_freed_.push_back(std::move(payload));  // Behind them, for this one write.
-  const Status appended = file_->Append(unwritten_freed_);
-  if (!appended) {
-    unwritten_freed_.pop_back();
-    return appended;
-  }
-  appended_ += unwritten_freed_.size();
-  unwritten_freed_.clear();
+Status TensorJournal::AppendLocked(std::string_view payload) {
+  HURRAY_RETURN_IF_ERROR(file_->Append(payload));
+  ++appended_;
   return {};
-}
-
-void TensorJournal::WriteFreedLocked() {
-  if (unwritten_freed_.empty()) return;
-  // Unrecorded, a restarted daemon only keeps the memory out of use for longer: logged.
-  if (const Status appended = file_->Append(unwritten_freed_); !appended) {
-    spdlog::warn("the journal cannot record that {} retired versions were freed: {}",
-                 unwritten_freed_.size(), appended.error().message());
-  } else {
-    appended_ += unwritten_freed_.size();
-  }
-  unwritten_freed_.clear();
-}
-
-TensorJournal::~TensorJournal() {
-  std::lock_guard lock(mutex_);
-  WriteFreedLocked();
 }
 
 Status TensorJournal::Commit() {
@@ -281,8 +261,7 @@ void TensorJournal::CompactLocked() {
     return;
   }
   file_ = std::make_shared<JournalFile>(std::move(*compacted));
-  synced_ = appended_;       // Replace synced the new file, which holds every live record.
-  unwritten_freed_.clear();  // The snapshot has none of the versions they name.
+  synced_ = appended_;  // Replace synced the new file, which holds every live record.
 }
 
 std::vector<std::string> TensorJournal::Snapshot(

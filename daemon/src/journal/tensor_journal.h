@@ -50,9 +50,6 @@ struct RecoveredJournal {
 // mutex held, and Commit without it.
 class TensorJournal {
  public:
-  // kFreed records RecordFreed keeps before it writes them on its own.
-  static constexpr std::size_t kMaxUnwrittenFreed = 64;
-
   struct Options {
     std::string path;
     JournalSync sync = JournalSync::kNone;
@@ -82,11 +79,6 @@ class TensorJournal {
   // record cpu tensor ns/x version 3: write <path>: No space left on device".
   [[nodiscard]] Status RecordPublish(const JournalRecord& record);
   void RecordRemoval(const std::string& name, std::uint64_t number);
-  // The kFreed record is written with the next record appended (one write(2) for both),
-  // when kMaxUnwrittenFreed of them wait, or when the journal is destroyed; not at once. A publish
-  // that frees the version it supersedes thus writes once. Lost to a kill -9 before then,
-  // it only keeps that memory out of use in the restarted daemon for as long as clients of
-  // the killed one live (the version stays kRetained), the same as a failed append.
   void RecordFreed(const std::string& name, std::uint64_t number);
   // "always": one fdatasync for every record appended before it (group commit: callers that
   // come while one runs share the next); "batch": one when 100 ms have passed since the
@@ -105,13 +97,6 @@ class TensorJournal {
   [[nodiscard]] std::size_t retained_version_count() const;
   [[nodiscard]] std::uint64_t file_bytes() const;
 
-  TensorJournal(const TensorJournal&) = delete;
-  TensorJournal& operator=(const TensorJournal&) = delete;
-  TensorJournal(TensorJournal&&) = delete;
-  TensorJournal& operator=(TensorJournal&&) = delete;
-  // Writes the kFreed records not yet written.
-  ~TensorJournal();
-
  private:
   struct Live {
     std::uint64_t number = 0;
@@ -126,11 +111,8 @@ class TensorJournal {
   // Sets live_bytes_ from live_ and retained_. Needs mutex_ (or no other thread yet).
   void CountLiveBytesLocked();
 
-  // Appends the unwritten kFreed records, then `payload`, with one write(2): a kill -9
-  // loses nothing after it. Needs mutex_.
-  [[nodiscard]] Status AppendLocked(std::string payload);
-  // Writes the unwritten kFreed records, if any; logs a failure. Needs mutex_.
-  void WriteFreedLocked();
+  // Appends (write(2): a kill -9 loses nothing). Needs mutex_.
+  [[nodiscard]] Status AppendLocked(std::string_view payload);
   // Moves the superseded or removed `entry` of `name` to retained_. Needs mutex_.
   void RetireLocked(const std::string& name, Live entry);
   // Rewrites the file as a snapshot; on failure (logged) appends continue to the old file.
@@ -158,9 +140,6 @@ class TensorJournal {
   std::map<RetainedKey, std::string> retained_;
   std::uint64_t live_bytes_ = 0;  // Guarded by mutex_: of live_ and retained_, framed.
   std::chrono::steady_clock::time_point last_sync_;  // Guarded by mutex_.
-  // Guarded by mutex_: kFreed records not yet written (RecordFreed), oldest first. Written
-  // before any later record, so that the file keeps the order of the calls.
-  std::vector<std::string> unwritten_freed_;
 };
 
 }  // namespace hurray::daemon

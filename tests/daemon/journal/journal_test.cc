@@ -288,56 +288,9 @@ TEST_F(JournalTest, RetiredVersionsAreRecoveredAsRetainedUntilFreed) {
   ASSERT_OK_AND_ASSIGN(const RecoveredJournal snapshot, RecoverJournal(path()));
   EXPECT_EQ(snapshot.retained, recovered.retained);
   next->RecordFreed("ns/held", 1);
-  next.reset();  // Writes it.
   ASSERT_OK_AND_ASSIGN(const RecoveredJournal after, RecoverJournal(path()));
   EXPECT_TRUE(after.retained.empty());
   EXPECT_EQ(after.versions.size(), 2u);
-}
-
-// A kFreed record waits for the next record and goes with it in one write, before it: the
-// file keeps the order of the calls. Until then a kill -9 would lose only that the memory
-// was freed (the version stays retained on disk).
-TEST_F(JournalTest, FreedIsWrittenWithTheNextRecordAndBeforeIt) {
-  ASSERT_OK_AND_ASSIGN(auto journal, TensorJournal::Create({.path = path()}, {}, {}));
-  ASSERT_OK(journal->RecordPublish(Publish("ns/a", 1)));
-  journal->RecordRemoval("ns/a", 1);  // Retained.
-  const std::uint64_t bytes = journal->file_bytes();
-  journal->RecordFreed("ns/a", 1);
-  EXPECT_EQ(journal->file_bytes(), bytes);
-  EXPECT_EQ(journal->retained_version_count(), 0u);
-  ASSERT_OK_AND_ASSIGN(const RecoveredJournal before, RecoverJournal(path()));
-  ASSERT_EQ(before.retained.size(), 1u);
-  EXPECT_EQ(before.retained[0].name, "ns/a");
-
-  // The name published anew numbers from 1 again; retired in turn, its v1 is retained again,
-  // which the kFreed of the old v1, written after it, would wrongly free.
-  ASSERT_OK(journal->RecordPublish(Publish("ns/a", 1)));
-  ASSERT_OK(journal->RecordPublish(Publish("ns/a", 2)));
-  ASSERT_OK_AND_ASSIGN(const JournalFile::Contents contents, JournalFile::Read(path()));
-  ASSERT_GE(contents.records.size(), 3u);
-  ASSERT_OK_AND_ASSIGN(const JournalRecord freed,
-                       DecodeJournalRecord(contents.records[contents.records.size() - 3]));
-  EXPECT_EQ(freed.kind, JournalRecord::Kind::kFreed);
-  ASSERT_OK_AND_ASSIGN(const RecoveredJournal after, RecoverJournal(path()));
-  ASSERT_EQ(after.retained.size(), 1u);  // The new v1.
-  EXPECT_EQ(after.retained[0].number, 1u);
-  ASSERT_EQ(after.versions.size(), 1u);
-  EXPECT_EQ(after.versions[0].number, 2u);
-}
-
-TEST_F(JournalTest, FreedRecordsAreWrittenOnTheirOwnOnceEnoughWait) {
-  ASSERT_OK_AND_ASSIGN(auto journal, TensorJournal::Create({.path = path()}, {}, {}));
-  const std::uint64_t count = TensorJournal::kMaxUnwrittenFreed;
-  for (std::uint64_t number = 1; number <= count; ++number) {
-    ASSERT_OK(journal->RecordPublish(Publish("ns/a", number)));
-    journal->RecordRemoval("ns/a", number);
-  }
-  for (std::uint64_t number = 1; number < count; ++number) journal->RecordFreed("ns/a", number);
-  ASSERT_OK_AND_ASSIGN(const RecoveredJournal waiting, RecoverJournal(path()));
-  EXPECT_EQ(waiting.retained.size(), count);
-  journal->RecordFreed("ns/a", count);
-  ASSERT_OK_AND_ASSIGN(const RecoveredJournal written, RecoverJournal(path()));
-  EXPECT_TRUE(written.retained.empty());
 }
 
 // A restart keeps only what the registry adopted: the rest is free memory in the new daemon,
