@@ -326,7 +326,7 @@ Result<TensorView> Client::AcquireAsked(std::string_view name, const AcquireOpti
   auto wait = WaitMilliseconds(options.wait);
   if (!wait) return std::unexpected(wait.error());
   request.set_wait_timeout_ms(*wait);
-  auto response = connection_->Acquire(request);
+  auto response = connection_->Acquire(request, options.spin);
   if (!response) {
     if (response.error().code() == StatusCode::kNotFound && options.version == 0) {
       cache_->Erase(name, connection_->daemon_epoch());

@@ -206,17 +206,18 @@ Result<Response> Connection::Call(
     const Request& request, Request* (v1::SessionMessage::*request_body)(),
     Response* (v1::SessionMessage::*reply_body)(), v1::SessionMessage::BodyCase reply_case,
     grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
-    std::string_view name, bool session_socket, std::uint64_t epoch) {
+    std::string_view name, bool session_socket, std::uint64_t epoch,
+    std::chrono::microseconds spin) {
   if (session_socket) {
     v1::SessionMessage message;
     *(message.*request_body)() = request;
     HURRAY_ASSIGN_OR_RETURN(auto session, SessionOfEpoch(epoch, /*probe=*/false, name));
     bool sent = false;
-    auto reply = session->Exchange(message, reply_case, &sent);
+    auto reply = session->Exchange(message, reply_case, &sent, spin);
     if (!reply && !sent) {
       // The daemon never saw the request (its end had hung up): once more, on a new session.
       HURRAY_ASSIGN_OR_RETURN(session, SessionOfEpoch(epoch, /*probe=*/false, name));
-      reply = session->Exchange(message, reply_case);
+      reply = session->Exchange(message, reply_case, nullptr, spin);
     }
     if (!reply) return std::unexpected(reply.error());
     return std::move(*((*reply).*reply_body)());
@@ -264,7 +265,8 @@ Result<v1::PublishBatchResponse> Connection::PublishBatch(const v1::PublishBatch
   return response;
 }
 
-Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& request) {
+Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& request,
+                                                std::chrono::microseconds spin) {
   // A wait goes on the session socket when the daemon answers it there out of order (the
   // socket serves the process's other calls meanwhile); otherwise gRPC serves it.
   bool session_socket = use_session_socket_;
@@ -274,7 +276,7 @@ Result<v1::AcquireResponse> Connection::Acquire(const v1::AcquireRequest& reques
   }
   return Call(request, &v1::SessionMessage::mutable_acquire,
               &v1::SessionMessage::mutable_acquire_reply, v1::SessionMessage::kAcquireReply,
-              &v1::Exchange::Stub::Acquire, "Acquire", session_socket, /*epoch=*/0);
+              &v1::Exchange::Stub::Acquire, "Acquire", session_socket, /*epoch=*/0, spin);
 }
 
 Status Connection::Release(const v1::ReleaseRequest& request, std::uint64_t epoch) {

@@ -107,7 +107,9 @@ class Connection {
   // request's size when gRPC refuses it as too large too.
   [[nodiscard]] Result<v1::PublishBatchResponse> PublishBatch(
       const v1::PublishBatchRequest& request, std::uint64_t epoch);
-  [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request);
+  // `spin`: AcquireOptions::spin, for a wait on the session socket.
+  [[nodiscard]] Result<v1::AcquireResponse> Acquire(const v1::AcquireRequest& request,
+                                                    std::chrono::microseconds spin = {});
   // On the session socket a one-way release: OK once sent (refusals come from
   // SyncReleases); through gRPC the Release rpc's outcome.
   [[nodiscard]] Status Release(const v1::ReleaseRequest& request, std::uint64_t epoch);
@@ -217,14 +219,16 @@ class Connection {
   Result<DeviceState*> Device(std::uint64_t epoch);
 
   // One hot-path call: on the session socket as request body `request_body` answered by
-  // `reply_body`, or as the gRPC rpc `rpc`; `epoch` as SessionOfEpoch's.
+  // `reply_body`, or as the gRPC rpc `rpc`; `epoch` as SessionOfEpoch's; `spin` as
+  // SessionConnection::Exchange's.
   template <typename Request, typename Response>
   Result<Response> Call(const Request& request, Request* (v1::SessionMessage::*request_body)(),
                         Response* (v1::SessionMessage::*reply_body)(),
                         v1::SessionMessage::BodyCase reply_case,
                         grpc::Status (v1::Exchange::Stub::*rpc)(grpc::ClientContext*,
                                                                 const Request&, Response*),
-                        std::string_view name, bool session_socket, std::uint64_t epoch);
+                        std::string_view name, bool session_socket, std::uint64_t epoch,
+                        std::chrono::microseconds spin = {});
 
   const std::string socket_path_;
   const std::string client_name_;

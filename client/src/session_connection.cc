@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,15 @@ Status Send(int socket, const v1::SessionMessage& message, std::vector<std::uint
   buffer.resize(message.ByteSizeLong());
   message.SerializeWithCachedSizesToArray(buffer.data());
   return SendFrame(socket, buffer);
+}
+
+// Polls `socket` for readability, without sleeping, until it is readable (or hung up) or
+// `spin` has passed (AcquireOptions::spin).
+void SpinUntilReadable(int socket, std::chrono::microseconds spin) {
+  const auto until = std::chrono::steady_clock::now() + spin;
+  pollfd ready{.fd = socket, .events = POLLIN, .revents = 0};
+  while (::poll(&ready, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
+  }
 }
 
 }  // namespace
@@ -145,7 +155,8 @@ bool SessionConnection::StillOpen(bool probe) {
 
 Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
     std::unique_lock<std::mutex>& lock, v1::SessionMessage& request,
-    v1::SessionMessage::BodyCase reply_case, UniqueFd* fd, std::string_view context, bool* sent) {
+    v1::SessionMessage::BodyCase reply_case, UniqueFd* fd, std::string_view context, bool* sent,
+    std::chrono::microseconds spin) {
   if (sent != nullptr) *sent = false;
   if (broken_) {
     return UnavailableError(
@@ -162,7 +173,7 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   const std::uint64_t request_id = request.request_id();
   if (sent != nullptr) *sent = true;
   awaited_.push_back(request_id);
-  auto reply = AwaitReplyLocked(lock, request_id, describe);
+  auto reply = AwaitReplyLocked(lock, request_id, describe, spin);
   if (!reply) return std::unexpected(reply.error());
   v1::SessionMessage& message = reply->message;
   if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
@@ -178,7 +189,8 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
 
 template <typename Describe>
 Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
-    std::unique_lock<std::mutex>& lock, std::uint64_t request_id, const Describe& describe) {
+    std::unique_lock<std::mutex>& lock, std::uint64_t request_id, const Describe& describe,
+    std::chrono::microseconds spin) {
   while (true) {
     if (auto it = std::ranges::find_if(
             arrived_,
@@ -203,6 +215,7 @@ Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
     reading_ = true;
     const int socket = socket_.get();
     lock.unlock();
+    if (spin.count() > 0 && !reader_.has_buffered_bytes()) SpinUntilReadable(socket, spin);
     Result<Reply> received = ReceiveReply(socket, reader_, received_, describe);
     lock.lock();
     reading_ = false;
@@ -326,9 +339,9 @@ Result<GrantedLeasePage> SessionConnection::MapLeasePage() {
 
 Result<v1::SessionMessage> SessionConnection::Exchange(v1::SessionMessage& request,
                                                        v1::SessionMessage::BodyCase reply_case,
-                                                       bool* sent) {
+                                                       bool* sent, std::chrono::microseconds spin) {
   std::unique_lock lock(mutex_);
-  return RoundTripLocked(lock, request, reply_case, nullptr, /*context=*/{}, sent);
+  return RoundTripLocked(lock, request, reply_case, nullptr, /*context=*/{}, sent, spin);
 }
 
 Status SessionConnection::SendLocked(v1::SessionMessage& request) {

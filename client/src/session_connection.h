@@ -151,9 +151,12 @@ class SessionConnection {
   // given, says whether the whole request reached the socket: when it did not (the
   // connection was closed already, or the daemon had hung up before), the daemon never
   // saw it, and sending it again on a new session is safe.
+  // `spin`: when this thread reads the reply, it first polls the socket for that long
+  // before it sleeps in recvmsg (AcquireOptions::spin).
   [[nodiscard]] Result<v1::SessionMessage> Exchange(v1::SessionMessage& request,
                                                     v1::SessionMessage::BodyCase reply_case,
-                                                    bool* sent = nullptr);
+                                                    bool* sent = nullptr,
+                                                    std::chrono::microseconds spin = {});
 
   // Sends `release` as a release_one_way and returns once it is in the socket, without
   // waiting for the daemon. The failures of the connection as MapSegment; `*sent` as
@@ -210,14 +213,17 @@ class SessionConnection {
                                                            v1::SessionMessage& request,
                                                            v1::SessionMessage::BodyCase reply_case,
                                                            UniqueFd* fd, std::string_view context,
-                                                           bool* sent = nullptr);
+                                                           bool* sent = nullptr,
+                                                           std::chrono::microseconds spin = {});
   // The reply to `request_id` (sent, and in awaited_): taken from arrived_ when another
   // thread read it, or read here while no other thread reads (the lock let go meanwhile),
-  // keeping the replies it reads for others in arrived_. A failure of the socket or of the
-  // protocol closes the connection.
+  // keeping the replies it reads for others in arrived_ (polling the socket for `spin`
+  // before each read that may sleep). A failure of the socket or of the protocol closes the
+  // connection.
   template <typename Describe>
   [[nodiscard]] Result<Reply> AwaitReplyLocked(std::unique_lock<std::mutex>& lock,
-                                               std::uint64_t request_id, const Describe& describe);
+                                               std::uint64_t request_id, const Describe& describe,
+                                               std::chrono::microseconds spin = {});
   // RoundTripLocked for a request whose reply must carry a descriptor, taken into `fd`;
   // INTERNAL naming `what` (closing the connection) when none came.
   [[nodiscard]] Result<v1::SessionMessage> RoundTripWithDescriptorLocked(

@@ -35,6 +35,20 @@ std::chrono::milliseconds WaitOf(std::optional<double> seconds) {
   return std::chrono::milliseconds(std::llround(*seconds * 1000));
 }
 
+// A spin in seconds as AcquireOptions::spin; None: 0.
+std::chrono::microseconds SpinOf(std::optional<double> seconds) {
+  if (!seconds) return std::chrono::microseconds(0);
+  constexpr double kMaxSeconds = 3600;
+  if (!std::isfinite(*seconds) || *seconds < 0 || *seconds > kMaxSeconds) {
+    throw ToPython(
+        InvalidArgumentError(fmt::format("spin {} must be a finite number of seconds, 0 to {}",
+                                         *seconds, kMaxSeconds))
+            .error());
+  }
+  constexpr double kMicrosecondsPerSecond = 1e6;
+  return std::chrono::microseconds(std::llround(*seconds * kMicrosecondsPerSecond));
+}
+
 // Runs `call` (a blocking call of the C++ client) without the GIL; its Result's value, or
 // its error raised.
 template <typename Call>
@@ -76,9 +90,12 @@ PyClient Connect(const std::optional<std::string>& socket, const std::string& na
 }
 
 PyTensorView Acquire(const PyClient& self, const std::string& name, std::optional<double> wait,
-                     std::optional<std::uint64_t> version, bool populate) {
-  const AcquireOptions options{
-      .version = version.value_or(0), .wait = WaitOf(wait), .populate = populate};
+                     std::optional<std::uint64_t> version, bool populate,
+                     std::optional<double> spin) {
+  const AcquireOptions options{.version = version.value_or(0),
+                               .wait = WaitOf(wait),
+                               .populate = populate,
+                               .spin = SpinOf(spin)};
   const std::shared_ptr<Client>& client = self.Open();
   // The fast path never blocks: served with the GIL held, saving its release and retaking.
   if (std::optional<TensorView> fast = client->AcquireIfFast(name, options)) {
@@ -251,7 +268,9 @@ void BindClientClass(py::module_& module) {
           "at `path`, under their full names. Returns {'tensors', 'bytes', 'seconds'}.")
       .def("acquire", &Acquire, py::arg("name"), py::arg("wait") = py::none(),
            py::arg("version") = py::none(), py::arg("populate") = false,
-           "Leases the published tensor `name` (waiting up to `wait` seconds for it).")
+           py::arg("spin") = py::none(),
+           "Leases the published tensor `name` (waiting up to `wait` seconds for it; polling "
+           "for the answer `spin` seconds before sleeping).")
       .def("batch_acquire", &BatchAcquire, py::arg("names") = std::vector<std::string>(),
            py::arg("prefix") = "", py::arg("wait") = py::none(),
            "Leases every listed name and every name under `prefix`, all or none.")

@@ -1,12 +1,16 @@
 // Tensors travelling between separate processes through the real daemon: round trips of
 // every tensor kind (C++ and C consumers), versions, waiting acquires, batch acquires and
 // watches.
+#include <fmt/format.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "hurray/v1/exchange.grpc.pb.h"
@@ -148,6 +152,30 @@ TEST_F(AcquireWaitTest, WaitsForAVersionNotYetPublished) {
   ASSERT_OK(view);
   EXPECT_EQ(view->version(), 2u);
   EXPECT_EQ(CheckBuffer(view->buffer(0), 2, 0), "");
+}
+
+// AcquireOptions::spin: the consumer polls its socket before it sleeps; the answer is the
+// same whether it comes while the consumer spins or after it went to sleep.
+TEST_F(AcquireWaitTest, ASpinningWaitGetsTheVersionPublishedWhileItSpinsOrAfter) {
+  // The publish comes within the spin, then after it.
+  for (const std::chrono::microseconds spin : std::array<std::chrono::microseconds, 2>{10s, 1ms}) {
+    const std::string name = fmt::format("it/spin-{}", spin.count());
+    const auto started = std::chrono::steady_clock::now();
+    auto waiting = std::async(std::launch::async,
+                              [&] { return client().Acquire(name, {.wait = 10s, .spin = spin}); });
+    EXPECT_EQ(RunAgent({"produce", name, "dense", "5"}), "version 1\n");
+    auto view = waiting.get();
+    ASSERT_OK(view);
+    EXPECT_EQ(view->version(), 1u);
+    EXPECT_EQ(CheckBuffer(view->buffer(0), 5, 0), "");
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  }
+  // A spin longer than the wait ends with the daemon's answer to the wait.
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_ERROR(client().Acquire("it/spin-never", {.wait = 200ms, .spin = 10s}),
+               StatusCode::kDeadlineExceeded, {"it/spin-never"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  EXPECT_EQ(Stats().lease_count, 0u);
 }
 
 TEST_F(AcquireWaitTest, TimesOutCleanlyWhenNothingIsPublished) {

@@ -31,6 +31,22 @@ def test_round_trip_between_processes_byte_for_byte(daemon, client):
     assert bytes.fromhex(result.stdout) == data.tobytes()
 
 
+def test_a_spinning_wait_gets_the_version_another_process_publishes(daemon, client):
+    code = textwrap.dedent("""
+        import time, numpy, hurray
+        time.sleep(0.2)
+        with hurray.connect() as client:
+            print(client.publish("rt/spun", numpy.arange(8, dtype=numpy.int64)))
+    """)
+    producer = subprocess.Popen(  # pylint: disable=consider-using-with
+        [sys.executable, "-c", code], env=dict(os.environ, HURRAY_SOCKET=daemon.socket),
+        stdout=subprocess.PIPE, text=True)
+    with client.acquire("rt/spun", wait=10, spin=10) as view:
+        assert view.numpy().tolist() == list(range(8))
+    assert producer.wait(timeout=30) == 0
+    assert producer.stdout.read().strip() == "1"
+
+
 def test_producer_in_another_process_fills_pool_memory(daemon, client):
     code = textwrap.dedent("""
         import numpy, hurray

@@ -36,6 +36,11 @@ def test_missing_tensor_and_wait(client):
         client.acquire("missing/tensor", wait=0.05)
     with pytest.raises(hurray.InvalidArgumentError, match="wait"):
         client.acquire("missing/tensor", wait=-1)
+    with pytest.raises(hurray.DeadlineExceededError):
+        client.acquire("missing/tensor", wait=0.05, spin=5.0)  # The wait's end ends the spin.
+    for spin in (-1, float("nan"), 1e9):
+        with pytest.raises(hurray.InvalidArgumentError, match="spin"):
+            client.acquire("missing/tensor", wait=0.05, spin=spin)
 
 
 def test_non_contiguous_arrays_are_copied_contiguous(client):

@@ -321,6 +321,14 @@ struct AcquireOptions {
   // Linux 5.14 (no MADV_POPULATE_READ) or when the kernel declines, Acquire quietly does
   // without, and reads fault as usual.
   bool populate = false;
+  // With a `wait` answered on the session socket: how long the waiting thread polls the
+  // socket for the answer (poll(2) with no timeout, in a loop) before it sleeps in recvmsg.
+  // A consumer with a CPU core of its own then takes the version without being woken: the
+  // daemon's answer finds it running, and the scheduler's wake-up (tens of microseconds for
+  // an idle core of a virtual machine) leaves the handoff's path. It burns that core
+  // meanwhile, and slows everything sharing it: for consumers pinned to spare cores. 0 (the
+  // default): sleep at once.
+  std::chrono::microseconds spin{0};
 };
 
 // The daemon socket Client::Connect uses when Options::socket_path is empty: $HURRAY_SOCKET,
