@@ -11,6 +11,7 @@ context switch and the system calls that matter of one handoff in the middle of 
 the producer's wake-up (it then allocates, writes the clock and publishes) to its next sleep.
 
     bench/handoff_timeline.py --build build-bench [--handoffs 300] [--unpinned] [--trace]
+        [--spin-us US]
 """
 
 import argparse
@@ -69,6 +70,8 @@ def main():
     parser.add_argument("--handoffs", type=int, default=300)
     parser.add_argument("--unpinned", action="store_true")
     parser.add_argument("--trace", action="store_true")
+    parser.add_argument("--spin-us", type=int, default=0,
+                        help="the consumer's AcquireOptions::spin (it polls its socket that long)")
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="hurray-handoff-")
     socket = os.path.join(directory, "d.sock")
@@ -94,7 +97,8 @@ def main():
         count = str(args.handoffs)
         consumer = subprocess.Popen(  # pylint: disable=consider-using-with
             cpu + [bench, "worker", "handoff-consumer", socket, "bench/handoff", count,
-                   "default"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                   "default", str(args.spin_us)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         producer = subprocess.Popen(  # pylint: disable=consider-using-with
             cpu + [bench, "worker", "handoff-producer", socket, "bench/handoff", count, "2000"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

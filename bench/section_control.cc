@@ -7,7 +7,8 @@
 // (peer_reference.cc); on the session socket <= 1.5x the raw round trip; on the fast path
 // <= 1 us. And the handoff: publish -> a waiting consumer has the view, 4 KiB, <= 3x the raw
 // round trip; with what the daemon spends on each (its CPU time and context switches, from
-// /proc).
+// /proc); unpinned, also with a consumer that spins for the answer (AcquireOptions::spin) on
+// a CPU the producer and the daemon leave it.
 //
 // Worker role:
 //   control-acquire-release SOCKET NAME N PATH   N timed acquire+release pairs of NAME
@@ -22,7 +23,8 @@
 //                                                tensor, write the clock (NowNanoseconds) in
 //                                                its first 8 bytes, publish it under NAME
 //                                                (versions 1 ... N + 1), sleep GAP_US.
-//   handoff-consumer SOCKET NAME N PATH          after "go", acquires NAME's versions 1 ...
+//   handoff-consumer SOCKET NAME N PATH [SPIN_US]
+//                                                after "go", acquires NAME's versions 1 ...
 //                                                N + 1, each waiting for it to be published
 //                                                (AcquireOptions::wait), reads the clock the
 //                                                producer wrote and prints "handoff_ns":
@@ -33,7 +35,8 @@
 //                                                "default" (the daemon holds the wait on the
 //                                                session socket and answers it from the
 //                                                publishing thread) or "grpc" (the daemon
-//                                                holds the wait, over gRPC).
+//                                                holds the wait, over gRPC). SPIN_US:
+//                                                AcquireOptions::spin (default 0).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,6 +65,9 @@ const std::string kHandoffName = "bench/control/handoff";
 // Between two publishes: long enough that the consumer waits for each version.
 constexpr int kHandoffGapMicroseconds = 2000;
 constexpr auto kHandoffWait = std::chrono::seconds(30);
+// The spinning consumer's AcquireOptions::spin: ten gaps, so that it is spinning when each
+// version comes.
+constexpr auto kHandoffSpin = std::chrono::microseconds(10 * kHandoffGapMicroseconds);
 
 // One path's figures: "control.acquire_release" + suffix, and with `halves`
 // "control.acquire" / "control.release" + suffix.
@@ -171,6 +177,10 @@ void AddRatios(Report& report) {
         "control.handoff_grpc_wait", "control.raw_uds_round_trip");
   ratio("handoff_over_grpc_wait", "handoff: session socket wait / gRPC wait", "control.handoff",
         "control.handoff_grpc_wait");
+  ratio("handoff_spin_over_raw_uds", "publish -> spinning consumer has the view / raw round trip",
+        "control.handoff_spin", "control.raw_uds_round_trip");
+  ratio("handoff_spin_over_handoff", "handoff: spinning consumer / sleeping consumer",
+        "control.handoff_spin", "control.handoff");
 }
 
 // The fast path's absolute target, and a check of the transport from the
@@ -258,14 +268,15 @@ int HandoffConsumerRole(const WorkerArgs& args) {
   const std::string& name = Arg(args, 1, "NAME");
   const auto count = static_cast<int>(ArgNumber(args, 2, "N"));
   const ClientPath path = CheckOk(ParseClientPath(Arg(args, 3, "PATH")), "PATH");
+  const auto spin = std::chrono::microseconds(args.size() > 4 ? ArgNumber(args, 4, "SPIN_US") : 0);
   auto client = ConnectWarm(socket, "handoff-consumer", path);
   std::vector<std::int64_t> handoffs;
   handoffs.reserve(static_cast<std::size_t>(count));
   ReadyThenWaitForGo();
   int missed = 0;
   for (int i = 0; i <= count; ++i) {
-    auto acquired =
-        client->Acquire(name, {.version = static_cast<std::uint64_t>(i) + 1, .wait = kHandoffWait});
+    auto acquired = client->Acquire(
+        name, {.version = static_cast<std::uint64_t>(i) + 1, .wait = kHandoffWait, .spin = spin});
     // A consumer more than one gap behind (a stall of the machine) finds the version
     // superseded and reclaimed: it is counted and skipped, not timed.
     if (!acquired && acquired.error().code() == StatusCode::kNotFound && ++missed <= count / 10) {
@@ -294,26 +305,37 @@ Status MeasureHandoff(Harness& harness, Placement placement, const std::string& 
     ClientPath path;
     std::string figure;
     std::string label;
+    std::chrono::microseconds spin{0};  // The consumer's AcquireOptions::spin.
   };
   const Variant variants[] = {
-      {ClientPath::kDefault, "control.handoff",
-       "publish -> waiting consumer has the view, 4 KiB (session socket wait)"},
-      {ClientPath::kGrpc, "control.handoff_grpc_wait",
-       "publish -> waiting consumer has the view, 4 KiB, all over gRPC (gRPC wait)"}};
+      {.path = ClientPath::kDefault,
+       .figure = "control.handoff",
+       .label = "publish -> waiting consumer has the view, 4 KiB (session socket wait)"},
+      {.path = ClientPath::kGrpc,
+       .figure = "control.handoff_grpc_wait",
+       .label = "publish -> waiting consumer has the view, 4 KiB, all over gRPC (gRPC wait)"},
+      {.path = ClientPath::kDefault,
+       .figure = "control.handoff_spin",
+       .label = "publish -> spinning consumer has the view, 4 KiB (AcquireOptions::spin)",
+       .spin = kHandoffSpin}};
   for (const Variant& variant : variants) {
+    // A spinning consumer needs a CPU of its own: pinned, it would take the one the
+    // producer and the daemon need.
+    if (variant.spin.count() > 0 && placement == Placement::kPinned) continue;
     harness.DeleteTensors({kHandoffName});
     HURRAY_ASSIGN_OR_RETURN(const ProcessCpu daemon_before, ReadProcessCpu(daemon_pid));
     HURRAY_ASSIGN_OR_RETURN(
         std::vector<WorkerResults> results,
-        harness.RunWorkersTogether(placement,
-                                   {{"handoff-consumer", socket, kHandoffName, count,
-                                     std::string(ClientPathName(variant.path))},
-                                    {"handoff-producer", socket, kHandoffName, count,
-                                     std::to_string(kHandoffGapMicroseconds)}},
-                                   kWorkerTimeout));
+        harness.RunWorkersTogether(
+            placement,
+            {{"handoff-consumer", socket, kHandoffName, count,
+              std::string(ClientPathName(variant.path)), std::to_string(variant.spin.count())},
+             {"handoff-producer", socket, kHandoffName, count,
+              std::to_string(kHandoffGapMicroseconds)}},
+            kWorkerTimeout));
     AddMicroseconds(harness.report(), variant.figure, variant.label, placement,
                     results[0].Values("handoff_ns"));
-    if (variant.path != ClientPath::kDefault) continue;
+    if (variant.path != ClientPath::kDefault || variant.spin.count() > 0) continue;
     // What the daemon spent on each handoff (the allocate, the publish, the consumer's wait
     // and its release), its two workers' connections included: one value per run.
     HURRAY_ASSIGN_OR_RETURN(const ProcessCpu daemon_after, ReadProcessCpu(daemon_pid));

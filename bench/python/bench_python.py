@@ -8,8 +8,12 @@ Contenders, each a pair of fresh processes (a producer and a consumer, started w
                   reads view.numpy() (zero-copy: the consumer maps the producer's pages).
                   A new name each round: the daemon holds the consumer's wait.
   hurray_stream   the same, each round the next version of one name (the loop "wait for
-                  the next weights / KV block"): after the first, the consumer waits on the
-                  name's fast path directory entry, woken by the daemon as it writes it.
+                  the next weights / KV block"): the daemon holds the consumer's wait on the
+                  session socket and answers it from the publishing thread.
+  hurray_spin     hurray_stream with a consumer that polls its socket for the answer
+                  (acquire(spin=...)) instead of sleeping: for a consumer with a CPU core
+                  of its own, so it is compared unpinned only (run it on a host with a
+                  core to spare for it).
   torch_mp        torch.multiprocessing: a CPU tensor in shared memory (share_memory_())
                   sent through a torch.multiprocessing Queue; the consumer reads .numpy().
   shared_memory   multiprocessing.shared_memory.SharedMemory + an ndarray over it; the name,
@@ -132,7 +136,9 @@ def hurray_consumer(setup, control, words, rounds):
             control.recv()
             control.send("waiting")
             name, version = hurray_round(setup, round_index)
-            with client.acquire(name, wait=WAIT_SECONDS, version=version) as view:
+            # spin= only when set: the same script times builds that predate it.
+            spin = {"spin": setup["spin_s"]} if setup["spin_s"] else {}
+            with client.acquire(name, wait=WAIT_SECONDS, version=version, **spin) as view:
                 answered = now_ns()
                 array = view.numpy()
                 t1 = now_ns()
@@ -248,11 +254,17 @@ def pickle_pipe_consumer(setup, control, words, rounds):
 
 
 def hurray_setup(context, daemon, pair_index):
-    return {"socket": daemon.socket, "prefix": f"bench/python/pair{pair_index}", "stream": False}
+    return {"socket": daemon.socket, "prefix": f"bench/python/pair{pair_index}", "stream": False,
+            "spin_s": None}
 
 
 def hurray_stream_setup(context, daemon, pair_index):
     return dict(hurray_setup(context, daemon, pair_index), stream=True)
+
+
+def hurray_spin_setup(context, daemon, pair_index):
+    # Polls for up to a second: longer than a round's fill of the largest tensor.
+    return dict(hurray_stream_setup(context, daemon, pair_index), spin_s=1.0)
 
 
 def queue_setup(context, daemon, pair_index):
@@ -268,6 +280,7 @@ def pipe_setup(context, daemon, pair_index):
 CONTENDERS = {
     "hurray": (hurray_setup, hurray_producer, hurray_consumer),
     "hurray_stream": (hurray_stream_setup, hurray_producer, hurray_consumer),
+    "hurray_spin": (hurray_spin_setup, hurray_producer, hurray_consumer),
     "torch_mp": (queue_setup, torch_mp_producer, torch_mp_consumer),
     "shared_memory": (pipe_setup, shared_memory_producer, shared_memory_consumer),
     "pickle_pipe": (pipe_setup, pickle_pipe_producer, pickle_pipe_consumer),
@@ -275,6 +288,7 @@ CONTENDERS = {
 LABELS = {
     "hurray": "hurray publish -> acquire",
     "hurray_stream": "hurray, next version of one name",
+    "hurray_spin": "hurray, next version, consumer spins",
     "torch_mp": "torch.multiprocessing Queue",
     "shared_memory": "shared_memory + pickled metadata",
     "pickle_pipe": "pickle through a Pipe",
@@ -284,7 +298,7 @@ LABELS = {
 def unavailable_reason(contender, daemon):
     """Why a contender cannot run here, or None."""
     try:
-        if contender in ("hurray", "hurray_stream"):
+        if contender in ("hurray", "hurray_stream", "hurray_spin"):
             if daemon is None:
                 return "no hurrayd (--hurrayd)"
             import hurray
@@ -478,9 +492,10 @@ def add_ratios(report):
         ours = medians.get(("hurray", size, phase, figure))
         if contender != "hurray" and ours:
             report["ratios"][f"{contender}/hurray.{figure}.{phase}.{size}"] = value / ours
-        stream = medians.get(("hurray_stream", size, phase, figure))
-        if contender not in ("hurray", "hurray_stream") and stream:
-            report["ratios"][f"{contender}/hurray_stream.{figure}.{phase}.{size}"] = value / stream
+        for base in ("hurray_stream", "hurray_spin"):
+            theirs = medians.get((base, size, phase, figure))
+            if not contender.startswith("hurray") and theirs:
+                report["ratios"][f"{contender}/{base}.{figure}.{phase}.{size}"] = value / theirs
     control = report.get("acquire_release")
     if control and "cpp" in control:
         report["ratios"]["acquire_release.python/cpp"] = (control["python"]["median_us"]
