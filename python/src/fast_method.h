@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <new>
 #include <string>
@@ -54,6 +55,9 @@ PyObject* FastMethodEntry(PyObject* self, PyObject* const* args, Py_ssize_t narg
     return nullptr;
   } catch (const std::bad_alloc&) {
     return PyErr_NoMemory();
+  } catch (const std::exception& error) {  // None is expected; none may cross into CPython.
+    PyErr_SetString(PyExc_SystemError, error.what());
+    return nullptr;
   }
   if (PyErr_Occurred() != nullptr) return nullptr;
   const Py_ssize_t count = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
