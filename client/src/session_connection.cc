@@ -38,10 +38,16 @@ Status Send(int socket, const v1::SessionMessage& message, std::vector<std::uint
   return SendFrame(socket, buffer);
 }
 
+// When a wait's spin ends: `spin` from now, for the whole wait however many replies for
+// other threads its thread reads first; the epoch (no clock read) without a spin.
+std::chrono::steady_clock::time_point SpinDeadline(std::chrono::microseconds spin) {
+  return spin.count() > 0 ? std::chrono::steady_clock::now() + spin
+                          : std::chrono::steady_clock::time_point();
+}
+
 // Polls `socket` for readability, without sleeping, until it is readable (or hung up) or
-// `spin` has passed (AcquireOptions::spin).
-void SpinUntilReadable(int socket, std::chrono::microseconds spin) {
-  const auto until = std::chrono::steady_clock::now() + spin;
+// `until` has passed (AcquireOptions::spin).
+void SpinUntilReadable(int socket, std::chrono::steady_clock::time_point until) {
   pollfd ready{.fd = socket, .events = POLLIN, .revents = 0};
   while (::poll(&ready, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
   }
@@ -191,6 +197,7 @@ template <typename Describe>
 Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
     std::unique_lock<std::mutex>& lock, std::uint64_t request_id, const Describe& describe,
     std::chrono::microseconds spin) {
+  const std::chrono::steady_clock::time_point spin_until = SpinDeadline(spin);
   while (true) {
     if (auto it = std::ranges::find_if(
             arrived_,
@@ -215,7 +222,7 @@ Result<SessionConnection::Reply> SessionConnection::AwaitReplyLocked(
     reading_ = true;
     const int socket = socket_.get();
     lock.unlock();
-    if (spin.count() > 0 && !reader_.has_buffered_bytes()) SpinUntilReadable(socket, spin);
+    if (spin.count() > 0 && !reader_.has_buffered_bytes()) SpinUntilReadable(socket, spin_until);
     Result<Reply> received = ReceiveReply(socket, reader_, received_, describe);
     lock.lock();
     reading_ = false;

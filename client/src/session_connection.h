@@ -217,9 +217,9 @@ class SessionConnection {
                                                            std::chrono::microseconds spin = {});
   // The reply to `request_id` (sent, and in awaited_): taken from arrived_ when another
   // thread read it, or read here while no other thread reads (the lock let go meanwhile),
-  // keeping the replies it reads for others in arrived_ (polling the socket for `spin`
-  // before each read that may sleep). A failure of the socket or of the protocol closes the
-  // connection.
+  // keeping the replies it reads for others in arrived_ (polling the socket, until `spin`
+  // has passed since the call, before a read that may sleep). A failure of the socket or of the
+  // protocol closes the connection.
   template <typename Describe>
   [[nodiscard]] Result<Reply> AwaitReplyLocked(std::unique_lock<std::mutex>& lock,
                                                std::uint64_t request_id, const Describe& describe,
