@@ -177,10 +177,8 @@ FastMethod g_fast_release{.fast = &FastRelease};  // NOLINT(*-non-const-global-v
 void InstallFastCalls(py::module_& module) {
   g_client_type = BoundType<PyClient>();
   g_view_type = BoundType<PyTensorView>();
-  InstallFastMethod(module.attr("Client"), "acquire", g_fast_acquire,
-                    &FastMethodEntry<g_fast_acquire>);
-  InstallFastMethod(module.attr("TensorView"), "release", g_fast_release,
-                    &FastMethodEntry<g_fast_release>);
+  InstallFastMethod<g_fast_acquire>(module.attr("Client"), "acquire");
+  InstallFastMethod<g_fast_release>(module.attr("TensorView"), "release");
 }
 
 void BindClientClass(py::module_& module) {

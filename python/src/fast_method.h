@@ -69,10 +69,15 @@ PyObject* FastMethodEntry(PyObject* self, PyObject* const* args, Py_ssize_t narg
 }
 
 // Replaces the method `name` of `cls` (bound by pybind11 already; kept as the fallback,
-// with its docstring) by `method`, entered through `entry` (FastMethodEntry<method>).
-// `name` is a string literal.
+// with its docstring) by `method`, entered through `entry`. `name` is a string literal.
 void InstallFastMethod(const pybind11::handle& cls, const char* name, FastMethod& method,
                        FastEntry entry);
+
+// InstallFastMethod of `Method` through its own entry, FastMethodEntry<Method>.
+template <FastMethod& Method>
+void InstallFastMethod(const pybind11::handle& cls, const char* name) {
+  InstallFastMethod(cls, name, Method, &FastMethodEntry<Method>);
+}
 
 // The C++ object of `self` when it is exactly of the class `type` describes (a subclass's
 // instance: nullptr, for the bound method). No look-up by name.
