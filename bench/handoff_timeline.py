@@ -16,11 +16,9 @@ the producer's wake-up (it then allocates, writes the clock and publishes) to it
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 TRACED = ("syscalls:sys_enter_sendmsg,syscalls:sys_exit_recvmsg,syscalls:sys_enter_write,"
@@ -73,21 +71,12 @@ def main():
     parser.add_argument("--spin-us", type=int, default=0,
                         help="the consumer's AcquireOptions::spin (it polls its socket that long)")
     args = parser.parse_args()
-    directory = tempfile.mkdtemp(prefix="hurray-handoff-")
-    socket = os.path.join(directory, "d.sock")
-    with open(os.path.join(directory, "hurrayd.toml"), "w", encoding="ascii") as config:
-        config.write(f'state_directory = "{directory}/state"\n'
-                     f'[cpu_pool]\nshm_prefix = "hurray-handoff-{os.getpid()}"\n')
-    log = open(os.path.join(directory, "hurrayd.log"), "wb")  # pylint: disable=consider-using-with
-    daemon = subprocess.Popen([os.path.join(args.build, "daemon/hurrayd"), "--socket", socket,
-                               "--config", os.path.join(directory, "hurrayd.toml"),
-                               "--cpu-pool-capacity", str(256 << 20), "--log-level", "warn"],
-                              stdout=log, stderr=log)
+    # bench/python's hurrayd of its own: a temporary directory, a state directory, a pool.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+    from bench_python import Daemon  # pylint: disable=import-outside-toplevel
+    hurrayd = Daemon(os.path.join(args.build, "daemon/hurrayd"), 256 << 20)
+    daemon, socket, directory = hurrayd.process, hurrayd.socket, hurrayd.directory
     try:
-        while not os.path.exists(socket + ".session"):
-            if daemon.poll() is not None:
-                sys.exit(f"hurrayd did not start; see {log.name}")
-            time.sleep(0.05)
         time.sleep(1)  # The pool's reservation.
         cpu = [] if args.unpinned else ["taskset", "-c", str(max(os.sched_getaffinity(0)))]
         if cpu:
@@ -137,10 +126,7 @@ def main():
             pids.update({f"hurrayd/{tid}": tid for tid in threads})
             print_one_handoff(data, pids)
     finally:
-        daemon.terminate()
-        daemon.wait()
-        log.close()
-        shutil.rmtree(directory, ignore_errors=True)
+        hurrayd.stop()
 
 
 if __name__ == "__main__":

@@ -298,7 +298,7 @@ LABELS = {
 def unavailable_reason(contender, daemon):
     """Why a contender cannot run here, or None."""
     try:
-        if contender in ("hurray", "hurray_stream", "hurray_spin"):
+        if contender.startswith("hurray"):
             if daemon is None:
                 return "no hurrayd (--hurrayd)"
             import hurray
