@@ -66,7 +66,71 @@ struct WritableTensor::State {
   bool sealed = false;  // Set at allocation: Publish unmaps the buffers.
   // The allocation's fence, when its buffers declare SyncMode::kEvent in a CUDA pool.
   std::optional<v1::Fence> fence;
+  // The pool as Client::Allocate was given it (empty: the default), for PublishAndAllocate.
+  std::string pool;
+
+  // The tensor of an allocation the daemon made for this process (`response`, in `pool`),
+  // its buffers mapped read-write; MapBuffers' errors, after which the allocation is
+  // cancelled.
+  static Result<WritableTensor> Take(const std::shared_ptr<Connection>& connection,
+                                     const TensorDescriptor& descriptor, std::string_view pool,
+                                     const v1::AllocateResponse& response);
+  // Client::Allocate through `connection`.
+  static Result<WritableTensor> Allocate(const std::shared_ptr<Connection>& connection,
+                                         const TensorDescriptor& descriptor, std::string_view pool);
+  // The tensor a publish of this one allocated after it (PublishAndAllocate), or the
+  // daemon's refusal; asked for now when the daemon made none (an older release).
+  [[nodiscard]] Result<WritableTensor> NextAfter(const v1::NextAllocation& next) const;
 };
+
+Result<WritableTensor> WritableTensor::State::Allocate(
+    const std::shared_ptr<Connection>& connection, const TensorDescriptor& descriptor,
+    std::string_view pool) {
+  v1::AllocateRequest request;
+  *request.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
+  request.set_pool(std::string(pool));
+  HURRAY_ASSIGN_OR_RETURN(const v1::AllocateResponse response, connection->Allocate(request));
+  return Take(connection, descriptor, pool, response);
+}
+
+Result<WritableTensor> WritableTensor::State::NextAfter(const v1::NextAllocation& next) const {
+  switch (next.result_case()) {
+    case v1::NextAllocation::kAllocation:
+      return Take(connection, descriptor, pool, next.allocation());
+    case v1::NextAllocation::kError:
+      return std::unexpected(client::DaemonError(next.error().code(), next.error().message()));
+    case v1::NextAllocation::RESULT_NOT_SET:
+      break;
+  }
+  return Allocate(connection, descriptor, pool);
+}
+
+Result<WritableTensor> WritableTensor::State::Take(const std::shared_ptr<Connection>& connection,
+                                                   const TensorDescriptor& descriptor,
+                                                   std::string_view pool,
+                                                   const v1::AllocateResponse& response) {
+  auto state = std::make_unique<State>(
+      State{.connection = connection,
+            .descriptor = descriptor,
+            .allocation_id = response.allocation_id(),
+            .daemon_epoch = response.daemon_epoch(),
+            .buffers = {},
+            .device = {},
+            .fence = response.has_fence() ? std::optional(response.fence()) : std::nullopt,
+            .pool = std::string(pool)});
+  auto mapped = MapBuffers(*connection, response.buffers(), descriptor, /*writable=*/true,
+                           pool.empty() ? kDefaultPoolName : pool, response.daemon_epoch());
+  if (!mapped) {
+    WritableTensor abandoned(std::move(state));  // Cancels the allocation.
+    return std::unexpected(mapped.error());
+  }
+  state->buffers = std::move(mapped->buffers);
+  state->device = std::move(mapped->device);
+  state->sealed = std::ranges::any_of(state->buffers, [](const MappedBuffer& buffer) {
+    return buffer.mapping && buffer.mapping->sealed();
+  });
+  return WritableTensor(std::move(state));
+}
 
 WritableTensor::WritableTensor(std::unique_ptr<State> state) : state_(std::move(state)) {}
 WritableTensor::WritableTensor(WritableTensor&&) noexcept = default;
@@ -133,20 +197,31 @@ Result<PublishedTensor> WritableTensor::PublishAfter(std::string_view name, Cuda
   return published;
 }
 
+Result<PublishedAndNext> WritableTensor::PublishAndAllocate(std::string_view name,
+                                                            const PublishOptions& options) {
+  Result<WritableTensor> next = std::unexpected(Error(StatusCode::kInternal, "not allocated"));
+  HURRAY_ASSIGN_OR_RETURN(PublishedTensor published, PublishWith(name, SyncMode::kProducerSynced,
+                                                                 options, /*kept=*/nullptr, &next));
+  return PublishedAndNext{.published = std::move(published), .next = std::move(next)};
+}
+
 Result<PublishedTensor> WritableTensor::PublishWith(std::string_view name, SyncMode sync_mode,
                                                     const PublishOptions& options,
-                                                    std::unique_ptr<State>* kept) {
+                                                    std::unique_ptr<State>* kept,
+                                                    Result<WritableTensor>* next) {
   if (!state_) return FailedPreconditionError("Publish: the tensor was already published");
   v1::PublishRequest request;
   request.set_allocation_id(state_->allocation_id);
   request.set_name(std::string(name));
   request.set_evictable(options.evictable);
+  request.set_allocate_next(next != nullptr);
   if (sync_mode != SyncMode::kProducerSynced) {
     request.mutable_handoff()->set_sync_mode(SyncModeToByte(sync_mode));
   }
   UnmapSealedBuffers(state_->buffers);
   auto response = state_->connection->Publish(request, state_->daemon_epoch);
   if (!response) return std::unexpected(response.error());
+  if (next != nullptr) *next = state_->NextAfter(response->next());
   if (kept != nullptr) {
     *kept = std::move(state_);
   } else {
@@ -216,31 +291,7 @@ std::uint64_t Client::daemon_epoch() const { return connection_->daemon_epoch();
 const std::string& Client::socket_path() const { return connection_->socket_path(); }
 
 Result<WritableTensor> Client::Allocate(const TensorDescriptor& descriptor, std::string_view pool) {
-  v1::AllocateRequest request;
-  *request.mutable_tensor_descriptor() = DescriptorToProto(descriptor);
-  request.set_pool(std::string(pool));
-  auto response = connection_->Allocate(request);
-  if (!response) return std::unexpected(response.error());
-  auto state = std::make_unique<WritableTensor::State>(WritableTensor::State{
-      .connection = connection_,
-      .descriptor = descriptor,
-      .allocation_id = response->allocation_id(),
-      .daemon_epoch = response->daemon_epoch(),
-      .buffers = {},
-      .device = {},
-      .fence = response->has_fence() ? std::optional(response->fence()) : std::nullopt});
-  auto mapped = MapBuffers(*connection_, response->buffers(), descriptor, /*writable=*/true,
-                           pool.empty() ? kDefaultPoolName : pool, response->daemon_epoch());
-  if (!mapped) {
-    WritableTensor abandoned(std::move(state));  // Cancels the allocation.
-    return std::unexpected(mapped.error());
-  }
-  state->buffers = std::move(mapped->buffers);
-  state->device = std::move(mapped->device);
-  state->sealed = std::ranges::any_of(state->buffers, [](const MappedBuffer& buffer) {
-    return buffer.mapping && buffer.mapping->sealed();
-  });
-  return WritableTensor(std::move(state));
+  return WritableTensor::State::Allocate(connection_, descriptor, pool);
 }
 
 Result<std::vector<PublishedTensor>> Client::PublishBatch(std::span<WritableTensor> tensors,

@@ -18,19 +18,6 @@
 namespace hurray::client {
 namespace {
 
-// The daemon's SessionError as an Error of the same code.
-Error FromSessionError(const v1::SessionError& error) {
-  constexpr auto kLastCode = static_cast<std::uint32_t>(StatusCode::kUnauthenticated);
-  const StatusCode code =
-      error.code() <= kLastCode ? static_cast<StatusCode>(error.code()) : StatusCode::kUnknown;
-  // A daemon that says "error" with code OK breaks the protocol; never report success.
-  if (code == StatusCode::kOk) {
-    return {StatusCode::kInternal,
-            fmt::format("the daemon answered with an error of code OK: {}", error.message())};
-  }
-  return {code, error.message()};
-}
-
 // Encodes `message` into `buffer` (its memory reused) and sends it as one frame.
 Status Send(int socket, const v1::SessionMessage& message, std::vector<std::uint8_t>& buffer) {
   buffer.resize(message.ByteSizeLong());
@@ -54,6 +41,18 @@ void SpinUntilReadable(int socket, std::chrono::steady_clock::time_point until) 
 }
 
 }  // namespace
+
+Error DaemonError(std::uint32_t code, const std::string& message) {
+  constexpr auto kLastCode = static_cast<std::uint32_t>(StatusCode::kUnauthenticated);
+  const StatusCode status =
+      code <= kLastCode ? static_cast<StatusCode>(code) : StatusCode::kUnknown;
+  // A daemon that says "error" with code OK breaks the protocol; never report success.
+  if (status == StatusCode::kOk) {
+    return {StatusCode::kInternal,
+            fmt::format("the daemon answered with an error of code OK: {}", message)};
+  }
+  return {status, message};
+}
 
 template <typename Context>
 Result<SessionConnection::Reply> SessionConnection::ReceiveReply(int socket, FrameReader& reader,
@@ -100,7 +99,8 @@ Result<std::unique_ptr<SessionConnection>> SessionConnection::Connect(
   }
   if (!reply) return std::unexpected(reply.error());
   const v1::SessionMessage& message = reply->message;
-  if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
+  if (message.has_error())
+    return std::unexpected(DaemonError(message.error().code(), message.error().message()));
   if (!message.has_welcome()) {
     return InternalError(fmt::format("session hello: the daemon answered with {}, not a welcome",
                                      SessionBodyName(message)));
@@ -182,7 +182,8 @@ Result<v1::SessionMessage> SessionConnection::RoundTripLocked(
   auto reply = AwaitReplyLocked(lock, request_id, describe, spin);
   if (!reply) return std::unexpected(reply.error());
   v1::SessionMessage& message = reply->message;
-  if (message.has_error()) return std::unexpected(FromSessionError(message.error()));
+  if (message.has_error())
+    return std::unexpected(DaemonError(message.error().code(), message.error().message()));
   if (message.body_case() != reply_case) {
     return std::unexpected(BreakLocked(
         Error(StatusCode::kInternal,
@@ -362,7 +363,7 @@ void SessionConnection::TakeReleaseFailuresLocked(const v1::SessionMessage& repl
       ++more_release_failures_;
       continue;
     }
-    const Error error = FromSessionError(failure.error());
+    const Error error = DaemonError(failure.error().code(), failure.error().message());
     release_failure_ =
         Error(error.code(), fmt::format("one-way release (request {}) refused by the daemon: {}",
                                         failure.request_id(), error.message()));

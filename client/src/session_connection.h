@@ -23,6 +23,11 @@
 
 namespace hurray::client {
 
+// An error the daemon sent as a canonical code and its message (a SessionError, a publish's
+// NextAllocation) as an Error of that code: UNKNOWN for a code beyond the known ones, and
+// INTERNAL for code OK, which is never reported as success.
+[[nodiscard]] Error DaemonError(std::uint32_t code, const std::string& message);
+
 // A whole segment, as the daemon granted it: a descriptor on it, or for a legacy CUDA slab
 // its IPC handle.
 struct GrantedSegment {

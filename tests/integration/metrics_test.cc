@@ -21,9 +21,11 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "integration_test.h"
+#include "test_tensors.h"
 #include "testing/status_matchers.h"
 
 #ifndef HURRAY_SOURCE_DIR
@@ -170,6 +172,32 @@ TEST_F(MetricsTest, ScrapeShowsAPutAndGetAndPassesPromtool) {
     output.append(buffer, n);
   EXPECT_EQ(::pclose(pipe), 0) << output;
   EXPECT_EQ(output, "") << output;
+}
+
+// A producer that streams with PublishAndAllocate asks for one allocation, its first: every
+// next one comes with the publish before it.
+TEST_F(MetricsTest, AStreamingProducerSendsOneAllocateRequest) {
+  ASSERT_NE(port_, 0);
+  auto tensor = client().Allocate(MakeByteTensor(4096));
+  ASSERT_OK(tensor);
+  constexpr int kPublishes = 10;
+  for (int i = 1; i < kPublishes; ++i) {
+    auto published = tensor->PublishAndAllocate("it/stream");
+    ASSERT_OK(published);
+    ASSERT_OK(published->next);
+    *tensor = std::move(*published->next);
+  }
+  ASSERT_OK(tensor->Publish("it/stream"));
+  const std::optional<std::string> scrape = Scrape(port_);
+  ASSERT_TRUE(scrape.has_value());
+  const auto requests = [&](const char* method) {
+    return Sample(*scrape, fmt::format("hurray_requests_total{{channel=\"session\",method="
+                                       "\"{}\",code=\"OK\"}}",
+                                       method));
+  };
+  EXPECT_EQ(requests("Allocate"), 1.0) << *scrape;
+  EXPECT_EQ(requests("Publish"), static_cast<double>(kPublishes)) << *scrape;
+  ASSERT_OK(client().Delete("it/stream"));
 }
 
 // The audit's slow-header attack: connections that never finish their request (more of them

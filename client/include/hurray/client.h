@@ -100,6 +100,8 @@ struct PublishOptions {
   bool evictable = false;
 };
 
+struct PublishedAndNext;
+
 // A tensor this process is writing: buffers allocated in a daemon pool, mapped read-write.
 // Publish it, or Cancel it; dropping it unpublished cancels it.
 class HURRAY_CXX_EXPORT WritableTensor {
@@ -140,6 +142,25 @@ class HURRAY_CXX_EXPORT WritableTensor {
   [[nodiscard]] Result<PublishedTensor> Publish(std::string_view name,
                                                 const PublishOptions& options = {});
 
+  // Publishes as Publish does, then allocates the next tensor of this one's descriptor in its
+  // pool, as Client::Allocate would, in the same round trip: a producer that streams
+  // tensors of one shape pays one round trip per tensor instead of two.
+  //
+  //   auto tensor = client->Allocate(descriptor).value();
+  //   for (int i = 0; i < n; ++i) {
+  //     Fill(tensor);
+  //     if (i + 1 == n) { tensor.Publish("cam/frame").value(); break; }
+  //     tensor = std::move(tensor.PublishAndAllocate("cam/frame").value().next.value());
+  //   }
+  //
+  // Publish's errors, after which nothing was allocated and the tensor is still this
+  // object's. Once the publish took effect, the call succeeds and `next` holds the new
+  // tensor or Allocate's error (RESOURCE_EXHAUSTED when the pool or a quota has no room):
+  // the publish is not undone. A daemon that does not make the allocation itself (an older
+  // release) gets a second call.
+  [[nodiscard]] Result<PublishedAndNext> PublishAndAllocate(std::string_view name,
+                                                            const PublishOptions& options = {});
+
   // Publishes under `name` with an Event handoff, without waiting for the GPU: enqueues on
   // `stream` (a stream of this tensor's device, in this process) the signal of the
   // allocation's fence after the work already queued there, then publishes. Consumers make
@@ -172,11 +193,21 @@ class HURRAY_CXX_EXPORT WritableTensor {
   friend class Client;
   struct State;
   HURRAY_CXX_HIDDEN explicit WritableTensor(std::unique_ptr<State> state);
-  // Publishes; the state goes to `*kept` when not null (else it is dropped).
+  // Publishes; the state goes to `*kept` when not null (else it is dropped). With `next`,
+  // the daemon also allocates the next tensor like this one, which goes to `*next` (or why
+  // it could not).
   HURRAY_CXX_HIDDEN Result<PublishedTensor> PublishWith(std::string_view name, SyncMode sync_mode,
                                                         const PublishOptions& options,
-                                                        std::unique_ptr<State>* kept = nullptr);
+                                                        std::unique_ptr<State>* kept = nullptr,
+                                                        Result<WritableTensor>* next = nullptr);
   std::unique_ptr<State> state_;
+};
+
+// What WritableTensor::PublishAndAllocate returns: the publish, and the next tensor or why
+// it could not be allocated.
+struct PublishedAndNext {
+  PublishedTensor published;
+  Result<WritableTensor> next;
 };
 
 // A leased, read-only view of a published tensor. The memory is the producer's, mapped

@@ -206,6 +206,9 @@ class Registry final {
                                                       const v1::AllocateRequest& request);
   [[nodiscard]] Result<v1::CancelAllocationResponse> CancelAllocation(
       std::uint64_t session_id, const v1::CancelAllocationRequest& request);
+  // With request.allocate_next, then allocates the next tensor of the published one's
+  // descriptor in its pool, as Allocate would, once the publish took effect: its answer or
+  // its refusal is the response's `next` (a refused allocation does not undo the publish).
   [[nodiscard]] Result<v1::PublishResponse> Publish(std::uint64_t session_id,
                                                     const v1::PublishRequest& request);
   // Publishes every item as Publish would, all under one hold of the mutex: each item is
@@ -317,6 +320,11 @@ class Registry final {
     const FenceTable* fences = nullptr;  // Set instead of `pool` for a fence segment.
   };
 
+  // Allocate in `pool`, once the pool is resolved; also a publish's next allocation
+  // (PublishRequest.allocate_next), of the published tensor's descriptor in its pool.
+  [[nodiscard]] Result<v1::AllocateResponse> AllocateIn(std::uint64_t session_id,
+                                                        const v1::TensorDescriptor& wire_descriptor,
+                                                        Pool& pool);
   // The rest of Allocate, under the mutex: the session's quota, then the pool's ranges,
   // then the fence from `fences` when not null. Takes `allocation` (its buffers and fence
   // filled in) on success.

@@ -172,6 +172,9 @@ std::optional<ItemError> FirstMalformedItem(const v1::PublishBatchRequest& reque
       valid = InvalidArgumentError(fmt::format("allocation_id {} already listed in items[{}]",
                                                item.allocation_id(), first->second));
     }
+    if (valid && item.allocate_next()) {
+      valid = InvalidArgumentError("allocate_next: a batch item cannot allocate; Publish can");
+    }
     if (!valid) {
       return ItemError{.index = i, .error = valid.error().WithContext(ItemContext(request, i))};
     }
@@ -179,26 +182,42 @@ std::optional<ItemError> FirstMalformedItem(const v1::PublishBatchRequest& reque
   return std::nullopt;
 }
 
+// A publish's next allocation (PublishRequest.allocate_next): the answer, or the refusal.
+void FillNextAllocation(Result<v1::AllocateResponse> allocated, v1::NextAllocation& next) {
+  if (allocated) {
+    *next.mutable_allocation() = std::move(*allocated);
+    return;
+  }
+  v1::AllocationError& error = *next.mutable_error();
+  error.set_code(static_cast<std::uint32_t>(allocated.error().code()));
+  error.set_message(allocated.error().message());
+}
+
 }  // namespace
 
 Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                                                 const v1::AllocateRequest& request) {
-  auto descriptor = DescriptorFromProto(request.tensor_descriptor());
-  if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
   const std::string_view pool_name = request.pool().empty() ? kDefaultPoolName : request.pool();
   HURRAY_ASSIGN_OR_RETURN(Pool* const pool, pools_.Resolve(pool_name));
-  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t total, CheckBuffersFitPool(*descriptor, *pool));
-  FenceTable* fences = FencesOf(pool);
+  return AllocateIn(session_id, request.tensor_descriptor(), *pool);
+}
+
+Result<v1::AllocateResponse> Registry::AllocateIn(std::uint64_t session_id,
+                                                  const v1::TensorDescriptor& wire_descriptor,
+                                                  Pool& pool) {
+  auto descriptor = DescriptorFromProto(wire_descriptor);
+  if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
+  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t total, CheckBuffersFitPool(*descriptor, pool));
+  FenceTable* fences = FencesOf(&pool);
   HURRAY_ASSIGN_OR_RETURN(const bool needs_fence,
-                          NeedsFence(*descriptor, *pool, /*has_fences=*/fences != nullptr));
+                          NeedsFence(*descriptor, pool, /*has_fences=*/fences != nullptr));
   // Copied before the lock is taken: nothing else needs the mutex to wait for it.
-  Allocation allocation{
-      .session_id = session_id,
-      .pool = pool,
-      .descriptor = request.tensor_descriptor(),
-      .buffers = {},
-      .byte_size = total,
-      .charged_bytes = ChargedBytes(total, request.tensor_descriptor().ByteSizeLong())};
+  Allocation allocation{.session_id = session_id,
+                        .pool = &pool,
+                        .descriptor = wire_descriptor,
+                        .buffers = {},
+                        .byte_size = total,
+                        .charged_bytes = ChargedBytes(total, wire_descriptor.ByteSizeLong())};
   std::unique_lock lock(mutex_);
   std::vector<v1::WatchEvent> evictions;
   auto response = AllocateLocked(session_id, *descriptor, needs_fence ? fences : nullptr,
@@ -408,6 +427,10 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   HURRAY_ASSIGN_OR_RETURN(Allocation* const pending, PendingForPublishLocked(session_id, request));
   Session& session = *sessions_.Find(session_id);
   HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, pending->charged_bytes));
+  // What the next allocation copies, taken before the publish turns `pending` into a version.
+  std::optional<v1::TensorDescriptor> next_descriptor;
+  Pool* const next_pool = pending->pool;
+  if (request.allocate_next()) next_descriptor = pending->descriptor;
   HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version,
                           PrepareVersionLocked(session, request, *pending));
   const std::uint64_t number = CommitPublishLocked(session, request, *pending, std::move(version));
@@ -423,6 +446,10 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   HURRAY_RETURN_IF_ERROR(CommitJournal([&] {
     return fmt::format("{} version {} is published", ShownName(request.name()), number);
   }));
+  if (next_descriptor) {
+    FillNextAllocation(AllocateIn(session_id, *next_descriptor, *next_pool),
+                       *response.mutable_next());
+  }
   return response;
 }
 

@@ -203,6 +203,71 @@ TEST_F(RegistryTest, PublishNeedsOwnAllocationAndValidName) {
   EXPECT_ERROR(Publish(producer_, allocation->allocation_id(), "test/x"), StatusCode::kNotFound);
 }
 
+TEST_F(RegistryTest, PublishWithAllocateNextAllocatesTheSameDescriptorInTheSamePool) {
+  auto allocation = Allocate(producer_, DenseFloat32({1024}));
+  ASSERT_OK(allocation);
+  const std::uint64_t one = UsedBytes();
+  v1::PublishRequest request;
+  request.set_allocation_id(allocation->allocation_id());
+  request.set_name("stream/x");
+  request.set_allocate_next(true);
+  auto published = registry_->Publish(producer_, request);
+  ASSERT_OK(published);
+  EXPECT_EQ(published->version(), 1u);
+  ASSERT_TRUE(published->next().has_allocation()) << published->DebugString();
+  const v1::AllocateResponse& next = published->next().allocation();
+  EXPECT_NE(next.allocation_id(), allocation->allocation_id());
+  EXPECT_EQ(next.daemon_epoch(), 42u);
+  ASSERT_EQ(next.buffers_size(), 1);
+  EXPECT_EQ(next.buffers(0).byte_size(), allocation->buffers(0).byte_size());
+  EXPECT_NE(next.buffers(0).offset(), allocation->buffers(0).offset());
+  EXPECT_EQ(UsedBytes(), 2 * one);
+  EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
+  // The next allocation is this session's, as an Allocate's: published as version 2.
+  auto second = Publish(producer_, next.allocation_id(), "stream/x");
+  ASSERT_OK(second);
+  EXPECT_EQ(second->version(), 2u);
+  EXPECT_FALSE(second->has_next()) << "no allocate_next, no next";
+}
+
+TEST_F(RegistryTest, ANextAllocationWithoutRoomLeavesThePublishInPlace) {
+  // Five eighths of the pool: the published tensor leaves no room for the next.
+  auto allocation = Allocate(producer_, DenseFloat32({kPoolBytes / 8 * 5 / sizeof(float)}));
+  ASSERT_OK(allocation);
+  const std::uint64_t used = UsedBytes();
+  v1::PublishRequest request;
+  request.set_allocation_id(allocation->allocation_id());
+  request.set_name("stream/big");
+  request.set_allocate_next(true);
+  auto published = registry_->Publish(producer_, request);
+  ASSERT_OK(published);
+  ASSERT_TRUE(published->next().has_error()) << published->DebugString();
+  EXPECT_EQ(published->next().error().code(),
+            static_cast<std::uint32_t>(StatusCode::kResourceExhausted));
+  EXPECT_NE(published->next().error().message().find("pool cpu"), std::string::npos)
+      << published->next().error().message();
+  EXPECT_EQ(UsedBytes(), used);
+  EXPECT_EQ(registry_->Stats().pending_allocation_count(), 0u);
+  auto acquired = Acquire(consumer_, "stream/big");
+  ASSERT_OK(acquired);
+  EXPECT_EQ(acquired->tensor().version(), 1u);
+}
+
+TEST_F(RegistryTest, ARefusedPublishMakesNoNextAllocation) {
+  auto allocation = Allocate(producer_, DenseFloat32({1024}));
+  ASSERT_OK(allocation);
+  const std::uint64_t used = UsedBytes();
+  v1::PublishRequest request;
+  request.set_allocation_id(allocation->allocation_id());
+  request.set_name("bad name");
+  request.set_allocate_next(true);
+  EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument);
+  request.set_name("stream/x");
+  EXPECT_ERROR(registry_->Publish(consumer_, request), StatusCode::kNotFound, {"allocation_id"});
+  EXPECT_EQ(UsedBytes(), used);
+  EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
+}
+
 TEST_F(RegistryTest, AcquireReturnsWhatWasPublished) {
   auto allocation = Allocate(producer_, DenseFloat32({8, 8}));
   ASSERT_OK(allocation);
@@ -656,6 +721,8 @@ TEST_F(RegistryTest, PublishBatchRefusesTheWholeBatchAndChangesNothing) {
   };
   v1::PublishBatchRequest too_many;
   for (int i = 0; i <= 100'000; ++i) too_many.add_items()->set_name("model/x");
+  v1::PublishBatchRequest allocating = BatchOf({{mine[0], "model/a"}, {mine[1], "model/b"}});
+  allocating.mutable_items(1)->set_allocate_next(true);
   const std::string foreign_id = std::to_string(foreign->allocation_id());
   const std::vector<Case> cases = {
       {"bad name",
@@ -690,6 +757,10 @@ TEST_F(RegistryTest, PublishBatchRefusesTheWholeBatchAndChangesNothing) {
        StatusCode::kNotFound,
        {"items[1] (model/b)"}},
       {"empty", v1::PublishBatchRequest(), StatusCode::kInvalidArgument, {"items is empty"}},
+      {"an item that allocates",
+       allocating,
+       StatusCode::kInvalidArgument,
+       {"items[1] (model/b): allocate_next"}},
       {"too many",
        too_many,
        StatusCode::kInvalidArgument,
