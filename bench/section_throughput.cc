@@ -2,7 +2,9 @@
 // at once (all on one tensor, as workers reading one model's weights) on the client's
 // default path (the fast path), and from 1 and 4 with the fast path off (the session socket,
 // release one-way); and the publish rate of small (4 KiB) tensors from 1 and 4 producer
-// processes. The target: >= 1M pairs/s from one process on the fast path.
+// processes, each tensor allocated then published (two calls), or streamed
+// (PublishAndAllocate: one call). The target: >= 1M pairs/s from one process on the fast
+// path.
 //
 // Worker roles (both print "ready" and start on "go", so all clients run at once):
 //   throughput-acquire SOCKET NAME SECONDS PATH
@@ -11,13 +13,19 @@
 //                                            client_transport.h); prints "pairs",
 //                                            "fast_path_pairs" and "elapsed_ns"; a one-way
 //                                            release's refusal fails it;
-//   throughput-publish SOCKET NAME SECONDS   allocate+publish a 4 KiB tensor under NAME (a
-//                                            new version each time) for SECONDS; prints
-//                                            "publishes" and "elapsed_ns"; deletes NAME.
+//   throughput-publish SOCKET NAME SECONDS [MODE]
+//                                            allocate+publish a 4 KiB tensor under NAME (a
+//                                            new version each time) for SECONDS, MODE
+//                                            "allocate" (the default: Allocate, then Publish)
+//                                            or "stream" (PublishAndAllocate: one call per
+//                                            tensor); prints "publishes" and "elapsed_ns";
+//                                            deletes NAME.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include "client_transport.h"
 #include "hurray/v1/exchange.pb.h"
@@ -34,6 +42,18 @@ constexpr std::uint64_t kSmallTensorBytes = 4096;
 constexpr double kFastPathTargetPairsPerSecond = 1e6;  // From one process.
 const std::string kTensorName = "bench/throughput/tensor";
 constexpr int kPublishClients[] = {1, 4};
+
+// How a producer of section 4 gets each tensor: "throughput.publish_4KiB" + suffix.
+struct PublishMode {
+  std::string_view name;  // The role's MODE.
+  std::string suffix;
+  std::string label;
+};
+
+const PublishMode kPublishModes[] = {
+    {.name = "allocate", .suffix = "", .label = ""},
+    {.name = "stream", .suffix = "_streaming", .label = ", streamed"},
+};
 
 // The acquire+release rates of one path: "throughput.acquire_release" + suffix +
 // ".N_clients" for each N of `clients`.
@@ -102,21 +122,34 @@ int ThroughputPublishRole(const WorkerArgs& args) {
   const std::string& socket = Arg(args, 0, "SOCKET");
   const std::string& name = Arg(args, 1, "NAME");
   const std::int64_t duration = DurationNanoseconds(Arg(args, 2, "SECONDS"));
+  const std::string mode = args.size() > 3 ? args[3] : "allocate";
+  if (mode != "allocate" && mode != "stream") {
+    WorkerFail(fmt::format("MODE {:?}: allocate or stream", mode));
+  }
   auto client = ConnectWarm(socket, "throughput-publish");
   const TensorDescriptor descriptor = BytesTensor(kSmallTensorBytes);
   (void)CheckOk(CheckOk(client->Allocate(descriptor), "Allocate").Publish(name), "Publish");
+  std::optional<WritableTensor> streamed;
+  if (mode == "stream") streamed.emplace(CheckOk(client->Allocate(descriptor), "Allocate"));
   ReadyThenWaitForGo();
   std::uint64_t publishes = 0;
   const std::int64_t start = NowNanoseconds();
   std::int64_t now = start;
   while (now - start < duration) {
-    WritableTensor tensor = CheckOk(client->Allocate(descriptor), "Allocate");
-    (void)CheckOk(tensor.Publish(name), "Publish");
+    if (streamed) {
+      PublishedAndNext published =
+          CheckOk(streamed->PublishAndAllocate(name), "PublishAndAllocate");
+      *streamed = CheckOk(std::move(published.next), "PublishAndAllocate's next allocation");
+    } else {
+      WritableTensor tensor = CheckOk(client->Allocate(descriptor), "Allocate");
+      (void)CheckOk(tensor.Publish(name), "Publish");
+    }
     ++publishes;
     now = NowNanoseconds();
   }
   EmitValue("publishes", static_cast<double>(publishes));
   EmitValue("elapsed_ns", static_cast<double>(now - start));
+  if (streamed) CheckOk(streamed->Cancel(), "Cancel");
   (void)CheckOk(client->Delete(name), "Delete");
   return 0;
 }
@@ -163,27 +196,32 @@ Result<std::string> MeasureAcquireRates(Harness& harness, Placement placement,
 Status MeasurePublishRates(Harness& harness, Placement placement, const std::string& socket) {
   const Scale& scale = harness.scale();
   const std::string duration = std::to_string(scale.throughput_seconds);
-  for (int clients : kPublishClients) {
-    harness.Progress("section 4, " + std::string(PlacementName(placement)) + ": publishing from " +
-                     Processes(clients));
-    std::vector<double> rates;
-    for (int round = 0; round < scale.throughput_rounds; ++round) {
-      std::vector<WorkerArgs> workers;
-      workers.reserve(static_cast<std::size_t>(clients));
-      for (int i = 0; i < clients; ++i) {
-        workers.push_back({"throughput-publish", socket,
-                           "bench/throughput/publish-" + std::to_string(i), duration});
+  for (const PublishMode& mode : kPublishModes) {
+    for (int clients : kPublishClients) {
+      harness.Progress(fmt::format("section 4, {}: publishing from {}{}", PlacementName(placement),
+                                   Processes(clients), mode.label));
+      std::vector<double> rates;
+      for (int round = 0; round < scale.throughput_rounds; ++round) {
+        std::vector<WorkerArgs> workers;
+        workers.reserve(static_cast<std::size_t>(clients));
+        for (int i = 0; i < clients; ++i) {
+          workers.push_back({"throughput-publish", socket,
+                             "bench/throughput/publish-" + std::to_string(i), duration,
+                             std::string(mode.name)});
+        }
+        auto results = harness.RunWorkersTogether(placement, workers, kWorkerTimeout);
+        if (!results) return std::unexpected(results.error());
+        rates.push_back(TotalRate(*results, "publishes"));
       }
-      auto results = harness.RunWorkersTogether(placement, workers, kWorkerTimeout);
-      if (!results) return std::unexpected(results.error());
-      rates.push_back(TotalRate(*results, "publishes"));
+      harness.report().AddFigure(
+          FigureSpec{
+              .key = fmt::format("throughput.publish_4KiB{}.{}_clients", mode.suffix, clients),
+              .section = kSection,
+              .label = fmt::format("allocate+publish 4 KiB tensors/s, {}{}", Processes(clients),
+                                   mode.label),
+              .unit = "tensors/s"},
+          placement, Summarize(rates));
     }
-    harness.report().AddFigure(
-        FigureSpec{.key = "throughput.publish_4KiB." + std::to_string(clients) + "_clients",
-                   .section = kSection,
-                   .label = "allocate+publish 4 KiB tensors/s, " + Processes(clients),
-                   .unit = "tensors/s"},
-        placement, Summarize(rates));
   }
   return {};
 }
@@ -206,6 +244,11 @@ void AddRatiosAndNotes(Harness& harness) {
                 .label = "pairs/s 1 process, client default / session socket",
                 .numerator = "throughput.acquire_release.1_clients",
                 .denominator = "throughput.acquire_release_slow_path.1_clients"});
+  report.AddRatio(RatioSpec{.key = "throughput.ratio.publish_streaming_over_allocate_1_client",
+                            .section = kSection,
+                            .label = "tensors/s 1 process, streamed / allocated",
+                            .numerator = "throughput.publish_4KiB_streaming.1_clients",
+                            .denominator = "throughput.publish_4KiB.1_clients"});
   std::string fast;
   for (Placement placement : kBothPlacements) {
     if (auto rate = report.Median("throughput.acquire_release.1_clients", placement)) {

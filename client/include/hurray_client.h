@@ -83,6 +83,18 @@ HURRAY_EXPORT HurrayStatus hurray_allocation_device(const HurrayAllocation* allo
 HURRAY_EXPORT HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation,
                                                      const char* name, uint64_t* version);
 
+/* Publishes as hurray_allocation_publish does, then allocates the next tensor of the same
+ * descriptor in the same pool in the same round trip (OWNED through *next): a producer that
+ * streams tensors of one shape makes one call per tensor. A refused publish: its error, the
+ * allocation still the caller's and *next untouched. Once the publish took effect,
+ * *allocation is null and *version set whatever follows; HURRAY_OK with *next set, or the
+ * next allocation's error (HURRAY_ERR_RESOURCE_EXHAUSTED when the pool has no room) with
+ * *next null. */
+HURRAY_EXPORT HurrayStatus hurray_allocation_publish_and_allocate(HurrayAllocation** allocation,
+                                                                  const char* name,
+                                                                  uint64_t* version,
+                                                                  HurrayAllocation** next);
+
 /* Publishes a CUDA allocation whose buffers all declare HURRAY_SYNC_EVENT under `name`
  * without waiting for the GPU: enqueues on `stream` (a CUstream / cudaStream_t of the
  * allocation's device in this process; NULL: the legacy default stream) the signal that the

@@ -259,6 +259,25 @@ HurrayStatus hurray_allocation_publish(HurrayAllocation** allocation, const char
   });
 }
 
+HurrayStatus hurray_allocation_publish_and_allocate(HurrayAllocation** allocation, const char* name,
+                                                    uint64_t* version, HurrayAllocation** next) {
+  return Guard(__func__, [&]() -> HurrayStatus {
+    HURRAY_REQUIRE(allocation);
+    HURRAY_REQUIRE(*allocation);
+    HURRAY_REQUIRE(name);
+    HURRAY_REQUIRE(next);
+    auto published = (*allocation)->tensor.PublishAndAllocate(name);
+    if (!published) return SetLastError(published.error());
+    if (version != nullptr) *version = published->published.version;
+    delete *allocation;
+    *allocation = nullptr;
+    *next = nullptr;
+    if (!published->next) return SetLastError(published->next.error());
+    *next = new HurrayAllocation{std::move(*published->next)};
+    return HURRAY_OK;
+  });
+}
+
 HurrayStatus hurray_client_publish_batch(HurrayClient* client, HurrayAllocation** allocations,
                                          const char* const* names, uint64_t count,
                                          uint64_t* versions_out) {

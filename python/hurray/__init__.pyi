@@ -229,6 +229,12 @@ class WritableTensor:
                 evictable: bool = False) -> int:
         """Publishes under name; the version. Sealed pool: BufferError while an array or
         memoryview over the memory is alive."""
+    def publish_and_allocate(self, name: str, *,
+                             evictable: bool = False) -> tuple[int, WritableTensor]:
+        """Publishes under name, producer-synced, and allocates the next tensor of the same
+        descriptor in the same pool in one round trip: (version, next tensor). Once the
+        publish took effect, a next allocation the pool has no room for raises
+        ResourceExhaustedError saying so. UnsupportedError for an Event-handoff tensor."""
     def cancel(self) -> None:
         """Frees the allocation unpublished. Sealed pool: BufferError while an array or
         memoryview over the memory is alive."""

@@ -257,6 +257,16 @@ void BindWritableTensor(py::module_& module) {
           "evict it (least recently used, never while leased) when its pool is full. In a "
           "sealed pool, publish unmaps the memory: hurray.BufferError while an array or "
           "memoryview over it is alive.")
+      .def(
+          "publish_and_allocate",
+          [](PyWritableTensor& self, const std::string& name, bool evictable) {
+            return self.PublishAndAllocate(name, PublishOptions{.evictable = evictable});
+          },
+          py::arg("name"), py::kw_only(), py::arg("evictable") = false,
+          "Publishes under `name` as publish does and allocates the next tensor of the same "
+          "descriptor in the same pool, in one round trip; returns (version, next tensor). For "
+          "a producer that streams tensors of one shape. Once the publish took effect, an "
+          "allocation the pool has no room for raises ResourceExhaustedError saying so.")
       .def("cancel", &PyWritableTensor::Cancel,
            "Frees the allocation unpublished. In a sealed pool, hurray.BufferError while an "
            "array or memoryview over the memory is alive.")
@@ -438,6 +448,34 @@ PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional
   PublishedTensor value = ValueOrRaise(std::move(published));
   done_ = true;
   return value;
+}
+
+std::pair<std::uint64_t, std::unique_ptr<PyWritableTensor>> PyWritableTensor::PublishAndAllocate(
+    const std::string& name, const PublishOptions& options) {
+  (void)Open();
+  if (IsEventTensor(tensor_.descriptor())) {
+    throw PythonError("UnsupportedError",
+                      "publish_and_allocate publishes producer-synced; a tensor whose buffers "
+                      "declare the Event handoff is published with publish(name, stream)");
+  }
+  CheckNoExport(fmt::format("publish '{}'", name));
+  unmapped_ = tensor_.sealed();
+  Result<PublishedAndNext> published = [&] {
+    const py::gil_scoped_release release;
+    const std::scoped_lock lock(mutex_);
+    return tensor_.PublishAndAllocate(name, options);
+  }();
+  PublishedAndNext value = ValueOrRaise(std::move(published));
+  done_ = true;
+  if (!value.next) {
+    const Error& error = value.next.error();
+    throw ToPython(
+        Error(error.code(), fmt::format("'{}' version {} was published; the next "
+                                        "allocation failed: {}",
+                                        name, value.published.version, error.message())));
+  }
+  return {value.published.version,
+          std::make_unique<PyWritableTensor>(client_, std::move(*value.next))};
 }
 
 std::vector<std::uint64_t> PyWritableTensor::PublishBatch(

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hurray/client.h"
@@ -39,6 +40,13 @@ class PyWritableTensor {
   // hurray.BufferError for a sealed tensor while its export token lives.
   [[nodiscard]] PublishedTensor Publish(const std::string& name, std::optional<CudaStream> stream,
                                         const PublishOptions& options = {});
+  // Publishes producer-synced and allocates the next tensor of the same descriptor in the
+  // same pool in the same round trip (WritableTensor::PublishAndAllocate); releases the GIL.
+  // Returns the version and the next tensor. UnsupportedError for a tensor whose buffers
+  // declare the Event handoff (publish it with a stream). Once the publish took effect, the
+  // next allocation's error is raised with a message that says the publish did.
+  [[nodiscard]] std::pair<std::uint64_t, std::unique_ptr<PyWritableTensor>> PublishAndAllocate(
+      const std::string& name, const PublishOptions& options);
   // Cancels; a published or cancelled tensor: nothing to do. Releases the GIL.
   // hurray.BufferError for a sealed tensor while its export token lives.
   void Cancel();

@@ -13,6 +13,8 @@
  * HURRAY_ERR_FAILED_PRECONDITION. It publishes a set of two allocations at once
  * (hurray_client_publish_batch): a set naming one name twice is refused with every
  * allocation and version left as it was, then the set is published (and deleted again).
+ * It streams two versions of one name with hurray_allocation_publish_and_allocate, after a
+ * refused publish that leaves everything as it was.
  * Every acquired buffer must say it lives on the CPU. Host memory goes at once through the
  * stream-ordered calls too (hurray_allocation_cancel_after, hurray_client_release_after),
  * and destroy_after refuses a context that hurray_client_acquire did not make.
@@ -111,6 +113,44 @@ static int CheckPublishBatch(HurrayClient* client) {
   return 0;
 }
 
+/* hurray_allocation_publish_and_allocate: a refused publish leaves the allocation and *next
+ * as they were; two versions of one name from one allocate call; 0 when it behaves as
+ * hurray_client.h says. */
+static int CheckPublishAndAllocate(HurrayClient* client) {
+  HurrayAllocation* allocation = NULL;
+  HurrayStatus status = AllocateSmall(client, "cpu", &allocation);
+  if (status != HURRAY_OK) return Fail("allocate for a stream", status);
+  HurrayAllocation* next = (HurrayAllocation*)&next; /* Must stay untouched on a refusal. */
+  uint64_t version = 77;
+  status = hurray_allocation_publish_and_allocate(&allocation, "bad name", &version, &next);
+  if (status != HURRAY_ERR_INVALID_ARGUMENT || allocation == NULL || version != 77 ||
+      next != (HurrayAllocation*)&next) {
+    return Fail("publish_and_allocate under a bad name (expected INVALID_ARGUMENT, unchanged)",
+                status);
+  }
+  for (uint64_t expected = 1; expected <= 2; ++expected) {
+    status = hurray_allocation_publish_and_allocate(&allocation, "c-agent/stream", &version, &next);
+    if (status != HURRAY_OK) return Fail("publish_and_allocate", status);
+    if (allocation != NULL || next == NULL || version != expected) {
+      fprintf(stderr, "hurray_test_c_agent: publish_and_allocate left %p, next %p, version %llu\n",
+              (void*)allocation, (void*)next, (unsigned long long)version);
+      return 1;
+    }
+    uint64_t buffers = 0;
+    status = hurray_allocation_buffer_count(next, &buffers);
+    if (status != HURRAY_OK || buffers != 1) return Fail("the next allocation's buffers", status);
+    allocation = next;
+    next = NULL;
+  }
+  status = hurray_allocation_cancel(&allocation);
+  if (status != HURRAY_OK) return Fail("cancel the last next allocation", status);
+  /* Version 1, superseded and never leased, is gone already: version 2 is deleted. */
+  uint32_t deleted = 0;
+  status = hurray_client_delete(client, "c-agent/stream", 0, &deleted);
+  if (status != HURRAY_OK || deleted != 1) return Fail("delete the stream's version", status);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: hurray_test_c_agent SOCKET NAME SEED\n");
@@ -126,6 +166,7 @@ int main(int argc, char** argv) {
   if (status != HURRAY_OK) return Fail("connect", status);
   if (CheckAllocationDevices(client) != 0) return 1;
   if (CheckPublishBatch(client) != 0) return 1;
+  if (CheckPublishAndAllocate(client) != 0) return 1;
 
   HurrayBufferList* list = NULL;
   HurrayTensorContext* context = NULL;
