@@ -72,15 +72,17 @@ struct WritableTensor::State {
   // The tensor of an allocation the daemon made for this process (`response`, in `pool`),
   // its buffers mapped read-write; MapBuffers' errors, after which the allocation is
   // cancelled.
-  static Result<WritableTensor> Take(const std::shared_ptr<Connection>& connection,
-                                     const TensorDescriptor& descriptor, std::string_view pool,
-                                     const v1::AllocateResponse& response);
+  HURRAY_CXX_HIDDEN static Result<WritableTensor> Take(
+      const std::shared_ptr<Connection>& connection, const TensorDescriptor& descriptor,
+      std::string_view pool, const v1::AllocateResponse& response);
   // Client::Allocate through `connection`.
-  static Result<WritableTensor> Allocate(const std::shared_ptr<Connection>& connection,
-                                         const TensorDescriptor& descriptor, std::string_view pool);
+  HURRAY_CXX_HIDDEN static Result<WritableTensor> Allocate(
+      const std::shared_ptr<Connection>& connection, const TensorDescriptor& descriptor,
+      std::string_view pool);
   // The tensor a publish of this one allocated after it (PublishAndAllocate), or the
   // daemon's refusal; asked for now when the daemon made none (an older release).
-  [[nodiscard]] Result<WritableTensor> NextAfter(const v1::NextAllocation& next) const;
+  [[nodiscard]] HURRAY_CXX_HIDDEN Result<WritableTensor> NextAfter(
+      const v1::NextAllocation& next) const;
 };
 
 Result<WritableTensor> WritableTensor::State::Allocate(
