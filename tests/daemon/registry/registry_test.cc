@@ -85,6 +85,16 @@ class RegistryTest : public ::testing::Test {
     return registry_->Publish(session, request);
   }
 
+  // Publish with allocate_next.
+  Result<v1::PublishResponse> PublishAndAllocate(std::uint64_t session, std::uint64_t allocation,
+                                                 std::string name) {
+    v1::PublishRequest request;
+    request.set_allocation_id(allocation);
+    request.set_name(std::move(name));
+    request.set_allocate_next(true);
+    return registry_->Publish(session, request);
+  }
+
   // Allocates and publishes a float32 tensor of `elements` elements.
   v1::PublishResponse Put(const std::string& name, std::uint64_t elements = 1024) {
     auto allocation = Allocate(producer_, DenseFloat32({elements}));
@@ -207,11 +217,7 @@ TEST_F(RegistryTest, PublishWithAllocateNextAllocatesTheSameDescriptorInTheSameP
   auto allocation = Allocate(producer_, DenseFloat32({1024}));
   ASSERT_OK(allocation);
   const std::uint64_t one = UsedBytes();
-  v1::PublishRequest request;
-  request.set_allocation_id(allocation->allocation_id());
-  request.set_name("stream/x");
-  request.set_allocate_next(true);
-  auto published = registry_->Publish(producer_, request);
+  auto published = PublishAndAllocate(producer_, allocation->allocation_id(), "stream/x");
   ASSERT_OK(published);
   EXPECT_EQ(published->version(), 1u);
   ASSERT_TRUE(published->next().has_allocation()) << published->DebugString();
@@ -235,11 +241,7 @@ TEST_F(RegistryTest, ANextAllocationWithoutRoomLeavesThePublishInPlace) {
   auto allocation = Allocate(producer_, DenseFloat32({kPoolBytes / 8 * 5 / sizeof(float)}));
   ASSERT_OK(allocation);
   const std::uint64_t used = UsedBytes();
-  v1::PublishRequest request;
-  request.set_allocation_id(allocation->allocation_id());
-  request.set_name("stream/big");
-  request.set_allocate_next(true);
-  auto published = registry_->Publish(producer_, request);
+  auto published = PublishAndAllocate(producer_, allocation->allocation_id(), "stream/big");
   ASSERT_OK(published);
   ASSERT_TRUE(published->next().has_error()) << published->DebugString();
   EXPECT_EQ(published->next().error().code(),
@@ -257,13 +259,10 @@ TEST_F(RegistryTest, ARefusedPublishMakesNoNextAllocation) {
   auto allocation = Allocate(producer_, DenseFloat32({1024}));
   ASSERT_OK(allocation);
   const std::uint64_t used = UsedBytes();
-  v1::PublishRequest request;
-  request.set_allocation_id(allocation->allocation_id());
-  request.set_name("bad name");
-  request.set_allocate_next(true);
-  EXPECT_ERROR(registry_->Publish(producer_, request), StatusCode::kInvalidArgument);
-  request.set_name("stream/x");
-  EXPECT_ERROR(registry_->Publish(consumer_, request), StatusCode::kNotFound, {"allocation_id"});
+  EXPECT_ERROR(PublishAndAllocate(producer_, allocation->allocation_id(), "bad name"),
+               StatusCode::kInvalidArgument);
+  EXPECT_ERROR(PublishAndAllocate(consumer_, allocation->allocation_id(), "stream/x"),
+               StatusCode::kNotFound, {"allocation_id"});
   EXPECT_EQ(UsedBytes(), used);
   EXPECT_EQ(registry_->Stats().pending_allocation_count(), 1u);
 }
