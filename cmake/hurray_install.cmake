@@ -51,7 +51,9 @@ if(HURRAY_BUILD_SERVICES)
       client/include/hurray/health.h client/include/hurray/inspection.h
       client/include/hurray/inspection_json.h core/include/hurray/buffer_handle.h
       core/include/hurray/buffer_parts.h core/include/hurray/element_type.h
-      core/include/hurray/error.h core/include/hurray/export.h core/include/hurray/layout.h
+      core/include/hurray/error.h core/include/hurray/export.h core/include/hurray/file_reader.h
+      core/include/hurray/file_reads.h core/include/hurray/file_writer.h
+      core/include/hurray/layout.h core/include/hurray/pool_name.h
       core/include/hurray/quantization.h core/include/hurray/tensor_descriptor.h)
   install(FILES ${HURRAY_CXX_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hurray)
   list(APPEND HURRAY_PKGCONFIG_FILES hurray-client++)

@@ -35,6 +35,9 @@ from hurray._errors import UnknownError as UnknownError
 from hurray._errors import UnsupportedError as UnsupportedError
 from hurray._errors import error_for as error_for
 
+# The version of the hurray libraries the extension is built against ("0.1.0").
+__version__: str
+
 Shape = Sequence[SupportsIndex]
 Layout = Literal["dense", "coo", "csr", "csc", "block_paged"]
 Capsule = Any  # a PyCapsule named "hurray_tensor"

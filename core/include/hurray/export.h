@@ -1,7 +1,8 @@
 // HURRAY_CXX_EXPORT marks what the C++ client's shared library, libhurray-client++.so,
 // exports: the classes and functions of the installed C++ headers (hurray/client.h,
-// hurray/file_transfer.h, hurray/health.h, hurray/inspection.h, hurray/inspection_json.h and
-// the format headers they include).
+// hurray/file_transfer.h, hurray/health.h, hurray/inspection.h, hurray/inspection_json.h, the
+// format's files (hurray/file_reader.h, hurray/file_writer.h, hurray/file_reads.h) and the
+// format headers they include).
 // HURRAY_CXX_HIDDEN keeps a private member function of such a class out of it: the library
 // exports the public members only, so private ones may change (and name internal types)
 // without changing its exports.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 #include "hurray/file_reads.h"
 #include "hurray/tensor_descriptor.h"
 
@@ -42,7 +43,7 @@ struct FileTensorEntry {
 // Buffers start at multiples of this in the file, so a reader may mmap them.
 inline constexpr std::uint64_t kFileBufferAlignment = 4096;
 
-class FileReader {
+class HURRAY_CXX_EXPORT FileReader {
  public:
   [[nodiscard]] static Result<FileReader> Open(const std::string& path);
 
@@ -71,8 +72,8 @@ class FileReader {
                                    const FileReadOptions& options = {}) const;
 
  private:
-  FileReader(std::string path, int fd, std::uint64_t file_size,
-             std::vector<FileTensorEntry> tensors);
+  HURRAY_CXX_HIDDEN FileReader(std::string path, int fd, std::uint64_t file_size,
+                               std::vector<FileTensorEntry> tensors);
   std::string path_;
   int fd_ = -1;
   std::uint64_t file_size_ = 0;

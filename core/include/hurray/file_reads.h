@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 
 namespace hurray {
 
@@ -40,8 +41,8 @@ struct FileReadOptions {
 // retried; a read past the end is DATA_LOSS naming the offset ("unexpected end of file at
 // byte 4096"), an OS error names the call and errno's text. On error, destinations hold
 // whatever was read: the caller discards them.
-[[nodiscard]] Status ReadFileRanges(int fd, std::string_view path,
-                                    std::span<const FileRange> ranges,
-                                    const FileReadOptions& options = {});
+[[nodiscard]] HURRAY_CXX_EXPORT Status ReadFileRanges(int fd, std::string_view path,
+                                                      std::span<const FileRange> ranges,
+                                                      const FileReadOptions& options = {});
 
 }  // namespace hurray

@@ -18,12 +18,13 @@
 #include <vector>
 
 #include "hurray/error.h"
+#include "hurray/export.h"
 #include "hurray/file_reader.h"
 #include "hurray/tensor_descriptor.h"
 
 namespace hurray {
 
-class FileWriter {
+class HURRAY_CXX_EXPORT FileWriter {
  public:
   [[nodiscard]] static Result<FileWriter> Create(const std::string& path);
 
@@ -48,7 +49,7 @@ class FileWriter {
 
  private:
   struct State;
-  explicit FileWriter(std::unique_ptr<State> state);
+  HURRAY_CXX_HIDDEN explicit FileWriter(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 
