@@ -19,11 +19,9 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "consumer_test: FAIL: $*" >&2; exit 1; }
 
-DESTDIR="$work/stage" cmake --install "$build" >"$work/install.log"
-prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
-root="$work/stage$prefix"
-libdir=$(dirname "$(find "$root" -name 'libhurray.so' -print -quit)")
-[[ -n $libdir && -d $libdir ]] || fail "no libhurray.so under $root"
+# shellcheck source=stage.sh
+source "$(dirname "$0")/stage.sh"
+stage_install "$build" "$work"
 
 # Each library: the development link, the SONAME link and the versioned file.
 for lib in libhurray libhurray-client libhurray-client++; do

@@ -15,11 +15,9 @@ rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "pip_install_test: FAIL: $*" >&2; exit 1; }
 
-DESTDIR="$work/stage" cmake --install "$build" >"$work/install.log"
-prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
-root="$work/stage$prefix"
-libdir=$(dirname "$(find "$root" -name 'libhurray-client++.so' -print -quit)")
-[[ -n $libdir && -d $libdir ]] || fail "no libhurray-client++.so under $root"
+# shellcheck source=stage.sh
+source "$(dirname "$0")/stage.sh"
+stage_install "$build" "$work"
 
 # The staged .pc files with their prefix moved to the staging root, ahead of the system's.
 mkdir "$work/pkgconfig"
