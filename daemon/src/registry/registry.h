@@ -320,11 +320,6 @@ class Registry final {
     const FenceTable* fences = nullptr;  // Set instead of `pool` for a fence segment.
   };
 
-  // Allocate in `pool`, once the pool is resolved; also a publish's next allocation
-  // (PublishRequest.allocate_next), of the published tensor's descriptor in its pool.
-  [[nodiscard]] Result<v1::AllocateResponse> AllocateIn(std::uint64_t session_id,
-                                                        const v1::TensorDescriptor& wire_descriptor,
-                                                        Pool& pool);
   // The rest of Allocate, under the mutex: the session's quota, then the pool's ranges,
   // then the fence from `fences` when not null. Takes `allocation` (its buffers and fence
   // filled in) on success.

@@ -197,27 +197,22 @@ void FillNextAllocation(Result<v1::AllocateResponse> allocated, v1::NextAllocati
 
 Result<v1::AllocateResponse> Registry::Allocate(std::uint64_t session_id,
                                                 const v1::AllocateRequest& request) {
+  auto descriptor = DescriptorFromProto(request.tensor_descriptor());
+  if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
   const std::string_view pool_name = request.pool().empty() ? kDefaultPoolName : request.pool();
   HURRAY_ASSIGN_OR_RETURN(Pool* const pool, pools_.Resolve(pool_name));
-  return AllocateIn(session_id, request.tensor_descriptor(), *pool);
-}
-
-Result<v1::AllocateResponse> Registry::AllocateIn(std::uint64_t session_id,
-                                                  const v1::TensorDescriptor& wire_descriptor,
-                                                  Pool& pool) {
-  auto descriptor = DescriptorFromProto(wire_descriptor);
-  if (!descriptor) return std::unexpected(descriptor.error().WithContext("tensor_descriptor"));
-  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t total, CheckBuffersFitPool(*descriptor, pool));
-  FenceTable* fences = FencesOf(&pool);
+  HURRAY_ASSIGN_OR_RETURN(const std::uint64_t total, CheckBuffersFitPool(*descriptor, *pool));
+  FenceTable* fences = FencesOf(pool);
   HURRAY_ASSIGN_OR_RETURN(const bool needs_fence,
-                          NeedsFence(*descriptor, pool, /*has_fences=*/fences != nullptr));
+                          NeedsFence(*descriptor, *pool, /*has_fences=*/fences != nullptr));
   // Copied before the lock is taken: nothing else needs the mutex to wait for it.
-  Allocation allocation{.session_id = session_id,
-                        .pool = &pool,
-                        .descriptor = wire_descriptor,
-                        .buffers = {},
-                        .byte_size = total,
-                        .charged_bytes = ChargedBytes(total, wire_descriptor.ByteSizeLong())};
+  Allocation allocation{
+      .session_id = session_id,
+      .pool = pool,
+      .descriptor = request.tensor_descriptor(),
+      .buffers = {},
+      .byte_size = total,
+      .charged_bytes = ChargedBytes(total, request.tensor_descriptor().ByteSizeLong())};
   std::unique_lock lock(mutex_);
   std::vector<v1::WatchEvent> evictions;
   auto response = AllocateLocked(session_id, *descriptor, needs_fence ? fences : nullptr,
@@ -427,10 +422,14 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   HURRAY_ASSIGN_OR_RETURN(Allocation* const pending, PendingForPublishLocked(session_id, request));
   Session& session = *sessions_.Find(session_id);
   HURRAY_RETURN_IF_ERROR(uid_quotas_.CheckPublished(session.peer.uid, pending->charged_bytes));
-  // What the next allocation copies, taken before the publish turns `pending` into a version.
-  std::optional<v1::TensorDescriptor> next_descriptor;
-  Pool* const next_pool = pending->pool;
-  if (request.allocate_next()) next_descriptor = pending->descriptor;
+  // The next allocation is an Allocate of this one's descriptor in its pool, taken before
+  // the publish turns `pending` into a version.
+  std::optional<v1::AllocateRequest> next_request;
+  if (request.allocate_next()) {
+    next_request.emplace();
+    *next_request->mutable_tensor_descriptor() = pending->descriptor;
+    next_request->set_pool(std::string(pending->pool->name()));
+  }
   HURRAY_ASSIGN_OR_RETURN(std::shared_ptr<TensorVersion> version,
                           PrepareVersionLocked(session, request, *pending));
   const std::uint64_t number = CommitPublishLocked(session, request, *pending, std::move(version));
@@ -446,10 +445,8 @@ Result<v1::PublishResponse> Registry::Publish(std::uint64_t session_id,
   HURRAY_RETURN_IF_ERROR(CommitJournal([&] {
     return fmt::format("{} version {} is published", ShownName(request.name()), number);
   }));
-  if (next_descriptor) {
-    FillNextAllocation(AllocateIn(session_id, *next_descriptor, *next_pool),
-                       *response.mutable_next());
-  }
+  if (next_request)
+    FillNextAllocation(Allocate(session_id, *next_request), *response.mutable_next());
   return response;
 }
 
