@@ -430,43 +430,42 @@ void PyWritableTensor::CheckNoExport(std::string_view what) const {
                   what, tensor_.allocation_id()));
 }
 
-PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional<CudaStream> stream,
-                                          const PublishOptions& options) {
+template <typename Call>
+auto PyWritableTensor::PublishThrough(const std::string& name, const Call& call) {
   (void)Open();
   CheckNoExport(fmt::format("publish '{}'", name));
   unmapped_ = tensor_.sealed();
-  Result<PublishedTensor> published = [&] {
+  auto published = [&] {
     const py::gil_scoped_release release;
     const std::scoped_lock lock(mutex_);
+    return call();
+  }();
+  auto value = ValueOrRaise(std::move(published));
+  done_ = true;
+  return value;
+}
+
+PublishedTensor PyWritableTensor::Publish(const std::string& name, std::optional<CudaStream> stream,
+                                          const PublishOptions& options) {
+  return PublishThrough(name, [&] {
     if (!stream && IsEventTensor(tensor_.descriptor())) {
       // The Event handoff needs a stream: None is the legacy default stream (the null
       // stream), as in DLPack and WaitForConsumer.
       return tensor_.PublishAfter(name, nullptr, options);
     }
     return stream ? tensor_.PublishAfter(name, *stream, options) : tensor_.Publish(name, options);
-  }();
-  PublishedTensor value = ValueOrRaise(std::move(published));
-  done_ = true;
-  return value;
+  });
 }
 
 std::pair<std::uint64_t, std::unique_ptr<PyWritableTensor>> PyWritableTensor::PublishAndAllocate(
     const std::string& name, const PublishOptions& options) {
-  (void)Open();
-  if (IsEventTensor(tensor_.descriptor())) {
+  if (IsEventTensor(Open().descriptor())) {
     throw PythonError("UnsupportedError",
                       "publish_and_allocate publishes producer-synced; a tensor whose buffers "
                       "declare the Event handoff is published with publish(name, stream)");
   }
-  CheckNoExport(fmt::format("publish '{}'", name));
-  unmapped_ = tensor_.sealed();
-  Result<PublishedAndNext> published = [&] {
-    const py::gil_scoped_release release;
-    const std::scoped_lock lock(mutex_);
-    return tensor_.PublishAndAllocate(name, options);
-  }();
-  PublishedAndNext value = ValueOrRaise(std::move(published));
-  done_ = true;
+  PublishedAndNext value =
+      PublishThrough(name, [&] { return tensor_.PublishAndAllocate(name, options); });
   if (!value.next) {
     const Error& error = value.next.error();
     throw ToPython(

@@ -65,6 +65,11 @@ class PyWritableTensor {
   // hurray.BufferError when the tensor is sealed and its export token lives; `what` names
   // the tensor and the call ("publish 'ns/x'", "tensors[2]", ...).
   void CheckNoExport(std::string_view what) const;
+  // Every publish of this tensor: the checks (open, no export of a sealed tensor), then
+  // `call` (a publish of tensor_) without the GIL under mutex_; its value, or its error
+  // raised. The tensor is done once the publish took effect.
+  template <typename Call>
+  auto PublishThrough(const std::string& name, const Call& call);
 
   std::shared_ptr<Client> client_;
   std::mutex mutex_;  // Serializes Publish, PublishBatch and Cancel, which run without the GIL.
