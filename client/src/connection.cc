@@ -354,10 +354,24 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
     (void)::madvise(mapped.data(), granted->size, MADV_HUGEPAGE);
   }
   const bool sealed = granted->kind == v1::SEGMENT_KIND_SEALED_MEMFD;
-  auto mapping =
-      std::make_shared<Mapping>(std::move(mapped), writable, sealed, session->epoch_hold());
+  Mapping::Origin origin{.fd = nullptr, .segment_id = segment_id, .epoch = session->daemon_epoch()};
+  if (!sealed) origin.fd = std::make_shared<const UniqueFd>(std::move(granted->fd));
+  auto mapping = std::make_shared<Mapping>(std::move(mapped), writable, sealed,
+                                           session->epoch_hold(), std::move(origin));
   if (!sealed) mappings_.emplace(key, mapping);
   return mapping;
+}
+
+Result<std::shared_ptr<const UniqueFd>> Connection::SegmentDescriptor(const Mapping& mapping) {
+  if (!mapping.origin()) return FailedPreconditionError("the mapping is of no pool segment");
+  const Mapping::Origin& origin = *mapping.origin();
+  if (origin.fd != nullptr) return origin.fd;
+  HURRAY_ASSIGN_OR_RETURN(
+      auto session, SessionOfEpoch(origin.epoch, /*probe=*/false,
+                                   fmt::format("map segment {} privately", origin.segment_id)));
+  auto granted = session->MapSegment(origin.segment_id, /*writable=*/false);
+  if (!granted) return std::unexpected(granted.error());
+  return std::make_shared<const UniqueFd>(std::move(granted->fd));
 }
 
 Result<Connection::DeviceState*> Connection::Device(std::uint64_t epoch) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,26 +29,40 @@ namespace hurray::client_internal {
 // thread-safe.
 class Mapping {
  public:
+  // Where a pool segment's mapping came from, for other mappings of its pages
+  // (Connection::SegmentDescriptor): the segment's descriptor (kept for the epoch's cached
+  // segments; null for a sealed pool's memfd, whose descriptor is not kept: a consumer may
+  // hold thousands), its id and the daemon epoch that granted it.
+  struct Origin {
+    std::shared_ptr<const UniqueFd> fd;
+    std::uint64_t segment_id = 0;
+    std::uint64_t epoch = 0;
+  };
+
   // `sealed`: a sealed pool's memfd (one buffer), which the connection does not cache.
   // `epoch_hold`: the granting session's (SessionConnection::epoch_hold), kept open until the
-  // mapping is gone.
+  // mapping is gone. `origin`: a pool segment's (none for the fast path's files).
   Mapping(SharedMapping mapping, bool writable, bool sealed,
-          std::shared_ptr<const UniqueFd> epoch_hold = nullptr)
+          std::shared_ptr<const UniqueFd> epoch_hold = nullptr,
+          std::optional<Origin> origin = std::nullopt)
       : epoch_hold_(std::move(epoch_hold)),
         mapping_(std::move(mapping)),
         writable_(writable),
-        sealed_(sealed) {}
+        sealed_(sealed),
+        origin_(std::move(origin)) {}
 
   [[nodiscard]] std::byte* base() const { return mapping_.bytes(); }
   [[nodiscard]] std::uint64_t size() const { return mapping_.size(); }
   [[nodiscard]] bool writable() const { return writable_; }
   [[nodiscard]] bool sealed() const { return sealed_; }
+  [[nodiscard]] const std::optional<Origin>& origin() const { return origin_; }
 
  private:
   std::shared_ptr<const UniqueFd> epoch_hold_;  // Declared first: closed after the munmap.
   SharedMapping mapping_;
   bool writable_;
   bool sealed_;
+  std::optional<Origin> origin_;
 };
 
 // Fills this process's page tables for [data, data + size) of a mapping, so that reading it
@@ -153,6 +168,11 @@ class Connection {
   // lease. UNAVAILABLE when the session is of another epoch.
   [[nodiscard]] Result<std::shared_ptr<Mapping>> MapSegment(std::uint64_t segment_id, bool writable,
                                                             std::uint64_t epoch);
+  // A read-only descriptor of the pool segment `mapping` maps, for another mapping of its
+  // pages (TensorView::MapPrivate): the one the connection keeps for the epoch, or for a
+  // sealed pool's memfd a new grant of the daemon's. FAILED_PRECONDITION for a mapping of no
+  // pool segment; UNAVAILABLE once the mapping's epoch is over; the grant's errors.
+  [[nodiscard]] Result<std::shared_ptr<const UniqueFd>> SegmentDescriptor(const Mapping& mapping);
 
   // This process's CUDA slabs of epoch `epoch` (0: the current one), their cache made on
   // first use over the CUDA driver. FAILED_PRECONDITION saying why when this process has

@@ -1,6 +1,10 @@
 // TensorView and TensorViewBatch (hurray/client.h), and what the client module does with
 // views beyond their public API (client_internal.h).
 #include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "client_internal.h"
 #include "connection.h"
@@ -16,6 +21,7 @@
 #include "fast_path.h"
 #include "hurray/client.h"
 #include "hurray/descriptor_codec.h"
+#include "hurray/ipc/errno_error.h"
 #include "hurray/ipc/fence_word.h"
 #include "hurray/pool_name.h"
 #include "hurray/tensor_name.h"
@@ -134,6 +140,66 @@ const void* TensorView::data(std::size_t index) const {
 }
 const DeviceInfo& TensorView::device() const { return state_->tensor->device; }
 SyncMode TensorView::sync_mode() const { return state_->tensor->sync_mode; }
+
+Result<PrivateMapping> TensorView::MapPrivate(std::size_t index) const {
+  if (!state_) return FailedPreconditionError("MapPrivate: the view holds no lease");
+  const DecodedTensor& tensor = *state_->tensor;
+  if (index >= tensor.buffers.size()) {
+    return OutOfRangeError(fmt::format("MapPrivate: buffer index {} is out of range: {} has {}",
+                                       index, tensor.name, tensor.buffers.size()));
+  }
+  const MappedBuffer& buffer = tensor.buffers[index];
+  if (buffer.slab) {
+    return FailedPreconditionError(fmt::format(
+        "MapPrivate: {} lives in GPU memory, which has no private mappings", tensor.name));
+  }
+  if (!buffer.mapping || buffer.size == 0) return PrivateMapping();
+  HURRAY_ASSIGN_OR_RETURN(const std::shared_ptr<const UniqueFd> fd,
+                          state_->connection->SegmentDescriptor(*buffer.mapping));
+  struct statfs file_system{};
+  if (::fstatfs(fd->get(), &file_system) != 0) {
+    return ErrnoFailure("fstatfs", fmt::format("the segment of {}", tensor.name), errno);
+  }
+  if (file_system.f_type == HUGETLBFS_MAGIC) {
+    return FailedPreconditionError(fmt::format(
+        "MapPrivate: {} lives in a pool of explicit huge pages, whose private copies the kernel "
+        "would take from the huge page pool",
+        tensor.name));
+  }
+  // Whole pages of the segment around the buffer; it lies inside the segment (MapBuffers).
+  static const auto kPage = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto offset = static_cast<std::uint64_t>(buffer.data - buffer.mapping->base());
+  const std::uint64_t first = offset / kPage * kPage;
+  const std::uint64_t length = (offset + buffer.size - first + kPage - 1) / kPage * kPage;
+  void* pages = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd->get(),
+                       static_cast<off_t>(first));
+  if (pages == MAP_FAILED) {
+    return ErrnoFailure("mmap", fmt::format("a private mapping of {}", tensor.name), errno);
+  }
+  return PrivateMapping(pages, length, static_cast<std::byte*>(pages) + (offset - first),
+                        buffer.size);
+}
+
+PrivateMapping::PrivateMapping(PrivateMapping&& other) noexcept
+    : pages_(std::exchange(other.pages_, nullptr)),
+      pages_size_(std::exchange(other.pages_size_, 0)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+PrivateMapping& PrivateMapping::operator=(PrivateMapping&& other) noexcept {
+  if (this != &other) {
+    PrivateMapping gone(std::move(*this));
+    pages_ = std::exchange(other.pages_, nullptr);
+    pages_size_ = std::exchange(other.pages_size_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+PrivateMapping::~PrivateMapping() {
+  if (pages_ != nullptr) ::munmap(pages_, pages_size_);
+}
 
 Status TensorView::WaitOn(CudaStream stream) const {
   if (!state_) return FailedPreconditionError("WaitOn: the view holds no lease");

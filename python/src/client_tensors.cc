@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "client_dlpack.h"
 #include "errors.h"
 #include "format_bindings.h"
+#include "format_parts.h"
 
 namespace hurray::python {
 namespace {
@@ -146,14 +148,117 @@ py::capsule DLPack(const Tensor& tensor, std::shared_ptr<const void> owner) {
                            tensor.device(), std::move(owner));
 }
 
+// The DLPack export of a view's dense data. Host memory comes as a private, copy-on-write
+// mapping of the view's pages (TensorView::MapPrivate), holding a share of the lease: DLPack
+// 0.6 cannot say read-only and torch 1.13 has no read-only tensors, so a consumer may write;
+// the write then copies a page into this process alone instead of faulting on the shared,
+// read-only pages. A pool of explicit huge pages has no private mappings: its pages come
+// as they are (read-only: a write faults). GPU memory comes as the view maps it.
+py::capsule ViewDLPack(const std::shared_ptr<TensorView>& lease) {
+  const std::uint32_t index = DenseDataBuffer(lease->descriptor(), "__dlpack__");
+  const ArraySpec spec = BufferArraySpec(lease->descriptor(), index);
+  if (OnDevice(lease->device())) {
+    return MakeDLPackCapsule(lease->data(index), spec, lease->device(), lease);
+  }
+  Result<PrivateMapping> mapped = lease->MapPrivate(index);
+  if (!mapped) {
+    if (mapped.error().code() != StatusCode::kFailedPrecondition) throw ToPython(mapped.error());
+    return MakeDLPackCapsule(lease->data(index), spec, lease->device(), lease);
+  }
+  // Members end in reverse: the private mapping goes before the lease that keeps its pages.
+  struct PrivateOwner {
+    std::shared_ptr<TensorView> lease;
+    PrivateMapping mapping;
+  };
+  auto owner =
+      std::make_shared<PrivateOwner>(PrivateOwner{.lease = lease, .mapping = std::move(*mapped)});
+  const void* data = owner->mapping.bytes().data();
+  return MakeDLPackCapsule(data, spec, lease->device(), std::move(owner));
+}
+
+// A share of a Python object for a DLPack capsule, whose deleter may run without the GIL:
+// the reference is dropped under the GIL, unless the interpreter is gone.
+std::shared_ptr<const void> PythonShare(py::object object) {
+  return {new py::object(std::move(object)), [](const py::object* held) {
+            if (Py_IsInitialized() == 0) return;  // At exit: leave the reference.
+            const py::gil_scoped_acquire gil;
+            delete held;  // NOLINT(cppcoreguidelines-owning-memory): the shared_ptr's own.
+          }};
+}
+
 template <typename Tensor>
 py::tuple DLPackDevice(const Tensor& tensor) {
   return py::make_tuple(tensor.device().dlpack_device_type(), tensor.device().device_ordinal);
 }
 
-py::object WithDType(py::array array, py::handle dtype) {
-  if (dtype.is_none()) return array;
-  return array.attr("astype")(dtype, py::arg("copy") = false);
+// __array__(dtype, copy) as NumPy 2 calls it: `array` itself (no copy) unless `copy` is True
+// or `dtype` is another type; ValueError when copy=False and the dtype needs a conversion.
+py::object ArrayFor(const py::array& array, py::handle dtype, py::handle copy) {
+  const bool must_copy = !copy.is_none() && copy.cast<bool>();
+  if (!dtype.is_none()) {
+    const py::dtype wanted = py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype));
+    if (!wanted.equal(array.dtype()) && !copy.is_none() && !must_copy) {
+      throw py::value_error(fmt::format(
+          "__array__(copy=False): the tensor's {} elements must be copied to "
+          "become {}",
+          array.dtype().attr("name").cast<std::string>(), wanted.attr("name").cast<std::string>()));
+    }
+    return array.attr("astype")(wanted, py::arg("copy") = must_copy);
+  }
+  if (must_copy) return array.attr("copy")();
+  return array;
+}
+
+// "cpu", or "cuda:N" for a tensor of a CUDA pool: what torch.device and the pool names say.
+std::string DeviceName(const DeviceInfo& device) {
+  if (!OnDevice(device)) return "cpu";
+  return fmt::format("cuda:{}", device.device_ordinal);
+}
+
+// The array conventions of NumPy and torch, on `cls` (TensorView or WritableTensor), over
+// the tensor `Tensor(self)` returns: its logical shape and element type (the descriptor's,
+// whatever its layout), where it lives, and the bytes its buffers take.
+template <typename Class, typename TensorOf>
+void BindArrayConventions(py::class_<Class>& cls, TensorOf tensor_of) {
+  cls.def_property_readonly(
+         "shape",
+         [tensor_of](const Class& self) {
+           return py::tuple(py::cast(tensor_of(self).descriptor().shape()));
+         },
+         "The logical shape (the descriptor's), as a tuple of ints.")
+      .def_property_readonly(
+          "dtype",
+          [tensor_of](const Class& self) {
+            return DTypeObject(tensor_of(self).descriptor().element_type());
+          },
+          "The element type, a hurray.DType (its .numpy is the NumPy dtype, when NumPy has one).")
+      .def_property_readonly(
+          "device", [tensor_of](const Class& self) { return DeviceName(tensor_of(self).device()); },
+          "Where the memory lives: \"cpu\", or \"cuda:N\" for a CUDA pool's tensor (a string "
+          "torch.device accepts).")
+      .def_property_readonly(
+          "nbytes",
+          [tensor_of](const Class& self) {
+            std::uint64_t total = 0;
+            for (const BufferHandle& buffer : tensor_of(self).descriptor().buffers()) {
+              total += buffer.byte_size();
+            }
+            return total;
+          },
+          "Bytes of the tensor's buffers in the pool (for dense data: shape × element size).");
+}
+
+// A DLPack request the tensor on `device` cannot satisfy: BufferError, as the standard says.
+void CheckDLPackDevice(const DeviceInfo& device, py::handle dl_device) {
+  if (dl_device.is_none()) return;
+  const auto wanted = dl_device.cast<std::pair<int, int>>();
+  if (wanted.first != device.dlpack_device_type() || wanted.second != device.device_ordinal) {
+    throw PythonError("BufferError",
+                      fmt::format("__dlpack__(dl_device=({}, {})): the tensor lives on {} "
+                                  "(DLPack device ({}, {})) and is not copied across devices",
+                                  wanted.first, wanted.second, DeviceName(device),
+                                  device.dlpack_device_type(), device.device_ordinal));
+  }
 }
 
 // The base object of a view's arrays: a capsule holding a share of the lease.
@@ -195,8 +300,11 @@ py::object PartArray(py::object self, std::string_view part) {
 }
 
 void BindWritableTensor(py::module_& module) {
-  py::class_<PyWritableTensor>(module, "WritableTensor",
-                               "A tensor being written in pool memory: fill it, then publish.")
+  py::class_<PyWritableTensor> writable(
+      module, "WritableTensor", "A tensor being written in pool memory: fill it, then publish.");
+  BindArrayConventions(
+      writable, [](const PyWritableTensor& self) -> const WritableTensor& { return self.Open(); });
+  writable
       .def_property_readonly("descriptor",
                              [](const PyWritableTensor& self) { return self.Open().descriptor(); })
       .def_property_readonly("published_or_cancelled", &PyWritableTensor::done)
@@ -230,12 +338,41 @@ void BindWritableTensor(py::module_& module) {
           "(del) it, and every array derived from it, before publish or cancel.")
       .def(
           "__array__",
-          [](const py::object& self, py::object dtype) {
+          [](const py::object& self, const py::object& dtype, const py::object& copy) {
             py::object owner = PyWritableTensor::ExportOwner(self);
-            return WithDType(
-                DenseArray(self.cast<PyWritableTensor&>().Open(), std::move(owner), true), dtype);
+            return ArrayFor(
+                DenseArray(self.cast<PyWritableTensor&>().Open(), std::move(owner), true), dtype,
+                copy);
           },
-          py::arg("dtype") = py::none())
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none(),
+          "The dense data as a writable ndarray over pool memory (numpy.asarray(t)); with "
+          "`dtype` another type, or copy=True, a copy. ValueError when copy=False and `dtype` "
+          "needs a conversion.")
+      .def(
+          "__dlpack__",
+          [](const py::object& self, const py::object& stream, const py::object& max_version,
+             const py::object& dl_device, const py::object& copy) {
+            (void)stream;       // The memory is the producer's to write: nothing to wait for.
+            (void)max_version;  // A DLPack 0.6 capsule, which every version's consumer reads.
+            const WritableTensor& tensor = self.cast<PyWritableTensor&>().Open();
+            CheckDLPackDevice(tensor.device(), dl_device);
+            if (!copy.is_none() && copy.cast<bool>()) {
+              throw PythonError("BufferError",
+                                "__dlpack__(copy=True): a WritableTensor is written in place; "
+                                "copy what you need after publish");
+            }
+            if (!OnDevice(tensor.device())) CheckHostMemory(tensor.device(), "__dlpack__");
+            return DLPack(tensor, PythonShare(PyWritableTensor::ExportOwner(self)));
+          },
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+          "The dense data, writable, as a DLPack capsule (torch.from_dlpack(t) fills the tensor "
+          "in place, on the CPU or the GPU). It keeps this object alive; in a sealed pool, "
+          "publish and cancel raise hurray.BufferError while the consumer's tensor lives.")
+      .def(
+          "__dlpack_device__",
+          [](const PyWritableTensor& self) { return DLPackDevice(self.Open()); },
+          "(DLPack device type, ordinal): (1, 0) for host memory, (2, N) for CUDA device N.")
       .def_property_readonly(
           "__cuda_array_interface__",
           [](const PyWritableTensor& self) { return CudaArrayInterface(self.Open()); },
@@ -277,6 +414,8 @@ void BindWritableTensor(py::module_& module) {
 void BindTensorView(py::module_& module) {
   py::class_<PyTensorView> view(module, "TensorView",
                                 "A leased, read-only view of a published tensor.");
+  BindArrayConventions(view,
+                       [](const PyTensorView& self) -> const TensorView& { return *self.Lease(); });
   view.def_property_readonly("name", [](const PyTensorView& self) { return self.Lease()->name(); })
       .def_property_readonly("version",
                              [](const PyTensorView& self) { return self.Lease()->version(); })
@@ -309,21 +448,36 @@ void BindTensorView(py::module_& module) {
           "The dense data as a read-only ndarray over the mapping; it keeps the lease.")
       .def(
           "__array__",
-          [](py::object self, py::object dtype) {
+          [](const py::object& self, const py::object& dtype, const py::object& copy) {
             const auto& lease = self.cast<PyTensorView&>().Lease();
-            return WithDType(DenseArray(*lease, LeaseOwner(lease), false), dtype);
+            return ArrayFor(DenseArray(*lease, LeaseOwner(lease), false), dtype, copy);
           },
-          py::arg("dtype") = py::none())
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none(),
+          "The dense data as a read-only ndarray over the mapping (numpy.asarray(view)); with "
+          "`dtype` another type, or copy=True, a writable copy. ValueError when copy=False and "
+          "`dtype` needs a conversion.")
       .def(
           "__dlpack__",
-          [](const PyTensorView& self, py::object stream) {
+          [](const PyTensorView& self, const py::object& stream, const py::object& max_version,
+             const py::object& dl_device, const py::object& copy) {
+            (void)max_version;  // A DLPack 0.6 capsule, which every version's consumer reads.
+            (void)copy;  // Host: a private mapping, a copy in all but the bytes; GPU: shared.
             const std::shared_ptr<TensorView>& lease = self.Lease();
+            CheckDLPackDevice(lease->device(), dl_device);
             WaitForConsumer(*lease, stream);
-            return DLPack(*lease, lease);
+            return ViewDLPack(lease);
           },
-          py::kw_only(), py::arg("stream") = py::none())
-      .def("__dlpack_device__",
-           [](const PyTensorView& self) { return DLPackDevice(*self.Lease()); })
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+          "The dense data as a DLPack capsule (torch.from_dlpack(view), numpy.from_dlpack(view)), "
+          "holding the lease until the consumer's tensor is gone. Host memory comes as a "
+          "private copy-on-write mapping of the same pages: no byte is copied, and a write "
+          "through the consumer's tensor copies the page it touches into this process alone, "
+          "never reaching the published tensor. GPU memory: `stream` (DLPack's numbering) waits "
+          "for the producer's event.")
+      .def(
+          "__dlpack_device__", [](const PyTensorView& self) { return DLPackDevice(*self.Lease()); },
+          "(DLPack device type, ordinal): (1, 0) for host memory, (2, N) for CUDA device N.")
       .def(
           "__hurray__",
           [](py::object self) {

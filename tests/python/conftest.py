@@ -116,3 +116,16 @@ def aligned(n_bytes, alignment=64, offset=0):
     raw = np.zeros(n_bytes + 2 * alignment, dtype=np.uint8)
     start = (-raw.ctypes.data) % alignment + offset
     return raw[start:start + n_bytes]
+
+
+def mapped_file_page(address):
+    """(device, inode, offset in the file) of the page at `address` of this process, from
+    /proc/self/maps: two addresses with the same triple read the same page of the same file."""
+    with open("/proc/self/maps", encoding="ascii") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                offset = int(fields[2], 16) + (address - start)
+                return fields[3], int(fields[4]), offset
+    raise AssertionError(f"address {address:#x} is in no mapping of this process")

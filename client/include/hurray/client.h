@@ -210,11 +210,42 @@ struct PublishedAndNext {
   Result<WritableTensor> next;
 };
 
+// A private, copy-on-write mapping of a published host buffer (TensorView::MapPrivate): the
+// same pages as the view's, read without a copy, but writable. A write copies the page it
+// touches into this mapping alone; it never reaches the published tensor, other readers or
+// other mappings. For a consumer that must be handed writable memory (a framework without
+// read-only tensors, such as torch through DLPack 0.6). Unmapped in the destructor; its bytes
+// are the tensor's only while the view's lease lasts (afterwards the daemon may reuse the
+// pages): keep the lease for as long as this mapping. Move-only.
+class HURRAY_CXX_EXPORT PrivateMapping {
+ public:
+  PrivateMapping() = default;
+  PrivateMapping(PrivateMapping&& other) noexcept;
+  PrivateMapping& operator=(PrivateMapping&& other) noexcept;
+  PrivateMapping(const PrivateMapping&) = delete;
+  PrivateMapping& operator=(const PrivateMapping&) = delete;
+  ~PrivateMapping();
+
+  // The buffer's bytes in this mapping; empty for an empty mapping.
+  [[nodiscard]] std::span<std::byte> bytes() const { return {data_, size_}; }
+
+ private:
+  friend class TensorView;
+  HURRAY_CXX_HIDDEN PrivateMapping(void* pages, std::size_t pages_size, std::byte* data,
+                                   std::size_t size)
+      : pages_(pages), pages_size_(pages_size), data_(data), size_(size) {}
+
+  void* pages_ = nullptr;  // The whole pages mapped; null when empty.
+  std::size_t pages_size_ = 0;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // A leased, read-only view of a published tensor. The memory is the producer's, mapped
-// read-only: a write faults. The lease ends in the destructor (or Release), after which the
-// daemon may reuse the memory. A released or moved-from view is empty: only Release, the
-// destructor and assignment may be called on it. To end many leases in one request, see
-// Client::Release and TensorViewBatch.
+// read-only: a write faults (MapPrivate gives a writable, private mapping of the same pages). The
+// lease ends in the destructor (or Release), after which the daemon may reuse the memory. A
+// released or moved-from view is empty: only Release, the destructor and assignment may be called
+// on it. To end many leases in one request, see Client::Release and TensorViewBatch.
 //
 // A view acquired on the fast path (fast_path(): see Client::Acquire) holds no lease of the
 // daemon's (lease_id() 0) but a pin in this session's lease page, which keeps the version's
@@ -240,6 +271,15 @@ class HURRAY_CXX_EXPORT TensorView {
   [[nodiscard]] const DeviceInfo& device() const;
   // The producer's handoff: kProducerSynced (read at once) or kEvent (see WaitOn).
   [[nodiscard]] SyncMode sync_mode() const;
+
+  // Buffer `index` of a host tensor as a private, copy-on-write mapping of the same pages
+  // (see PrivateMapping): one mmap(2), no copy. Keep this view's lease while it is used.
+  // OUT_OF_RANGE for an index past buffer_count(); FAILED_PRECONDITION on an empty view, for
+  // a buffer in GPU memory, and for a pool of explicit huge pages (hugetlbfs), whose private
+  // pages the kernel would take from the huge page pool; the error of mapping the segment
+  // (for a sealed pool, whose descriptors the client does not keep, one request to the
+  // daemon for it).
+  [[nodiscard]] Result<PrivateMapping> MapPrivate(std::size_t index) const;
 
   // Makes `stream` (of this tensor's device, in this process) wait on the GPU until the
   // producer's data is ready, and returns at once: the host never blocks. Enqueues nothing
