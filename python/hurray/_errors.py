@@ -22,6 +22,7 @@ class Error(Exception):
     code = "UNKNOWN"
 
     def __init__(self, message: str = "") -> None:
+        """An error carrying `message`, also kept as ``self.message``."""
         super().__init__(message)
         self.message = message
 

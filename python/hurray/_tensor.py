@@ -62,9 +62,17 @@ def _byte_buffer(source, required, copy, what):
 
 
 class Tensor:
-    """A descriptor and its buffers, in this process (see the module's doc)."""
+    """A tensor in this process: a validated hurray.Descriptor and one byte buffer per entry of
+    its buffer table, in table order. Made by Tensor(descriptor, buffers), from_numpy, the
+    builders (coo, csr, nf4, ...), from_hurray or load; not thread-safe to mutate."""
 
     def __init__(self, descriptor, buffers, *, copy=None):
+        """A tensor of `descriptor` over `buffers` (buffer-protocol objects, one per entry of
+        its buffer table, in table order), each measured into a BufferHandle. A buffer that is
+        not contiguous, or whose address is below its entry's alignment, is copied (copy=None),
+        or raises hurray.CopyRequiredError (copy=False); copy=True copies every buffer.
+        hurray.InvalidArgumentError when the buffers do not fit the table; TypeError when
+        `descriptor` is not a hurray.Descriptor."""
         self._build(descriptor, buffers, copy, [f"buffer {i}" for i in range(len(buffers))])
 
     def _build(self, descriptor, buffers, copy, names):
@@ -90,6 +98,7 @@ class Tensor:
 
     @property
     def descriptor(self):
+        """The tensor's hurray.Descriptor."""
         return self._descriptor
 
     @property
@@ -103,6 +112,7 @@ class Tensor:
         return self._buffers
 
     def buffer(self, index):
+        """Buffer `index` (descriptor order) as a byte memoryview; IndexError past the end."""
         return self._buffers[index]
 
     @property
@@ -127,7 +137,8 @@ class Tensor:
 
     def numpy(self):
         """The dense data as an ndarray over the buffer (no copy); the buffer's bytes as uint8
-        for an element type NumPy lacks."""
+        for an element type NumPy lacks. hurray.InvalidArgumentError for a tensor that is not
+        dense (read its parts: .values, .indices, ...)."""
         if self.layout != "dense":
             raise InvalidArgumentError(
                 f"numpy() needs a dense tensor, not {self.layout}: read its parts "
@@ -135,6 +146,7 @@ class Tensor:
         return self._part("data")
 
     def __array__(self, dtype=None):
+        """numpy() for np.asarray(tensor); converted to `dtype` when one is given."""
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
@@ -214,6 +226,8 @@ class Tensor:
 
     @classmethod
     def per_channel_affine(cls, data, scales, zero_points=None, axis=0):
+        """Per-channel affine: the stored data, one scale per index of `axis`, and optionally
+        one zero point per index; the dtypes are the arrays'."""
         data, scales = np.asarray(data), np.asarray(scales)
         buffers = [data, scales]
         zero_point_dtype = None
