@@ -10,8 +10,9 @@
 #              or finding fails (scripts/lint.sh; `scripts/lint.sh format --fix` reformats;
 #              clang-tidy skips the units unchanged since a clean run: scripts/tidy_cached.py);
 #              the dependency rules between folders, on every #include (`lint.sh layers`);
-#              and libhurray.so's ABI against its baseline (scripts/abi.sh: a change to an
-#              existing symbol fails, an added one passes).
+#              libhurray.so's ABI against its baseline (scripts/abi.sh: a change to an
+#              existing symbol fails, an added one passes); and the Python package's type
+#              stubs against the built package (`lint.sh stubs`, mypy.stubtest).
 #   make package builds the Debian package in a Release build (build-package/hurray_*.deb:
 #              docs/operations.md, packaging/build-deb.sh).
 #   make soak  builds the normal build's daemon and soak, and runs the soak (tests/soak,
@@ -64,6 +65,7 @@ lint: build
 	./scripts/lint.sh layers
 	./scripts/abi.sh check build
 	./scripts/lint.sh tidy build
+	./scripts/lint.sh stubs build
 
 # The sanitizer run goes last: its summary counts every test, the fuzz runs included.
 test: lint test-normal test-sanitize

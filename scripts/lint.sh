@@ -8,6 +8,10 @@
 #                                   skipped (scripts/tidy_cached.py)
 #   scripts/lint.sh layers          fails on any #include that breaks the dependency rules
 #                                   (docs/architecture.md, "Dependencies point one way")
+#   scripts/lint.sh stubs BUILD_DIR fails on any mypy.stubtest finding: the type stubs of the
+#                                   hurray package (python/hurray/*.pyi) against the package
+#                                   BUILD_DIR lays out (BUILD_DIR/python/hurray/, the extension
+#                                   built), but for python/stubtest-allowlist.txt
 # "Own code" is every tracked C/C++ file outside generated code and the fuzz corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,8 +92,24 @@ case "${1:-}" in
     }
     echo "lint: layers: ${#layer_rules[@]} dependency rules hold"
     ;;
+  stubs)
+    build_dir="${2:?usage: scripts/lint.sh stubs BUILD_DIR}"
+    compgen -G "$build_dir/python/hurray/_hurray*.so" > /dev/null || {
+      echo "lint: $build_dir/python/hurray/ has no extension: build the _hurray target first" >&2
+      exit 1
+    }
+    allowlist="$PWD/python/stubtest-allowlist.txt"
+    # From the build directory, where mypy leaves its cache (.mypy_cache).
+    (cd "$build_dir" && PYTHONPATH=python /usr/bin/python3 -m mypy.stubtest hurray \
+      --allowlist "$allowlist" > stubtest.log 2>&1) || {
+      cat "$build_dir/stubtest.log" >&2
+      echo "lint: mypy.stubtest: the stubs disagree with the package as shown above" >&2
+      exit 1
+    }
+    echo "lint: mypy.stubtest: the hurray package's stubs match it"
+    ;;
   *)
-    echo "usage: scripts/lint.sh format [--fix] | tidy BUILD_DIR | layers" >&2
+    echo "usage: scripts/lint.sh format [--fix] | tidy BUILD_DIR | layers | stubs BUILD_DIR" >&2
     exit 2
     ;;
 esac

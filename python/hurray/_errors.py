@@ -5,6 +5,16 @@ code, with the daemon's message kept as the exception's text. The format's own e
 (CopyRequiredError, UnsupportedError, BufferError) derive from Error too.
 """
 
+import builtins
+
+__all__ = [
+    "AbortedError", "AlreadyExistsError", "BufferError", "CancelledError", "CopyRequiredError",
+    "DataLossError", "DeadlineExceededError", "Error", "FailedPreconditionError",
+    "InternalError", "InvalidArgumentError", "NotFoundError", "OutOfRangeError",
+    "PermissionDeniedError", "ResourceExhaustedError", "UnauthenticatedError",
+    "UnavailableError", "UnimplementedError", "UnknownError", "UnsupportedError", "error_for",
+]
+
 
 class Error(Exception):
     """Base class of every hurray error. ``code`` is the canonical code's name."""
@@ -12,6 +22,7 @@ class Error(Exception):
     code = "UNKNOWN"
 
     def __init__(self, message: str = "") -> None:
+        """An error carrying `message`, also kept as ``self.message``."""
         super().__init__(message)
         self.message = message
 
@@ -109,7 +120,7 @@ class UnsupportedError(Error):
     code = "UNIMPLEMENTED"
 
 
-class BufferError(Error, BufferError):  # noqa: A001 - the format's name (docs/python.md).
+class BufferError(Error, builtins.BufferError):  # noqa: A001 - the format's name (docs/python.md).
     """A buffer cannot be used: a released view, a consumed capsule."""
     code = "FAILED_PRECONDITION"
 

@@ -8,12 +8,14 @@ paths. The file appears whole or not at all.
 """
 
 import os
-from collections.abc import Mapping
+import collections.abc
 
 import numpy as np
 
 from hurray import _hurray
 from hurray._tensor import Tensor, from_hurray, from_numpy
+
+__all__ = ["load", "save"]
 
 # The name a single tensor given to save() is stored under.
 SINGLE_TENSOR_NAME = "tensor"
@@ -37,7 +39,7 @@ def save(path, tensors):
     one tensor, stored under the name "tensor". Every buffer is written, in descriptor
     order. hurray.InvalidArgumentError naming the tensor when its buffers disagree with its
     descriptor's table; the file never appears half-written."""
-    if isinstance(tensors, Mapping):
+    if isinstance(tensors, collections.abc.Mapping):
         items = tensors.items()
     else:
         items = [(SINGLE_TENSOR_NAME, tensors)]

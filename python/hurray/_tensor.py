@@ -16,6 +16,8 @@ import numpy as np
 from hurray import _hurray
 from hurray._errors import CopyRequiredError, InvalidArgumentError
 
+__all__ = ["Tensor", "from_hurray", "from_numpy"]
+
 
 def _address(view):
     return np.frombuffer(view, dtype=np.uint8).ctypes.data if view.nbytes else 0
@@ -60,9 +62,17 @@ def _byte_buffer(source, required, copy, what):
 
 
 class Tensor:
-    """A descriptor and its buffers, in this process (see the module's doc)."""
+    """A tensor in this process: a validated hurray.Descriptor and one byte buffer per entry of
+    its buffer table, in table order. Made by Tensor(descriptor, buffers), from_numpy, the
+    builders (coo, csr, nf4, ...), from_hurray or load; not thread-safe to mutate."""
 
     def __init__(self, descriptor, buffers, *, copy=None):
+        """A tensor of `descriptor` over `buffers` (buffer-protocol objects, one per entry of
+        its buffer table, in table order), each measured into a BufferHandle. A buffer that is
+        not contiguous, or whose address is below its entry's alignment, is copied (copy=None),
+        or raises hurray.CopyRequiredError (copy=False); copy=True copies every buffer.
+        hurray.InvalidArgumentError when the buffers do not fit the table; TypeError when
+        `descriptor` is not a hurray.Descriptor."""
         self._build(descriptor, buffers, copy, [f"buffer {i}" for i in range(len(buffers))])
 
     def _build(self, descriptor, buffers, copy, names):
@@ -88,6 +98,7 @@ class Tensor:
 
     @property
     def descriptor(self):
+        """The tensor's hurray.Descriptor."""
         return self._descriptor
 
     @property
@@ -101,16 +112,33 @@ class Tensor:
         return self._buffers
 
     def buffer(self, index):
+        """Buffer `index` (descriptor order) as a byte memoryview; IndexError past the end."""
         return self._buffers[index]
 
-    dtype = property(lambda self: self._descriptor.dtype)
-    shape = property(lambda self: self._descriptor.shape)
-    layout = property(lambda self: self._descriptor.layout)
-    quantization = property(lambda self: self._descriptor.quantization)
+    @property
+    def dtype(self):
+        """The element type (hurray.DType), the descriptor's."""
+        return self._descriptor.dtype
+
+    @property
+    def shape(self):
+        """The extent of each dimension, in elements: a tuple of ints, the descriptor's."""
+        return self._descriptor.shape
+
+    @property
+    def layout(self):
+        """The layout: "dense", "coo", "csr", "csc" or "block_paged"."""
+        return self._descriptor.layout
+
+    @property
+    def quantization(self):
+        """The descriptor's quantization (hurray.PerTensorAffine, ...), or None."""
+        return self._descriptor.quantization
 
     def numpy(self):
         """The dense data as an ndarray over the buffer (no copy); the buffer's bytes as uint8
-        for an element type NumPy lacks."""
+        for an element type NumPy lacks. hurray.InvalidArgumentError for a tensor that is not
+        dense (read its parts: .values, .indices, ...)."""
         if self.layout != "dense":
             raise InvalidArgumentError(
                 f"numpy() needs a dense tensor, not {self.layout}: read its parts "
@@ -118,6 +146,7 @@ class Tensor:
         return self._part("data")
 
     def __array__(self, dtype=None):
+        """numpy() for np.asarray(tensor); converted to `dtype` when one is given."""
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
@@ -140,13 +169,46 @@ class Tensor:
             array, part.shape, tuple(s * numpy_dtype.itemsize for s in part.element_strides),
             writeable=array.flags.writeable)
 
-    data = property(lambda self: self._part("data"))
-    values = property(lambda self: self._part("values"))
-    indices = property(lambda self: self._part("indices"))
-    indptr = property(lambda self: self._part("indptr"))
-    page_table = property(lambda self: self._part("page_table"))
-    scales = property(lambda self: self._part("scales"))
-    zero_points = property(lambda self: self._part("zero_points"))
+    # The arrays of the parts, over their buffers (no copy): in the part's element type and
+    # shape, or its bytes as uint8 for an element type NumPy lacks. AttributeError for a part
+    # the descriptor's table does not have.
+
+    @property
+    def data(self):
+        """The data part: the dense elements (strided as the descriptor says), the quantized
+        codes, or a block-paged tensor's pages."""
+        return self._part("data")
+
+    @property
+    def values(self):
+        """A sparse tensor's stored values, [nnz]."""
+        return self._part("values")
+
+    @property
+    def indices(self):
+        """A sparse tensor's indices as uint64: COO coordinates [nnz, rank], or CSR column
+        (CSC row) indices [nnz]."""
+        return self._part("indices")
+
+    @property
+    def indptr(self):
+        """A CSR tensor's row offsets [rows + 1] (CSC: column offsets) as uint64."""
+        return self._part("indptr")
+
+    @property
+    def page_table(self):
+        """A block-paged tensor's page table as uint64."""
+        return self._part("page_table")
+
+    @property
+    def scales(self):
+        """A quantized tensor's scales (per channel, or per block)."""
+        return self._part("scales")
+
+    @property
+    def zero_points(self):
+        """A per-channel affine tensor's zero points, when it has them."""
+        return self._part("zero_points")
 
     def __hurray__(self, stream=None):
         """The "hurray_tensor" capsule carrying every buffer; it keeps this tensor alive."""
@@ -164,6 +226,8 @@ class Tensor:
 
     @classmethod
     def per_channel_affine(cls, data, scales, zero_points=None, axis=0):
+        """Per-channel affine: the stored data, one scale per index of `axis`, and optionally
+        one zero point per index; the dtypes are the arrays'."""
         data, scales = np.asarray(data), np.asarray(scales)
         buffers = [data, scales]
         zero_point_dtype = None

@@ -186,10 +186,13 @@ void BindClientClass(py::module_& module) {
       .def("close", &PyClient::Close, "Ends this object's share of the session.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyClient& self, const py::args&) { self.Close(); })
-      .def_property_readonly("socket_path",
-                             [](const PyClient& self) { return self.Open()->socket_path(); })
-      .def_property_readonly("session_id",
-                             [](const PyClient& self) { return self.Open()->session_id(); })
+      .def_property_readonly(
+          "socket_path", [](const PyClient& self) { return self.Open()->socket_path(); },
+          "The path of the daemon's socket this client connected to. "
+          "hurray.FailedPreconditionError once closed.")
+      .def_property_readonly(
+          "session_id", [](const PyClient& self) { return self.Open()->session_id(); },
+          "The daemon's id of this session. hurray.FailedPreconditionError once closed.")
       .def(
           "empty",
           [](const PyClient& self, const std::vector<std::int64_t>& shape, py::handle dtype,
@@ -279,12 +282,16 @@ void BindClientClass(py::module_& module) {
             const std::shared_ptr<Client>& client = self.Open();
             return WithoutGil([&] { return client->Describe(name, version); });
           },
-          py::arg("name"), py::arg("version") = 0)
-      .def("stats",
-           [](const PyClient& self) {
-             const std::shared_ptr<Client>& client = self.Open();
-             return WithoutGil([&] { return client->Stats(); });
-           })
+          py::arg("name"), py::arg("version") = 0,
+          "Version `version` of `name` in full (0: the latest), and every live version of the "
+          "name: a hurray.TensorDetails. hurray.NotFoundError when there is no such version.")
+      .def(
+          "stats",
+          [](const PyClient& self) {
+            const std::shared_ptr<Client>& client = self.Open();
+            return WithoutGil([&] { return client->Stats(); });
+          },
+          "The daemon's pools, sessions, leases and tensors: a hurray.DaemonStats.")
       .def(
           "delete",
           [](const PyClient& self, const std::string& name, std::uint64_t version) {

@@ -79,20 +79,32 @@ void BindBufferHandle(py::module_& module) {
                  SyncModeFromPython(sync_mode), ValueOrRaise(MemoryClass::FromByte(memory_class))));
            }),
            py::arg("byte_size"), py::arg("alignment"), py::arg("device_tag") = 0,
-           py::arg("sync_mode") = "producer_synced", py::arg("memory_class") = 0)
-      .def_property_readonly("byte_size", &BufferHandle::byte_size)
-      .def_property_readonly("alignment", &BufferHandle::alignment)
-      .def_property_readonly("device_tag",
-                             [](const BufferHandle& self) { return self.device_tag().ToByte(); })
-      .def_property_readonly("device",
-                             [](const BufferHandle& self) { return self.device_tag().Name(); })
-      .def_property_readonly("memory_class",
-                             [](const BufferHandle& self) { return self.memory_class().Name(); })
-      .def_property_readonly("memory_class_tag",
-                             [](const BufferHandle& self) { return self.memory_class().ToByte(); })
+           py::arg("sync_mode") = "producer_synced", py::arg("memory_class") = 0,
+           "A validated handle: byte_size and alignment in bytes, device_tag and memory_class "
+           "as their wire bytes, sync_mode by name. hurray.InvalidArgumentError for an "
+           "alignment that is not a power of two or, for a non-empty buffer, is below "
+           "MIN_BUFFER_ALIGNMENT, and for a reserved tag or an unknown sync mode.")
+      .def_property_readonly("byte_size", &BufferHandle::byte_size, "Size in bytes.")
+      .def_property_readonly("alignment", &BufferHandle::alignment,
+                             "The alignment the buffer's address guarantees, in bytes.")
       .def_property_readonly(
-          "sync_mode", [](const BufferHandle& self) { return SyncModeName(self.sync_mode()); })
-      .def_property_readonly("is_empty", &BufferHandle::IsEmpty)
+          "device_tag", [](const BufferHandle& self) { return self.device_tag().ToByte(); },
+          "The memory space as its wire byte (0 cpu, 1 cuda, ...).")
+      .def_property_readonly(
+          "device", [](const BufferHandle& self) { return self.device_tag().Name(); },
+          "The memory space by name: \"cpu\", \"cuda\", ...; \"private\" for a private tag.")
+      .def_property_readonly(
+          "memory_class", [](const BufferHandle& self) { return self.memory_class().Name(); },
+          "The memory class by name: \"standard\", \"host_pinned\", \"unified\", \"peer\" "
+          "(\"private\" for a private one).")
+      .def_property_readonly(
+          "memory_class_tag", [](const BufferHandle& self) { return self.memory_class().ToByte(); },
+          "The memory class as its wire byte.")
+      .def_property_readonly(
+          "sync_mode", [](const BufferHandle& self) { return SyncModeName(self.sync_mode()); },
+          "When a consumer may read: \"producer_synced\" (at once), \"event\" (after the "
+          "producer's device event) or \"consumer_stream\".")
+      .def_property_readonly("is_empty", &BufferHandle::IsEmpty, "True when byte_size is 0.")
       .def("__eq__",
            [](const BufferHandle& self, const BufferHandle& other) { return self == other; })
       .def("__repr__", [](const BufferHandle& self) {
@@ -104,21 +116,36 @@ void BindBufferPart(py::module_& module) {
   py::class_<BufferPart>(module, "BufferPart",
                          "What one buffer of a descriptor's table holds (hurray::BufferPart): "
                          "its part, and the dtype and shape of the array it holds.")
-      .def_readonly("index", &BufferPart::index)
-      .def_property_readonly("part", [](const BufferPart& self) { return std::string(self.part); })
-      .def_property_readonly("field",
-                             [](const BufferPart& self) { return std::string(self.field); })
-      .def_property_readonly("name", [](const BufferPart& self) { return std::string(self.name); })
-      .def_property_readonly("dtype",
-                             [](const BufferPart& self) { return DTypeObject(self.element_type); })
-      .def_property_readonly("shape",
-                             [](const BufferPart& self) { return py::tuple(py::cast(self.shape)); })
-      .def_property_readonly("element_strides",
-                             [](const BufferPart& self) -> py::object {
-                               if (self.element_strides.empty()) return py::none();
-                               return py::tuple(py::cast(self.element_strides));
-                             })
-      .def_readonly("byte_size", &BufferPart::byte_size)
+      .def_readonly("index", &BufferPart::index, "The buffer's position in the table.")
+      .def_property_readonly(
+          "part", [](const BufferPart& self) { return std::string(self.part); },
+          "The part's name as an array: \"data\" (dense data, or a block-paged tensor's "
+          "pages), \"values\", \"indices\", \"indptr\", \"page_table\", \"scales\" or "
+          "\"zero_points\".")
+      .def_property_readonly(
+          "field", [](const BufferPart& self) { return std::string(self.field); },
+          "The descriptor field that refers to the buffer (\"layout.coo.indices_buffer\").")
+      .def_property_readonly(
+          "name", [](const BufferPart& self) { return std::string(self.name); },
+          "What the buffer holds, in words (\"COO indices\").")
+      .def_property_readonly(
+          "dtype", [](const BufferPart& self) { return DTypeObject(self.element_type); },
+          "The elements' type: the tensor's for data and values, uint64 for index arrays, "
+          "the quantization's for scales and zero points.")
+      .def_property_readonly(
+          "shape", [](const BufferPart& self) { return py::tuple(py::cast(self.shape)); },
+          "The shape of the array the buffer holds, in elements.")
+      .def_property_readonly(
+          "element_strides",
+          [](const BufferPart& self) -> py::object {
+            if (self.element_strides.empty()) return py::none();
+            return py::tuple(py::cast(self.element_strides));
+          },
+          "Strided dense data's stride of each dimension, in elements; None when row-major "
+          "and contiguous.")
+      .def_readonly("byte_size", &BufferPart::byte_size,
+                    "The bytes the shape implies (for strided data, the span its strides "
+                    "address).")
       .def("__eq__", [](const BufferPart& self, const BufferPart& other) { return self == other; })
       .def("__repr__", [](const BufferPart& self) {
         return fmt::format("hurray.BufferPart(index={}, part='{}', dtype={}, shape=[{}])",
@@ -134,9 +161,11 @@ py::object OptionalDType(const std::optional<ZeroPoints>& zero_points) {
 void BindQuantizations(py::module_& module) {
   py::class_<PerTensorAffine>(module, "PerTensorAffine",
                               "real = scale * (stored - zero_point), inline: no extra buffer.")
-      .def_property_readonly("kind", [](const PerTensorAffine&) { return "per_tensor_affine"; })
-      .def_readonly("scale", &PerTensorAffine::scale)
-      .def_readonly("zero_point", &PerTensorAffine::zero_point)
+      .def_property_readonly(
+          "kind", [](const PerTensorAffine&) { return "per_tensor_affine"; },
+          "\"per_tensor_affine\".")
+      .def_readonly("scale", &PerTensorAffine::scale, "The scale, the same for every element.")
+      .def_readonly("zero_point", &PerTensorAffine::zero_point, "The stored value that means 0.")
       .def("__eq__", [](const PerTensorAffine& a, const PerTensorAffine& b) { return a == b; })
       .def("__repr__", [](const PerTensorAffine& q) {
         return fmt::format("hurray.PerTensorAffine(scale={:g}, zero_point={})", q.scale,
@@ -144,18 +173,26 @@ void BindQuantizations(py::module_& module) {
       });
   py::class_<PerChannelAffine>(module, "PerChannelAffine",
                                "One scale (and optionally one zero point) per index of axis.")
-      .def_property_readonly("kind", [](const PerChannelAffine&) { return "per_channel_affine"; })
-      .def_readonly("axis", &PerChannelAffine::axis)
-      .def_readonly("scale_buffer", &PerChannelAffine::scale_buffer)
-      .def_property_readonly("scale_dtype",
-                             [](const PerChannelAffine& q) { return DTypeObject(q.scale_type); })
-      .def_property_readonly("zero_point_buffer",
-                             [](const PerChannelAffine& q) -> std::optional<std::uint32_t> {
-                               if (!q.zero_points) return std::nullopt;
-                               return q.zero_points->buffer;
-                             })
-      .def_property_readonly("zero_point_dtype",
-                             [](const PerChannelAffine& q) { return OptionalDType(q.zero_points); })
+      .def_property_readonly(
+          "kind", [](const PerChannelAffine&) { return "per_channel_affine"; },
+          "\"per_channel_affine\".")
+      .def_readonly("axis", &PerChannelAffine::axis, "The dimension whose indices are channels.")
+      .def_readonly("scale_buffer", &PerChannelAffine::scale_buffer,
+                    "The buffer-table index of the scales.")
+      .def_property_readonly(
+          "scale_dtype", [](const PerChannelAffine& q) { return DTypeObject(q.scale_type); },
+          "The scales' element type.")
+      .def_property_readonly(
+          "zero_point_buffer",
+          [](const PerChannelAffine& q) -> std::optional<std::uint32_t> {
+            if (!q.zero_points) return std::nullopt;
+            return q.zero_points->buffer;
+          },
+          "The buffer-table index of the zero points; None without zero points.")
+      .def_property_readonly(
+          "zero_point_dtype",
+          [](const PerChannelAffine& q) { return OptionalDType(q.zero_points); },
+          "The zero points' element type; None without zero points.")
       .def("__eq__", [](const PerChannelAffine& a, const PerChannelAffine& b) { return a == b; })
       .def("__repr__", [](const PerChannelAffine& q) {
         return fmt::format("hurray.PerChannelAffine(axis={}, scale_dtype={})", q.axis,
@@ -163,11 +200,15 @@ void BindQuantizations(py::module_& module) {
       });
   py::class_<Nf4Quantization>(module, "Nf4Quantization",
                               "NormalFloat4: one absmax scale per block_size elements.")
-      .def_property_readonly("kind", [](const Nf4Quantization&) { return "nf4"; })
-      .def_readonly("block_size", &Nf4Quantization::block_size)
-      .def_readonly("scale_buffer", &Nf4Quantization::scale_buffer)
-      .def_property_readonly("scale_dtype",
-                             [](const Nf4Quantization& q) { return DTypeObject(q.scale_type); })
+      .def_property_readonly(
+          "kind", [](const Nf4Quantization&) { return "nf4"; }, "\"nf4\".")
+      .def_readonly("block_size", &Nf4Quantization::block_size,
+                    "Elements per block, each block with one scale.")
+      .def_readonly("scale_buffer", &Nf4Quantization::scale_buffer,
+                    "The buffer-table index of the scales.")
+      .def_property_readonly(
+          "scale_dtype", [](const Nf4Quantization& q) { return DTypeObject(q.scale_type); },
+          "The scales' element type (float16, bfloat16 or float32).")
       .def("__eq__", [](const Nf4Quantization& a, const Nf4Quantization& b) { return a == b; })
       .def("__repr__", [](const Nf4Quantization& q) {
         return fmt::format("hurray.Nf4Quantization(block_size={}, scale_dtype={})", q.block_size,
@@ -176,9 +217,12 @@ void BindQuantizations(py::module_& module) {
   py::class_<MxfpQuantization>(module, "MxfpQuantization",
                                "OCP microscaling: one E8M0 scale per block_size elements along "
                                "the last dimension.")
-      .def_property_readonly("kind", [](const MxfpQuantization&) { return "mxfp"; })
-      .def_readonly("block_size", &MxfpQuantization::block_size)
-      .def_readonly("scale_buffer", &MxfpQuantization::scale_buffer)
+      .def_property_readonly(
+          "kind", [](const MxfpQuantization&) { return "mxfp"; }, "\"mxfp\".")
+      .def_readonly("block_size", &MxfpQuantization::block_size,
+                    "Elements per block along the last dimension, each block with one scale.")
+      .def_readonly("scale_buffer", &MxfpQuantization::scale_buffer,
+                    "The buffer-table index of the E8M0 scales.")
       .def("__eq__", [](const MxfpQuantization& a, const MxfpQuantization& b) { return a == b; })
       .def("__repr__", [](const MxfpQuantization& q) {
         return fmt::format("hurray.MxfpQuantization(block_size={})", q.block_size);
@@ -231,19 +275,26 @@ TensorDescriptor FromBytes(const py::buffer& bytes) {
 }
 
 void BindDescriptorAccessors(py::class_<TensorDescriptor>& cls) {
-  cls.def_property_readonly("dtype",
-                            [](const TensorDescriptor& d) { return DTypeObject(d.element_type()); })
+  cls.def_property_readonly(
+         "dtype", [](const TensorDescriptor& d) { return DTypeObject(d.element_type()); },
+         "The element type (hurray.DType).")
       .def_property_readonly(
-          "shape", [](const TensorDescriptor& d) { return py::tuple(py::cast(d.shape())); })
-      .def_property_readonly("layout",
-                             [](const TensorDescriptor& d) { return LayoutName(d.layout()); })
+          "shape", [](const TensorDescriptor& d) { return py::tuple(py::cast(d.shape())); },
+          "The extent of each dimension, in elements.")
+      .def_property_readonly(
+          "layout", [](const TensorDescriptor& d) { return LayoutName(d.layout()); },
+          "\"dense\", \"coo\", \"csr\", \"csc\" or \"block_paged\".")
       .def_property_readonly(
           "quantization",
-          [](const TensorDescriptor& d) { return QuantizationObject(d.quantization()); })
+          [](const TensorDescriptor& d) { return QuantizationObject(d.quantization()); },
+          "hurray.PerTensorAffine, PerChannelAffine, Nf4Quantization or MxfpQuantization; "
+          "None when not quantized.")
       .def_property_readonly(
           "buffer_handles",
-          [](const TensorDescriptor& d) { return py::tuple(py::cast(d.buffers())); })
-      .def_property_readonly("metadata", &TensorDescriptor::metadata)
+          [](const TensorDescriptor& d) { return py::tuple(py::cast(d.buffers())); },
+          "The buffer table: one hurray.BufferHandle per buffer, in table order.")
+      .def_property_readonly("metadata", &TensorDescriptor::metadata,
+                             "The descriptor's string metadata, as a new dict.")
       .def_property_readonly("part_buffers", &PartBuffers,
                              "Buffer-table index of each part: {'data': 0, 'scales': 1}, ...")
       .def_property_readonly(
@@ -259,20 +310,26 @@ void BindDescriptorAccessors(py::class_<TensorDescriptor>& cls) {
             return py::tuple(py::cast(dense->strides));
           },
           "Dense strides in elements; None when row-major and contiguous (or not dense).")
-      .def_property_readonly("block_size",
-                             [](const TensorDescriptor& d) {
-                               return LayoutField<BlockPagedLayout>(d,
-                                                                    &BlockPagedLayout::block_size);
-                             })
-      .def_property_readonly("num_pages",
-                             [](const TensorDescriptor& d) {
-                               return LayoutField<BlockPagedLayout>(d,
-                                                                    &BlockPagedLayout::num_pages);
-                             })
-      .def_property_readonly("element_count", &TensorDescriptor::ElementCount)
-      .def_property_readonly("device_tag",
-                             [](const TensorDescriptor& d) { return d.device_tag().ToByte(); })
-      .def("to_bytes", [](const TensorDescriptor& d) { return py::bytes(d.Encode()); })
+      .def_property_readonly(
+          "block_size",
+          [](const TensorDescriptor& d) {
+            return LayoutField<BlockPagedLayout>(d, &BlockPagedLayout::block_size);
+          },
+          "Rows per page of a block-paged layout; None otherwise.")
+      .def_property_readonly(
+          "num_pages",
+          [](const TensorDescriptor& d) {
+            return LayoutField<BlockPagedLayout>(d, &BlockPagedLayout::num_pages);
+          },
+          "Pages of a block-paged layout; None otherwise.")
+      .def_property_readonly("element_count", &TensorDescriptor::ElementCount,
+                             "The product of the shape (1 for a scalar).")
+      .def_property_readonly(
+          "device_tag", [](const TensorDescriptor& d) { return d.device_tag().ToByte(); },
+          "The memory space of the buffers, as its wire byte (0 cpu when there are none).")
+      .def(
+          "to_bytes", [](const TensorDescriptor& d) { return py::bytes(d.Encode()); },
+          "The encoded descriptor (docs/descriptor.md); from_bytes reads it back.")
       .def_static("from_bytes", &FromBytes, py::arg("data"),
                   "Decodes and validates an encoded descriptor.")
       .def(

@@ -108,9 +108,15 @@ void BindDTypes(py::module_& module) {
   py::class_<DType>(module, "DType",
                     "An element type of the format: hurray.float32, hurray.nf4, ... "
                     "Compare with ==; hurray.dtype() converts NumPy and torch dtypes.")
-      .def_property_readonly("name", [](const DType& self) { return ElementTypeName(self.type); })
-      .def_property_readonly("tag", [](const DType& self) { return ElementTypeTag(self.type); })
-      .def_property_readonly("bits", [](const DType& self) { return ElementBitWidth(self.type); })
+      .def_property_readonly(
+          "name", [](const DType& self) { return ElementTypeName(self.type); },
+          "The format's name of the type (\"float32\", \"bool\", \"nf4\").")
+      .def_property_readonly(
+          "tag", [](const DType& self) { return ElementTypeTag(self.type); },
+          "The type's byte in an encoded descriptor (docs/descriptor.md).")
+      .def_property_readonly(
+          "bits", [](const DType& self) { return ElementBitWidth(self.type); },
+          "Bits per element: 4 for the 4-bit types, 8 times itemsize for the others.")
       .def_property_readonly(
           "itemsize",
           [](const DType& self) -> py::object {

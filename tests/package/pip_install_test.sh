@@ -47,7 +47,7 @@ version=$("$python" -c 'import hurray; print(hurray.__version__)')
 extension=$("$python" -c 'import hurray._hurray as e; print(e.__file__)')
 linked=$(ldd "$extension" | sed -n 's/^\s*libhurray-client++\.so\.0 => \(\S*\).*/\1/p')
 [[ $linked == "$libdir/"* ]] || fail "$extension loads libhurray-client++ from '$linked', not $libdir"
-for file in py.typed __init__.pyi; do
+for file in py.typed __init__.pyi _hurray.pyi; do
   [[ -f $(dirname "$installed")/$file ]] || fail "the installed package has no $file"
 done
 echo "pip_install_test: hurray $version in $(dirname "$installed"), linked to $linked"
