@@ -387,7 +387,25 @@ class WritableTensor(metaclass=_Pybind11Type):
     def numpy(self) -> npt.NDArray[Any]: ...
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
-    def __array__(self, dtype: Any = None) -> npt.NDArray[Any]: ...
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]: ...
+    def __dlpack__(self, *, stream: int | Any | None = None,
+                   max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None,
+                   copy: bool | None = None) -> _Capsule:
+        """The dense data, writable, as a DLPack capsule (torch.from_dlpack fills it)."""
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape (the descriptor's)."""
+    @property
+    def dtype(self) -> DType:
+        """The element type."""
+    @property
+    def device(self) -> str:
+        """"cpu", or "cuda:N" for a CUDA pool's tensor."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor's buffers in the pool."""
+    def __dlpack_device__(self) -> tuple[int, int]: ...
     def publish(self, name: str, stream: int | Any | None = None, *,
                 evictable: bool = False) -> int:
         """Publishes under name; the version. Sealed pool: BufferError while an array or
@@ -433,8 +451,25 @@ class TensorView(metaclass=_Pybind11Type):
     def buffer(self, index: int = 0) -> memoryview: ...
     def buffer_array(self, index: int) -> npt.NDArray[Any]: ...
     def numpy(self) -> npt.NDArray[Any]: ...
-    def __array__(self, dtype: Any = None) -> npt.NDArray[Any]: ...
-    def __dlpack__(self, *, stream: int | None = None) -> _Capsule: ...
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]: ...
+    def __dlpack__(self, *, stream: int | None = None,
+                   max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None,
+                   copy: bool | None = None) -> _Capsule:
+        """The dense data as a DLPack capsule; host memory as a private copy-on-write mapping
+        of the same pages, so that a consumer's write never reaches the published tensor."""
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape (the descriptor's)."""
+    @property
+    def dtype(self) -> DType:
+        """The element type."""
+    @property
+    def device(self) -> str:
+        """"cpu", or "cuda:N" for a CUDA pool's tensor."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tensor's buffers in the pool."""
     def __dlpack_device__(self) -> tuple[int, int]: ...
     def __hurray__(self) -> _Capsule: ...
     def release(self, stream: int | Any | None = None) -> None: ...

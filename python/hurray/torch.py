@@ -25,8 +25,7 @@ layouts) raise hurray.UnsupportedError naming the tensor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Union
+import typing
 
 import numpy as np
 import torch
@@ -43,12 +42,11 @@ _CUDA_DEVICE_TAG = 1
 _QUANTIZED_TYPES = {torch.qint8: np.int8, torch.quint8: np.uint8, torch.qint32: np.int32}
 _TORCH_QUANTIZED_OF = {"int8": torch.qint8, "uint8": torch.quint8, "int32": torch.qint32}
 
-StateDict = Mapping[str, torch.Tensor]
 
 
 def publish_state_dict(client: _hurray.Client, prefix: str,
-                       module_or_state_dict: Union[torch.nn.Module, StateDict], *,
-                       pool: str | None = None) -> dict[str, int]:
+                       module_or_state_dict: torch.nn.Module | typing.Mapping[str, torch.Tensor],
+                       *, pool: str | None = None) -> dict[str, int]:
     """Publishes every tensor of a module's state dict (or of a mapping of names to tensors)
     under `prefix` + its key, as one set: all become visible together, or none does.
 
@@ -59,6 +57,7 @@ def publish_state_dict(client: _hurray.Client, prefix: str,
     errors (a bad name, a full pool), each naming the first offender. On error nothing is
     published and every allocation is freed.
     """
+    state: typing.Mapping[str, torch.Tensor]
     if isinstance(module_or_state_dict, torch.nn.Module):
         state = module_or_state_dict.state_dict()
     else:
@@ -247,9 +246,10 @@ def _torch_tensor(view: _hurray.TensorView) -> torch.Tensor:
         raise UnsupportedError(f"{view.name}: torch has no tensor for {quantization.kind} "
                                f"{descriptor.dtype.name} data")
     stored = torch.from_numpy(np.array(view.values))
-    if quantization.kind == "per_tensor_affine":
+    if isinstance(quantization, _hurray.PerTensorAffine):
         return torch._make_per_tensor_quantized_tensor(  # pylint: disable=protected-access
             stored, quantization.scale, quantization.zero_point)
+    assert isinstance(quantization, _hurray.PerChannelAffine)
     scales = torch.from_numpy(np.array(view.scales, dtype=np.float64))
     zero_points = (torch.zeros(scales.shape, dtype=torch.int64) if view.zero_points is None
                    else torch.from_numpy(np.array(view.zero_points, dtype=np.int64)))

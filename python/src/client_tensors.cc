@@ -305,9 +305,12 @@ void BindWritableTensor(py::module_& module) {
   BindArrayConventions(
       writable, [](const PyWritableTensor& self) -> const WritableTensor& { return self.Open(); });
   writable
-      .def_property_readonly("descriptor",
-                             [](const PyWritableTensor& self) { return self.Open().descriptor(); })
-      .def_property_readonly("published_or_cancelled", &PyWritableTensor::done)
+      .def_property_readonly(
+          "descriptor", [](const PyWritableTensor& self) { return self.Open().descriptor(); },
+          "The hurray.Descriptor allocated. hurray.BufferError once published or cancelled.")
+      .def_property_readonly("published_or_cancelled", &PyWritableTensor::done,
+                             "Whether publish or cancel took the tensor: its memory is then "
+                             "no longer this object's to write.")
       .def(
           "buffer",
           [](const py::object& self, std::size_t index) {
@@ -416,15 +419,21 @@ void BindTensorView(py::module_& module) {
                                 "A leased, read-only view of a published tensor.");
   BindArrayConventions(view,
                        [](const PyTensorView& self) -> const TensorView& { return *self.Lease(); });
-  view.def_property_readonly("name", [](const PyTensorView& self) { return self.Lease()->name(); })
-      .def_property_readonly("version",
-                             [](const PyTensorView& self) { return self.Lease()->version(); })
-      .def_property_readonly("descriptor",
-                             [](const PyTensorView& self) { return self.Lease()->descriptor(); })
+  view.def_property_readonly(
+          "name", [](const PyTensorView& self) { return self.Lease()->name(); },
+          "The tensor's name. Every accessor raises hurray.BufferError once released.")
+      .def_property_readonly(
+          "version", [](const PyTensorView& self) { return self.Lease()->version(); },
+          "The version leased (1 for the first publish of the name).")
+      .def_property_readonly(
+          "descriptor", [](const PyTensorView& self) { return self.Lease()->descriptor(); },
+          "The published hurray.Descriptor.")
       .def_property_readonly(
           "buffer_handles",
-          [](const PyTensorView& self) { return self.Lease()->descriptor().buffers(); })
-      .def_property_readonly("released", &PyTensorView::released)
+          [](const PyTensorView& self) { return self.Lease()->descriptor().buffers(); },
+          "The descriptor's buffer table (hurray.BufferHandle each), in buffer order.")
+      .def_property_readonly("released", &PyTensorView::released,
+                             "Whether release() ended this view's access.")
       .def(
           "buffer",
           [](py::object self, std::size_t index) {
@@ -510,7 +519,11 @@ void BindTensorView(py::module_& module) {
                            self.Lease()->version());
       });
   for (const char* part : {"values", "indices", "indptr", "scales", "zero_points", "page_table"}) {
-    view.def_property_readonly(part, [part](py::object self) { return PartArray(self, part); });
+    view.def_property_readonly(
+        part, [part](py::object self) { return PartArray(self, part); },
+        "The buffer that holds this part of the layout or quantization, as a read-only ndarray "
+        "that keeps the lease; None when the tensor has no such part (\"values\" is the data "
+        "of a dense tensor too).");
   }
 }
 

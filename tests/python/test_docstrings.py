@@ -1,12 +1,14 @@
 """Every public name of hurray has a docstring that says something (docs/python.md, "Types
-and docstrings"): each class and function of hurray.__all__, and each public method and
-property a class defines (names without a leading underscore, and __init__ where the class
-defines one). pybind11's generated signature line alone does not count."""
+and docstrings"): each class and function of hurray.__all__ and hurray.torch.__all__, and
+each public method and property a class defines (names without a leading underscore, and
+__init__ where the class defines one). pybind11's generated signature line alone does not
+count."""
 
 import inspect
 import re
 
 import hurray
+import hurray.torch
 
 # A line pybind11 writes itself: "name(self: T, x: int = 0) -> R", numbered ("1. name(...)")
 # for an overload, and "Overloaded function.".
@@ -41,15 +43,19 @@ def _members(cls):
 
 def _undocumented():
     missing = []
-    for name in hurray.__all__:
-        value = getattr(hurray, name)
-        if not _documentable(value) or isinstance(value, hurray.DType):
-            continue
-        if not _text(value.__doc__):
-            missing.append(f"hurray.{name}")
-        if inspect.isclass(value):
-            missing += [f"hurray.{name}.{member}" for member, attribute in _members(value)
-                        if not _text(attribute.__doc__)]
+    for module in (hurray, hurray.torch):
+        if not _text(module.__doc__):
+            missing.append(module.__name__)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if not _documentable(value) or isinstance(value, hurray.DType):
+                continue
+            if not _text(value.__doc__):
+                missing.append(f"{module.__name__}.{name}")
+            if inspect.isclass(value):
+                missing += [f"{module.__name__}.{name}.{member}"
+                            for member, attribute in _members(value)
+                            if not _text(attribute.__doc__)]
     return missing
 
 

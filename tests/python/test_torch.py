@@ -130,7 +130,7 @@ def test_attach_refuses_a_mismatch_by_name_and_changes_nothing(client):
     relaxed = hurray.torch.attach(Small(device="meta"), client, "mis/", strict=False)
     assert relaxed.linear.weight.device.type == "cpu"
     with pytest.raises(hurray.DeadlineExceededError):
-        hurray.torch.attach(Extra(device="meta"), client, "mis/", wait=0.05)
+        hurray.torch.attach(Extra(device="meta"), client, "mis/", strict=False, wait=0.05)
 
 
 def test_quantized_tensors_round_trip_as_torch_quantized_tensors(client):
