@@ -20,7 +20,7 @@
 #              restarts the daemon too.
 #   make bench installs the benchmark's extra packages, builds a Release build (build-bench)
 #              and runs bench/ against its own hurrayd and baselines (build-bench/bench.json),
-#              then bench/python (build-bench/bench_python.json).
+#              then bench/python (build-bench/bench_python.json, bench_torch.json).
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
@@ -95,6 +95,10 @@ bench: deps
 	PYTHONPATH=build-bench/python /usr/bin/python3 bench/python/bench_python.py \
 	  --hurrayd build-bench/daemon/hurrayd --hurray-bench build-bench/bench/hurray_bench \
 	  --json build-bench/bench_python.json $(BENCH_FLAGS)
+	# hurray.torch: a model's weights for worker processes, against torch.multiprocessing
+	# and torch.load.
+	PYTHONPATH=build-bench/python /usr/bin/python3 bench/python/bench_torch.py \
+	  --hurrayd build-bench/daemon/hurrayd --json build-bench/bench_torch.json $(BENCH_FLAGS)
 
 # Producers and consumers killed at random for SOAK_SECONDS, every byte checked
 # (tests/soak/soak_run.h); SOAK_FLAGS adds flags (--daemon-kills, --producers N, ...).

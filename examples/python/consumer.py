@@ -3,9 +3,11 @@
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/consumer.py [--socket PATH]
 
-Both map the producer's pages read-only: no byte is copied. The NumPy array refuses writes
-(flags.writeable is False); the torch tensor cannot say "read-only" (DLPack 0.6), so it is
-only read here — see docs/python.md, "Read-only".
+Both read the producer's pages: no byte is copied. The NumPy array maps them read-only and
+refuses writes (flags.writeable is False). The torch tensor cannot be read-only (DLPack 0.6,
+torch 1.13), so it maps the same pages copy-on-write: a write through it would copy a page
+into this process alone, never reaching the published tensor — see docs/python.md,
+"Read-only".
 """
 
 import argparse
@@ -15,6 +17,17 @@ import numpy as np
 import hurray
 
 NAME = "examples/python/matrix"
+
+
+def page_of(address):
+    """(file, offset) of the page at `address`, from /proc/self/maps."""
+    with open("/proc/self/maps", encoding="ascii") as maps:
+        for line in maps:
+            fields = line.split()
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if start <= address < end:
+                return fields[-1], int(fields[2], 16) + address - start
+    return None
 
 
 def main():
@@ -34,10 +47,10 @@ def main():
             except ImportError:
                 print("torch: not installed (apt-get install python3-torch)")
                 return
-            tensor = torch.from_dlpack(view)  # the same memory: compare the addresses
+            tensor = torch.from_dlpack(view)  # another mapping of the same pages
             print(f"torch: {tensor.dtype} {tuple(tensor.shape)}, sum "
-                  f"{float(tensor.double().sum())}, at {tensor.data_ptr():#x}, same memory "
-                  f"{tensor.data_ptr() == array.ctypes.data}")
+                  f"{float(tensor.double().sum())}, at {tensor.data_ptr():#x}, same pages "
+                  f"{page_of(tensor.data_ptr()) == page_of(array.ctypes.data)}")
         # The view is released; `array` and `tensor` still hold the lease (and the mapping)
         # until they are gone.
         print(f"after release: array[0, :3] = {array[0, :3]}")
