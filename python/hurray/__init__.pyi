@@ -470,6 +470,9 @@ class TensorView(metaclass=_Pybind11Type):
     @property
     def nbytes(self) -> int:
         """Bytes of the tensor's buffers in the pool."""
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """A CUDA pool's tensor as the CUDA Array Interface (v3), read-only."""
     def __dlpack_device__(self) -> tuple[int, int]: ...
     def __hurray__(self) -> _Capsule: ...
     def release(self, stream: int | Any | None = None) -> None: ...

@@ -102,12 +102,13 @@ py::array DenseArray(const Tensor& tensor, py::object owner, bool writable) {
                      writable);
 }
 
-// The CUDA Array Interface (version 3) of a writable tensor of a CUDA pool: its dense data's
-// device address, shape and type, writable, with nothing to synchronize ("stream": None:
-// the memory is the producer's to write as soon as it is allocated). Types NumPy has no
+// The CUDA Array Interface (version 3) of a tensor of a CUDA pool: its dense data's device
+// address, shape and type, with `read_only` and `stream` (None: nothing to synchronize; an
+// int: the stream the data is ready on, in the interface's numbering). Types NumPy has no
 // dtype for come as the bytes ("|u1"), as numpy() gives them for a host pool.
 // AttributeError for a host pool's tensor (hasattr() is then False: use numpy()).
-py::dict CudaArrayInterface(const WritableTensor& tensor) {
+template <typename Tensor>
+py::dict CudaArrayInterface(const Tensor& tensor, bool read_only, py::object stream) {
   if (!OnDevice(tensor.device())) {
     throw py::attribute_error(
         "__cuda_array_interface__: the tensor lives in host memory; use numpy()");
@@ -135,10 +136,26 @@ py::dict CudaArrayInterface(const WritableTensor& tensor) {
   }
   interface["strides"] = strides;
   interface["data"] =
-      py::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data(index)), /*read_only=*/false);
+      py::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data(index)), read_only);
   interface["version"] = 3;
-  interface["stream"] = py::none();
+  interface["stream"] = std::move(stream);
   return interface;
+}
+
+// A view's CUDA Array Interface: read-only; for an Event handoff whose data is not ready yet, the
+// legacy default stream (1) made to wait on the GPU for the producer's fence (TensorView::WaitOn),
+// which the consumer orders its work after; else no stream.
+py::dict ViewCudaArrayInterface(const TensorView& view) {
+  if (!OnDevice(view.device())) return CudaArrayInterface(view, true, py::none());
+  const Result<bool> ready = view.Ready();  // DATA_LOSS when the daemon gave up on the data.
+  if (!ready) throw ToPython(ready.error());
+  if (*ready) return CudaArrayInterface(view, true, py::none());
+  const Status waiting = [&] {
+    const py::gil_scoped_release release;
+    return view.WaitOn(nullptr);
+  }();
+  OkOrRaise(waiting);
+  return CudaArrayInterface(view, true, py::int_(kDLPackLegacyStream));
 }
 
 template <typename Tensor>
@@ -378,7 +395,9 @@ void BindWritableTensor(py::module_& module) {
           "(DLPack device type, ordinal): (1, 0) for host memory, (2, N) for CUDA device N.")
       .def_property_readonly(
           "__cuda_array_interface__",
-          [](const PyWritableTensor& self) { return CudaArrayInterface(self.Open()); },
+          [](const PyWritableTensor& self) {
+            return CudaArrayInterface(self.Open(), /*read_only=*/false, py::none());
+          },
           "A CUDA pool's tensor as the CUDA Array Interface (v3) describes device memory, for "
           "torch.as_tensor(t, device='cuda'), CuPy or Numba to fill it; host pools have none "
           "(numpy()).")
@@ -484,6 +503,13 @@ void BindTensorView(py::module_& module) {
           "through the consumer's tensor copies the page it touches into this process alone, "
           "never reaching the published tensor. GPU memory: `stream` (DLPack's numbering) waits "
           "for the producer's event.")
+      .def_property_readonly(
+          "__cuda_array_interface__",
+          [](const PyTensorView& self) { return ViewCudaArrayInterface(*self.Lease()); },
+          "A CUDA pool's tensor as the CUDA Array Interface (v3) describes device memory, "
+          "read-only, for CuPy, Numba and torch.as_tensor; 'stream' is 1 (the legacy default "
+          "stream, made to wait for the producer's event) while the data may not be ready, "
+          "else None. Host pools have none (numpy()).")
       .def(
           "__dlpack_device__", [](const PyTensorView& self) { return DLPackDevice(*self.Lease()); },
           "(DLPack device type, ordinal): (1, 0) for host memory, (2, N) for CUDA device N.")

@@ -614,6 +614,8 @@ _HELD_CONSUMER = """
         unsynced = cuda.stream()
         ConsumedDLPack(view.__dlpack__(stream=-1)).release()
         unheld = cuda.record(unsynced)
+        interface = view.__cuda_array_interface__  # Holds the legacy default stream.
+        legacy = cuda.record(None)
         deadline = time.monotonic() + 5
         while cuda.query(unheld) == CUDA_ERROR_NOT_READY and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -621,10 +623,15 @@ _HELD_CONSUMER = """
         print(json.dumps({"device": device, "capsule": tensor.summary(),
                           "held_query": cuda.query(copied),
                           "landing_untouched": landing.bytes() == sentinel,
-                          "unheld_query": cuda.query(unheld)}), flush=True)
+                          "unheld_query": cuda.query(unheld),
+                          "interface": [interface["stream"], interface["data"][0] == tensor.data,
+                                        interface["data"][1]],
+                          "legacy_query": cuda.query(legacy)}), flush=True)
         sys.stdin.readline()
         cuda.synchronize(waiting)
-        out = {"released_query": cuda.query(copied), "bytes": landing.bytes().hex()}
+        cuda.synchronize(None)
+        out = {"released_query": cuda.query(copied), "bytes": landing.bytes().hex(),
+               "legacy_released_query": cuda.query(legacy)}
         tensor.release()
     print(json.dumps(out), flush=True)
 """
@@ -638,6 +645,11 @@ def _check_held(held, shape):
     assert held["held_query"] == CUDA_ERROR_NOT_READY, \
         "the consumer's stream ran before the producer's stream reached the tensor's fence"
     assert held["landing_untouched"]
+    # __cuda_array_interface__ of a tensor not ready yet: read-only, on the legacy default
+    # stream (1), which waits for the producer's fence.
+    assert held["interface"] == [1, True, True]
+    assert held["legacy_query"] == CUDA_ERROR_NOT_READY, \
+        "the legacy default stream ran before the producer's stream reached the fence"
 
 
 def _release_and_check(producer, consumer, data):
@@ -647,6 +659,7 @@ def _release_and_check(producer, consumer, data):
     consumer.send("released")
     released = consumer.read_json()
     assert released["released_query"] == CUDA_SUCCESS
+    assert released.get("legacy_released_query", CUDA_SUCCESS) == CUDA_SUCCESS
     assert bytes.fromhex(released["bytes"]) == data.tobytes()
 
 
