@@ -363,8 +363,11 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
 }
 
 Result<std::shared_ptr<const UniqueFd>> Connection::SegmentDescriptor(const Mapping& mapping) {
-  if (!mapping.origin()) return FailedPreconditionError("the mapping is of no pool segment");
-  const Mapping::Origin& origin = *mapping.origin();
+  const std::optional<Mapping::Origin>& of_segment = mapping.origin();
+  if (!of_segment.has_value()) {
+    return FailedPreconditionError("the mapping is of no pool segment");
+  }
+  const Mapping::Origin& origin = *of_segment;
   if (origin.fd != nullptr) return origin.fd;
   HURRAY_ASSIGN_OR_RETURN(
       auto session, SessionOfEpoch(origin.epoch, /*probe=*/false,
