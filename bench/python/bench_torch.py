@@ -76,6 +76,7 @@ def queue_producer(queue, ready, count):
     for _ in range(count):
         ready.get()
         queue.put((now_ns(), tensor))
+    ready.get()  # The consumer has the last one (its descriptor comes from this process).
 
 
 def queue_gets(context, count):
@@ -92,6 +93,7 @@ def queue_gets(context, count):
         del tensor
         if index >= 20:
             samples.append(received - sent)
+    ready.put(True)
     producer.join()
     return samples
 
@@ -303,6 +305,10 @@ def main():
         print(f"  exec->first output, {kind:10} {figure['exec_to_output']['median_us'] / 1e3:10.1f}"
               f" ms  p90 {figure['exec_to_output']['p90_us'] / 1e3:.1f} ms; summed PSS "
               f"{figure['summed_pss_kib'] / 1024:.1f} MiB")
+    extra = (model["torch_load"]["summed_pss_kib"] - model["hurray"]["summed_pss_kib"]) / 1024
+    print(f"  torch.load's workers take {extra:.1f} MiB more in all "
+          f"({extra / model['workers']:.1f} MiB a worker; the weights are "
+          f"{model['weights_kib'] / 1024:.1f} MiB)")
     for key, ratio in ratios.items():
         print(f"  ratio {key:50} {ratio:8.2f}x")
     if arguments.json:
