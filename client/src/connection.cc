@@ -1,7 +1,9 @@
 #include "connection.h"
 
 #include <fmt/format.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +19,16 @@
 
 namespace hurray::client_internal {
 namespace {
+
+// Whether `fd` (segment `segment_id`) is a file of hugetlbfs, whose private mappings take
+// their copied pages from the huge page pool.
+Result<bool> OnHugetlbfs(int fd, std::uint64_t segment_id) {
+  struct statfs file_system{};
+  if (::fstatfs(fd, &file_system) != 0) {
+    return ErrnoFailure("fstatfs", fmt::format("segment {}", segment_id), errno);
+  }
+  return file_system.f_type == HUGETLBFS_MAGIC;
+}
 
 constexpr std::uint64_t kHugePageBytes = std::uint64_t{2} << 20;
 
@@ -354,27 +366,35 @@ Result<std::shared_ptr<Mapping>> Connection::MapSegment(std::uint64_t segment_id
     (void)::madvise(mapped.data(), granted->size, MADV_HUGEPAGE);
   }
   const bool sealed = granted->kind == v1::SEGMENT_KIND_SEALED_MEMFD;
-  Mapping::Origin origin{.fd = nullptr, .segment_id = segment_id, .epoch = session->daemon_epoch()};
-  if (!sealed) origin.fd = std::make_shared<const UniqueFd>(std::move(granted->fd));
+  Mapping::Origin origin{.fd = nullptr,
+                         .hugetlbfs = false,
+                         .segment_id = segment_id,
+                         .epoch = session->daemon_epoch()};
+  if (!sealed) {
+    HURRAY_ASSIGN_OR_RETURN(origin.hugetlbfs, OnHugetlbfs(granted->fd.get(), segment_id));
+    origin.fd = std::make_shared<const UniqueFd>(std::move(granted->fd));
+  }
   auto mapping = std::make_shared<Mapping>(std::move(mapped), writable, sealed,
                                            session->epoch_hold(), std::move(origin));
   if (!sealed) mappings_.emplace(key, mapping);
   return mapping;
 }
 
-Result<std::shared_ptr<const UniqueFd>> Connection::SegmentDescriptor(const Mapping& mapping) {
+Result<Connection::SegmentFile> Connection::SegmentDescriptor(const Mapping& mapping) {
   const std::optional<Mapping::Origin>& of_segment = mapping.origin();
   if (!of_segment.has_value()) {
     return FailedPreconditionError("the mapping is of no pool segment");
   }
   const Mapping::Origin& origin = *of_segment;
-  if (origin.fd != nullptr) return origin.fd;
+  if (origin.fd != nullptr) return SegmentFile{.fd = origin.fd, .hugetlbfs = origin.hugetlbfs};
   HURRAY_ASSIGN_OR_RETURN(
       auto session, SessionOfEpoch(origin.epoch, /*probe=*/false,
                                    fmt::format("map segment {} privately", origin.segment_id)));
   auto granted = session->MapSegment(origin.segment_id, /*writable=*/false);
   if (!granted) return std::unexpected(granted.error());
-  return std::make_shared<const UniqueFd>(std::move(granted->fd));
+  HURRAY_ASSIGN_OR_RETURN(const bool hugetlbfs, OnHugetlbfs(granted->fd.get(), origin.segment_id));
+  return SegmentFile{.fd = std::make_shared<const UniqueFd>(std::move(granted->fd)),
+                     .hugetlbfs = hugetlbfs};
 }
 
 Result<Connection::DeviceState*> Connection::Device(std::uint64_t epoch) {

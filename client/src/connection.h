@@ -32,9 +32,11 @@ class Mapping {
   // Where a pool segment's mapping came from, for other mappings of its pages
   // (Connection::SegmentDescriptor): the segment's descriptor (kept for the epoch's cached
   // segments; null for a sealed pool's memfd, whose descriptor is not kept: a consumer may
-  // hold thousands), its id and the daemon epoch that granted it.
+  // hold thousands) and whether it is a file of hugetlbfs (known with the descriptor), its
+  // id and the daemon epoch that granted it.
   struct Origin {
     std::shared_ptr<const UniqueFd> fd;
+    bool hugetlbfs = false;
     std::uint64_t segment_id = 0;
     std::uint64_t epoch = 0;
   };
@@ -170,9 +172,14 @@ class Connection {
                                                             std::uint64_t epoch);
   // A read-only descriptor of the pool segment `mapping` maps, for another mapping of its
   // pages (TensorView::MapPrivate): the one the connection keeps for the epoch, or for a
-  // sealed pool's memfd a new grant of the daemon's. FAILED_PRECONDITION for a mapping of no
-  // pool segment; UNAVAILABLE once the mapping's epoch is over; the grant's errors.
-  [[nodiscard]] Result<std::shared_ptr<const UniqueFd>> SegmentDescriptor(const Mapping& mapping);
+  // sealed pool's memfd a new grant of the daemon's; and whether the segment is a file of
+  // hugetlbfs. FAILED_PRECONDITION for a mapping of no pool segment; UNAVAILABLE once the
+  // mapping's epoch is over; the grant's errors, or fstatfs's.
+  struct SegmentFile {
+    std::shared_ptr<const UniqueFd> fd;
+    bool hugetlbfs = false;
+  };
+  [[nodiscard]] Result<SegmentFile> SegmentDescriptor(const Mapping& mapping);
 
   // This process's CUDA slabs of epoch `epoch` (0: the current one), their cache made on
   // first use over the CUDA driver. FAILED_PRECONDITION saying why when this process has

@@ -1,9 +1,7 @@
 // TensorView and TensorViewBatch (hurray/client.h), and what the client module does with
 // views beyond their public API (client_internal.h).
 #include <fmt/format.h>
-#include <linux/magic.h>
 #include <sys/mman.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,13 +152,9 @@ Result<PrivateMapping> TensorView::MapPrivate(std::size_t index) const {
         "MapPrivate: {} lives in GPU memory, which has no private mappings", tensor.name));
   }
   if (!buffer.mapping || buffer.size == 0) return PrivateMapping();
-  HURRAY_ASSIGN_OR_RETURN(const std::shared_ptr<const UniqueFd> fd,
+  HURRAY_ASSIGN_OR_RETURN(const Connection::SegmentFile file,
                           state_->connection->SegmentDescriptor(*buffer.mapping));
-  struct statfs file_system{};
-  if (::fstatfs(fd->get(), &file_system) != 0) {
-    return ErrnoFailure("fstatfs", fmt::format("the segment of {}", tensor.name), errno);
-  }
-  if (file_system.f_type == HUGETLBFS_MAGIC) {
+  if (file.hugetlbfs) {
     return FailedPreconditionError(fmt::format(
         "MapPrivate: {} lives in a pool of explicit huge pages, whose private copies the kernel "
         "would take from the huge page pool",
@@ -171,7 +165,7 @@ Result<PrivateMapping> TensorView::MapPrivate(std::size_t index) const {
   const auto offset = static_cast<std::uint64_t>(buffer.data - buffer.mapping->base());
   const std::uint64_t first = offset / kPage * kPage;
   const std::uint64_t length = (offset + buffer.size - first + kPage - 1) / kPage * kPage;
-  void* pages = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd->get(),
+  void* pages = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd->get(),
                        static_cast<off_t>(first));
   if (pages == MAP_FAILED) {
     return ErrnoFailure("mmap", fmt::format("a private mapping of {}", tensor.name), errno);
