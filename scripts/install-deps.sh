@@ -14,7 +14,7 @@ packages=("$@")
   prometheus-cpp-dev prometheus
   clang-19 libclang-rt-19-dev clang-format-19 clang-tidy-19
   libhiredis-dev nlohmann-json3-dev grpc-proto libxxhash-dev
-  pybind11-dev python3-dev python3-numpy python3-torch python3-pytest
+  pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest
   python3-pip python3-venv python3-setuptools python3-pybind11 python3-mypy
   systemd tmux python3-yaml
   debootstrap spin abigail-tools file

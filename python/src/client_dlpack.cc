@@ -1,5 +1,6 @@
 #include "client_dlpack.h"
 
+#include <dlpack/dlpack.h>
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -12,37 +13,6 @@ namespace hurray::python {
 namespace {
 
 namespace py = pybind11;
-
-// dlpack.h 0.6, field for field.
-struct DLDevice {
-  std::int32_t device_type;  // DLDeviceType: kDLCPU 1, kDLCUDA 2.
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;  // DLDataTypeCode: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLComplex 5.
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;  // In elements; null: row-major.
-  std::uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-
-constexpr std::uint8_t kDLInt = 0;
-constexpr std::uint8_t kDLUInt = 1;
-constexpr std::uint8_t kDLFloat = 2;
-constexpr std::uint8_t kDLBfloat = 4;
-constexpr std::uint8_t kDLComplex = 5;
 
 // What the DLManagedTensor's manager_ctx points at: the owner and the arrays it points into.
 struct ManagedContext {
@@ -57,7 +27,7 @@ void DeleteManaged(DLManagedTensor* self) {
 }
 
 // DLPack's code for `type`; bool travels as uint8, as DLPack 0.6 has no boolean code.
-std::optional<std::uint8_t> DLPackCode(ElementType type) {
+std::optional<DLDataTypeCode> DLPackCode(ElementType type) {
   switch (type) {
     case ElementType::kBool:
     case ElementType::kUint8:
@@ -95,7 +65,7 @@ void DestroyUnconsumed(PyObject* capsule) {
 
 py::capsule MakeDLPackCapsule(const void* data, const ArraySpec& spec, const DeviceInfo& device,
                               std::shared_ptr<const void> owner) {
-  const std::optional<std::uint8_t> code = DLPackCode(spec.type);
+  const std::optional<DLDataTypeCode> code = DLPackCode(spec.type);
   if (!code) {
     throw PythonError(
         "UnsupportedError",
@@ -107,10 +77,12 @@ py::capsule MakeDLPackCapsule(const void* data, const ArraySpec& spec, const Dev
   context->strides.assign(spec.element_strides.begin(), spec.element_strides.end());
   DLTensor& tensor = context->managed.dl_tensor;
   tensor.data = const_cast<void*>(data);  // DLPack has no const; consumers get a read-only view.
-  tensor.device = {.device_type = device.dlpack_device_type(), .device_id = device.device_ordinal};
+  tensor.device = {.device_type = static_cast<DLDeviceType>(device.dlpack_device_type()),
+                   .device_id = device.device_ordinal};
   tensor.ndim = static_cast<std::int32_t>(context->shape.size());
-  tensor.dtype = {
-      .code = *code, .bits = static_cast<std::uint8_t>(ElementBitWidth(spec.type)), .lanes = 1};
+  tensor.dtype = {.code = static_cast<std::uint8_t>(*code),
+                  .bits = static_cast<std::uint8_t>(ElementBitWidth(spec.type)),
+                  .lanes = 1};
   tensor.shape = context->shape.data();
   tensor.strides = context->strides.empty() ? nullptr : context->strides.data();
   tensor.byte_offset = 0;

@@ -1,6 +1,6 @@
 // The DLPack 0.6 export of a tensor's dense data: a "dltensor" capsule holding a
-// DLManagedTensor (laid out as dlpack.h 0.6 declares it), as __dlpack__ returns it to
-// torch.from_dlpack, numpy.from_dlpack and other consumers.
+// DLManagedTensor (Debian's libdlpack-dev: dlpack/dlpack.h 0.6), as __dlpack__ returns it
+// to torch.from_dlpack, numpy.from_dlpack and other consumers.
 #pragma once
 
 #include <pybind11/pybind11.h>
