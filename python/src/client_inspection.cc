@@ -133,8 +133,8 @@ void BindTensorReports(py::module_& module) {
 void BindDaemonReports(py::module_& module) {
   py::class_<PoolStats>(module, "PoolStats",
                         "One memory pool of the daemon (DaemonStats.pools). Sizes in bytes.")
-      .def_readonly("name", &PoolStats::name, "The pool's name (\"cpu\", \"cuda:0\", ...).")
-      .def_readonly("kind", &PoolStats::kind, "\"cpu\" or \"cuda\".")
+      .def_readonly("name", &PoolStats::name, "The pool's name ('cpu', 'cuda:0', ...).")
+      .def_readonly("kind", &PoolStats::kind, "'cpu' or 'cuda'.")
       .def_readonly("capacity_bytes", &PoolStats::capacity_bytes, "Bytes reserved for the pool.")
       .def_readonly("used_bytes", &PoolStats::used_bytes,
                     "Bytes in allocations: pending, published or awaiting reclamation.")
@@ -151,9 +151,9 @@ void BindDaemonReports(py::module_& module) {
                     "Huge pages in effect: \"off\", \"transparent\" or \"explicit\"; \"\" for "
                     "pools without pages of their own (cuda).")
       .def_readonly("device_uuid", &PoolStats::device_uuid,
-                    "A CUDA pool's GPU: \"GPU-<uuid>\" or \"MIG-<uuid>\"; \"\" for cpu.")
+                    "A CUDA pool's GPU: 'GPU-<uuid>' or 'MIG-<uuid>'; '' for cpu.")
       .def_readonly("device_name", &PoolStats::device_name,
-                    "A CUDA pool's device name (\"NVIDIA H200\"); \"\" for cpu.")
+                    "A CUDA pool's device name ('NVIDIA H200'); '' for cpu.")
       .def_readonly("device_ordinal", &PoolStats::device_ordinal,
                     "A CUDA pool's device, as the daemon's CUDA ordinal; 0 for cpu.")
       .def_readonly("mechanism", &PoolStats::mechanism,

@@ -92,7 +92,7 @@ void BindBufferHandle(py::module_& module) {
           "The memory space as its wire byte (0 cpu, 1 cuda, ...).")
       .def_property_readonly(
           "device", [](const BufferHandle& self) { return self.device_tag().Name(); },
-          "The memory space by name: \"cpu\", \"cuda\", ...; \"private\" for a private tag.")
+          "The memory space by name: 'cpu', 'cuda', ...; 'private' for a private tag.")
       .def_property_readonly(
           "memory_class", [](const BufferHandle& self) { return self.memory_class().Name(); },
           "The memory class by name: \"standard\", \"host_pinned\", \"unified\", \"peer\" "
@@ -283,7 +283,7 @@ void BindDescriptorAccessors(py::class_<TensorDescriptor>& cls) {
           "The extent of each dimension, in elements.")
       .def_property_readonly(
           "layout", [](const TensorDescriptor& d) { return LayoutName(d.layout()); },
-          "\"dense\", \"coo\", \"csr\", \"csc\" or \"block_paged\".")
+          "'dense', 'coo', 'csr', 'csc' or 'block_paged'.")
       .def_property_readonly(
           "quantization",
           [](const TensorDescriptor& d) { return QuantizationObject(d.quantization()); },

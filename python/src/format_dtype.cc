@@ -110,7 +110,7 @@ void BindDTypes(py::module_& module) {
                     "Compare with ==; hurray.dtype() converts NumPy and torch dtypes.")
       .def_property_readonly(
           "name", [](const DType& self) { return ElementTypeName(self.type); },
-          "The format's name of the type (\"float32\", \"bool\", \"nf4\").")
+          "The format's name of the type ('float32', 'bool', 'nf4').")
       .def_property_readonly(
           "tag", [](const DType& self) { return ElementTypeTag(self.type); },
           "The type's byte in an encoded descriptor (docs/descriptor.md).")
