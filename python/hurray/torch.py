@@ -239,7 +239,9 @@ def _torch_tensor(view: _hurray.TensorView) -> torch.Tensor:
             tensor = torch.from_dlpack(view)
         except UnsupportedError as error:
             raise UnsupportedError(f"{view.name}: {error}") from None
-        return tensor.view(torch.bool) if descriptor.dtype == _hurray.bool_ else tensor
+        if tensor.dtype == torch.uint8 and descriptor.dtype == _hurray.bool_:
+            return tensor.view(torch.bool)  # DLPack 0.6 carries bool as uint8.
+        return tensor
     quantized_type = _TORCH_QUANTIZED_OF.get(descriptor.dtype.name)
     if quantized_type is None or quantization.kind not in ("per_tensor_affine",
                                                            "per_channel_affine"):
