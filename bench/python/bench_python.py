@@ -462,6 +462,14 @@ class Daemon:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def write_report(report, path):
+    """Writes `report` as JSON to `path` (none: nothing)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(report, file, indent=2)
+        print(f"  wrote {path}")
+
+
 def print_table(report):
     print("\nPython: handing a uint64 tensor from one Python process to another "
           "(median / p90, us)")
@@ -577,10 +585,7 @@ def main():
         for language, figure in control.items():
             print(f"  acquire+release, 4 KiB, {language:6}  median {figure['median_us']:.1f} us"
                   f"  p90 {figure['p90_us']:.1f} us  n={figure['n']}")
-    if arguments.json:
-        with open(arguments.json, "w", encoding="utf-8") as file:
-            json.dump(report, file, indent=2)
-        print(f"  wrote {arguments.json}")
+    write_report(report, arguments.json)
 
 
 if __name__ == "__main__":

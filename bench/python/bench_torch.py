@@ -23,7 +23,6 @@ Run: PYTHONPATH=build-bench/python /usr/bin/python3 bench/python/bench_torch.py 
 """
 
 import argparse
-import json
 import multiprocessing
 import os
 import statistics
@@ -33,7 +32,7 @@ import tempfile
 import textwrap
 import time
 
-from bench_python import Daemon, now_ns, summary
+from bench_python import Daemon, now_ns, summary, write_report
 
 TESTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
                          "python")
@@ -311,10 +310,7 @@ def main():
           f"{model['weights_kib'] / 1024:.1f} MiB)")
     for key, ratio in ratios.items():
         print(f"  ratio {key:50} {ratio:8.2f}x")
-    if arguments.json:
-        with open(arguments.json, "w", encoding="utf-8") as file:
-            json.dump(report, file, indent=2)
-        print(f"  wrote {arguments.json}")
+    write_report(report, arguments.json)
 
 
 if __name__ == "__main__":

@@ -64,14 +64,15 @@ def publish_state_dict(client: _hurray.Client, prefix: str,
         state = module_or_state_dict
     if not state:
         raise InvalidArgumentError(f"publish_state_dict({prefix!r}): the state dict is empty")
+    names = [f"{prefix}{key}" for key in state]
     tensors: list[_hurray.WritableTensor] = []
     try:
-        for key, value in state.items():
+        for name, (key, value) in zip(names, state.items()):
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"publish_state_dict: {key!r} is a {type(value).__name__}, "
                                 f"not a torch.Tensor")
-            tensors.append(_allocated_copy(client, f"{prefix}{key}", value.detach(), pool))
-        versions = client.publish_batch(tensors, [f"{prefix}{key}" for key in state])
+            tensors.append(_allocated_copy(client, name, value.detach(), pool))
+        versions = client.publish_batch(tensors, names)
     except BaseException:
         for tensor in tensors:
             tensor.cancel()
@@ -171,23 +172,20 @@ def _allocated_copy(client: _hurray.Client, name: str, value: torch.Tensor,
     if value.is_quantized:
         return _allocated_quantized(client, name, value, _pool_of(value, pool))
     if value.is_cuda:
-        # Producer-synced: the copy is complete (the stream synchronized) before the publish.
-        descriptor = _hurray.Descriptor.dense(list(value.shape), value.dtype,
-                                              device_tag=_CUDA_DEVICE_TAG)
-        tensor = client.allocate(descriptor, _pool_of(value, pool))
-        try:
-            torch.from_dlpack(tensor).copy_(value)
-            torch.cuda.current_stream(value.device).synchronize()
-        except BaseException:
-            tensor.cancel()
-            raise
-        return tensor
-    tensor = client.empty(list(value.shape), value.dtype, _pool_of(value, pool))
+        # Producer-synced (not client.empty's Event handoff): the copy is complete, its stream
+        # synchronized, before the publish.
+        tensor = client.allocate(_hurray.Descriptor.dense(list(value.shape), value.dtype,
+                                                          device_tag=_CUDA_DEVICE_TAG),
+                                 _pool_of(value, pool))
+    else:
+        tensor = client.empty(list(value.shape), value.dtype, _pool_of(value, pool))
     try:
         destination = torch.from_dlpack(tensor)
         if value.dtype == torch.bool:
             destination = destination.view(torch.bool)  # DLPack 0.6 carries bool as uint8.
         destination.copy_(value)
+        if value.is_cuda:
+            torch.cuda.current_stream(value.device).synchronize()
     except BaseException:
         tensor.cancel()
         raise

@@ -174,33 +174,28 @@ py::capsule DLPack(const Tensor& tensor, std::shared_ptr<const void> owner) {
 py::capsule ViewDLPack(const std::shared_ptr<TensorView>& lease) {
   const std::uint32_t index = DenseDataBuffer(lease->descriptor(), "__dlpack__");
   const ArraySpec spec = BufferArraySpec(lease->descriptor(), index);
-  if (OnDevice(lease->device())) {
-    return MakeDLPackCapsule(lease->data(index), spec, lease->device(), lease);
-  }
-  Result<PrivateMapping> mapped = lease->MapPrivate(index);
-  if (!mapped) {
+  if (!OnDevice(lease->device())) {
+    Result<PrivateMapping> mapped = lease->MapPrivate(index);
+    if (mapped) {
+      // Members end in reverse: the private mapping goes before the lease keeping its pages.
+      struct PrivateOwner {
+        std::shared_ptr<TensorView> lease;
+        PrivateMapping mapping;
+      };
+      auto owner = std::make_shared<PrivateOwner>(
+          PrivateOwner{.lease = lease, .mapping = std::move(*mapped)});
+      const void* data = owner->mapping.bytes().data();
+      return MakeDLPackCapsule(data, spec, lease->device(), std::move(owner));
+    }
     if (mapped.error().code() != StatusCode::kFailedPrecondition) throw ToPython(mapped.error());
-    return MakeDLPackCapsule(lease->data(index), spec, lease->device(), lease);
   }
-  // Members end in reverse: the private mapping goes before the lease that keeps its pages.
-  struct PrivateOwner {
-    std::shared_ptr<TensorView> lease;
-    PrivateMapping mapping;
-  };
-  auto owner =
-      std::make_shared<PrivateOwner>(PrivateOwner{.lease = lease, .mapping = std::move(*mapped)});
-  const void* data = owner->mapping.bytes().data();
-  return MakeDLPackCapsule(data, spec, lease->device(), std::move(owner));
+  return MakeDLPackCapsule(lease->data(index), spec, lease->device(), lease);
 }
 
-// A share of a Python object for a DLPack capsule, whose deleter may run without the GIL:
-// the reference is dropped under the GIL, unless the interpreter is gone.
+// A share of a Python object for a DLPack capsule, whose deleter may run without the GIL
+// (ReleasePythonReference takes it).
 std::shared_ptr<const void> PythonShare(py::object object) {
-  return {new py::object(std::move(object)), [](const py::object* held) {
-            if (Py_IsInitialized() == 0) return;  // At exit: leave the reference.
-            const py::gil_scoped_acquire gil;
-            delete held;  // NOLINT(cppcoreguidelines-owning-memory): the shared_ptr's own.
-          }};
+  return std::shared_ptr<void>(object.release().ptr(), &ReleasePythonReference);
 }
 
 template <typename Tensor>
@@ -381,7 +376,6 @@ void BindWritableTensor(py::module_& module) {
                                 "__dlpack__(copy=True): a WritableTensor is written in place; "
                                 "copy what you need after publish");
             }
-            if (!OnDevice(tensor.device())) CheckHostMemory(tensor.device(), "__dlpack__");
             return DLPack(tensor, PythonShare(PyWritableTensor::ExportOwner(self)));
           },
           py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),

@@ -31,6 +31,11 @@ void BindFormat(pybind11::module_& module);
 // types): their data is then exposed as uint8 bytes. Needs the GIL.
 [[nodiscard]] pybind11::object NumpyDTypeOf(ElementType type);
 
+// Drops one reference to `object` (a PyObject*), taking the GIL: for owners let go from any
+// thread (a C consumer's tensor context, the deleter a DLPack consumer calls). Nothing at
+// exit, once the interpreter has freed its objects.
+void ReleasePythonReference(void* object);
+
 // One buffer of a capsule: memory that `owner` (below) keeps alive.
 struct CapsuleBuffer {
   const void* data = nullptr;

@@ -43,15 +43,6 @@ void CheckC(HurrayStatus status, const char* function) {
   CheckC(status, function, hurray_last_error_message());
 }
 
-// owner_release of the capsule's context: drops the owner's reference, taking the GIL (a C
-// consumer may destroy the context from any thread).
-void ReleaseOwner(void* owner) {
-  if (Py_IsInitialized() == 0) return;  // At exit the interpreter has freed its objects.
-  const PyGILState_STATE state = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(owner));
-  PyGILState_Release(state);
-}
-
 // The list and context a capsule owns, destroyed together (the context after the list, so
 // the owner outlives every handle on its memory).
 struct CapsuleContents {
@@ -209,6 +200,13 @@ py::tuple OpenCapsule(py::handle object) {
 
 }  // namespace
 
+void ReleasePythonReference(void* object) {
+  if (Py_IsInitialized() == 0) return;  // At exit the interpreter has freed its objects.
+  const PyGILState_STATE state = PyGILState_Ensure();
+  Py_DECREF(static_cast<PyObject*>(object));
+  PyGILState_Release(state);
+}
+
 py::capsule MakeTensorCapsule(const TensorDescriptor& descriptor,
                               std::span<const CapsuleBuffer> buffers, py::object owner) {
   CapsuleContents contents;
@@ -216,9 +214,9 @@ py::capsule MakeTensorCapsule(const TensorDescriptor& descriptor,
   for (const CapsuleBuffer& buffer : buffers) PushBuffer(contents.list, buffer);
   const std::string encoded = descriptor.Encode();
   PyObject* owner_reference = owner.release().ptr();
-  const HurrayStatus created =
-      hurray_tensor_context_new(reinterpret_cast<const std::uint8_t*>(encoded.data()),
-                                encoded.size(), &ReleaseOwner, owner_reference, &contents.context);
+  const HurrayStatus created = hurray_tensor_context_new(
+      reinterpret_cast<const std::uint8_t*>(encoded.data()), encoded.size(),
+      &ReleasePythonReference, owner_reference, &contents.context);
   if (created != HURRAY_OK) Py_DECREF(owner_reference);
   CheckC(created, "hurray_tensor_context_new");
 
